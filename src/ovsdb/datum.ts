@@ -1,0 +1,307 @@
+// Values of OVSDB columns: conversion between JavaScript values and the RFC 7047 wire notation,
+// validation against a column type, and the update2 "modify" diff semantics.
+//
+// JavaScript representation, chosen by ColumnType.kind:
+//   scalar   -> the atom
+//   optional -> the atom or null
+//   set      -> an array of atoms
+//   map      -> a plain object; keys are the key atoms as strings (integer keys as decimal strings)
+// uuid atoms are 36-character strings; a reference to a row inserted in the same transaction is a NamedUuid.
+
+import { ValueError } from "./errors.ts";
+import type { BaseType, ColumnType } from "./schema.ts";
+
+const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const UUID_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/** A reference to a row inserted earlier in the same transaction by its uuid-name. */
+export class NamedUuid {
+  constructor(readonly name: string) {
+    if (!NAME_RE.test(name)) {
+      throw new ValueError(`invalid uuid-name "${name}": it must match [A-Za-z_][A-Za-z0-9_]*`);
+    }
+  }
+  toJSON(): ["named-uuid", string] {
+    return ["named-uuid", this.name];
+  }
+}
+
+export type Atom = string | number | boolean | NamedUuid;
+export type MapValue = Readonly<Record<string, Atom>>;
+export type Value = Atom | null | readonly Atom[] | MapValue;
+
+export const EMPTY_SET: readonly never[] = Object.freeze([]);
+export const EMPTY_MAP: Readonly<Record<string, never>> = Object.freeze({});
+
+export function isUuid(s: string): boolean {
+  return s.length === 36 && UUID_RE.test(s);
+}
+
+export function defaultAtom(bt: BaseType): Atom {
+  if (bt.enum && bt.enum.length > 0) {
+    const sorted = [...bt.enum].sort(compareAtoms);
+    return sorted[0] as Atom;
+  }
+  switch (bt.type) {
+    case "integer":
+    case "real":
+      return 0;
+    case "boolean":
+      return false;
+    case "string":
+      return "";
+    case "uuid":
+      return "00000000-0000-0000-0000-000000000000";
+  }
+}
+
+/** The value a column holds when a row is inserted without it (RFC 7047 §5.1). */
+export function defaultValue(ct: ColumnType): Value {
+  switch (ct.kind) {
+    case "scalar":
+      return defaultAtom(ct.key);
+    case "optional":
+      return null;
+    case "set":
+      return EMPTY_SET;
+    case "map":
+      return EMPTY_MAP;
+  }
+}
+
+function where(table: string | undefined, column: string | undefined): string {
+  return table ? `${table}.${column}` : (column ?? "value");
+}
+
+export function validateAtom(a: unknown, bt: BaseType, table?: string, column?: string): Atom {
+  const at = where(table, column);
+  const fail = (msg: string): never => {
+    throw new ValueError(`${at}: ${msg}`, table, column);
+  };
+  switch (bt.type) {
+    case "integer":
+      if (typeof a !== "number" || !Number.isInteger(a)) fail(`expected an integer, got ${JSON.stringify(a)}`);
+      if (bt.minInteger !== undefined && (a as number) < bt.minInteger)
+        fail(`${a} is below the minimum ${bt.minInteger}`);
+      if (bt.maxInteger !== undefined && (a as number) > bt.maxInteger)
+        fail(`${a} is above the maximum ${bt.maxInteger}`);
+      break;
+    case "real":
+      if (typeof a !== "number" || !Number.isFinite(a)) fail(`expected a real number, got ${JSON.stringify(a)}`);
+      if (bt.minReal !== undefined && (a as number) < bt.minReal) fail(`${a} is below the minimum ${bt.minReal}`);
+      if (bt.maxReal !== undefined && (a as number) > bt.maxReal) fail(`${a} is above the maximum ${bt.maxReal}`);
+      break;
+    case "boolean":
+      if (typeof a !== "boolean") fail(`expected a boolean, got ${JSON.stringify(a)}`);
+      break;
+    case "string": {
+      if (typeof a !== "string") fail(`expected a string, got ${JSON.stringify(a)}`);
+      // ovsdb-server counts code points, not bytes: "ééé" fits maxLength 3.
+      const len = [...(a as string)].length;
+      if (bt.minLength !== undefined && len < bt.minLength)
+        fail(`"${a}" is shorter than ${bt.minLength} characters`);
+      if (bt.maxLength !== undefined && len > bt.maxLength)
+        fail(`"${a}" is longer than ${bt.maxLength} characters`);
+      break;
+    }
+    case "uuid":
+      if (a instanceof NamedUuid) break;
+      if (typeof a !== "string" || !isUuid(a)) fail(`expected a UUID or a NamedUuid, got ${JSON.stringify(a)}`);
+      break;
+  }
+  if (bt.enum && !(a instanceof NamedUuid) && !bt.enum.includes(a as string | number | boolean)) {
+    fail(`${JSON.stringify(a)} is not one of ${bt.enum.map((e) => JSON.stringify(e)).join(", ")}`);
+  }
+  return a as Atom;
+}
+
+export function encodeAtom(a: Atom, bt: BaseType): unknown {
+  if (bt.type === "uuid") return a instanceof NamedUuid ? ["named-uuid", a.name] : ["uuid", a];
+  return a;
+}
+
+export function decodeAtom(w: unknown, bt: BaseType): Atom {
+  if (bt.type === "uuid") {
+    if (Array.isArray(w) && (w[0] === "uuid" || w[0] === "named-uuid")) return w[1] as string;
+    throw new ValueError(`expected a uuid atom, got ${JSON.stringify(w)}`);
+  }
+  if (bt.type === "real" || bt.type === "integer") {
+    if (typeof w !== "number") throw new ValueError(`expected a number, got ${JSON.stringify(w)}`);
+    return w;
+  }
+  return w as Atom;
+}
+
+function keyToAtom(k: string, bt: BaseType): Atom {
+  switch (bt.type) {
+    case "integer":
+    case "real":
+      return Number(k);
+    case "boolean":
+      return k === "true";
+    default:
+      return k;
+  }
+}
+
+// Maps are ordinary objects (compact in V8, unlike null-prototype ones); "__proto__" needs defineProperty to stay a key.
+function setKey(o: Record<string, Atom>, k: string, v: Atom): void {
+  if (k === "__proto__") Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+  else o[k] = v;
+}
+
+function wireSetElements(w: unknown): unknown[] {
+  if (Array.isArray(w) && w[0] === "set") return w[1] as unknown[];
+  return [w];
+}
+
+export interface EncodeOptions {
+  /** Check min/max cardinality: true for full values (insert, update, ==), false for partial ones (mutate, includes). */
+  cardinality?: boolean;
+  table?: string;
+  column?: string;
+}
+
+/** Validates `v` against the column type and encodes it in wire notation. */
+export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}): unknown {
+  const { table, column } = opts;
+  const at = where(table, column);
+  switch (ct.kind) {
+    case "scalar":
+      if (Array.isArray(v)) throw new ValueError(`${at}: expected a single value, got an array`, table, column);
+      return encodeAtom(validateAtom(v, ct.key, table, column), ct.key);
+    case "optional":
+    case "set": {
+      let elems: readonly unknown[];
+      if (v === null || v === undefined) elems = EMPTY_SET;
+      else if (Array.isArray(v)) elems = v;
+      else elems = [v];
+      if (opts.cardinality !== false && (elems.length < ct.min || elems.length > ct.max)) {
+        throw new ValueError(
+          `${at}: holds ${ct.min === ct.max ? ct.min : `${ct.min} to ${ct.max}`} elements, got ${elems.length}`,
+          table,
+          column,
+        );
+      }
+      const out = elems.map((e) => encodeAtom(validateAtom(e, ct.key, table, column), ct.key));
+      return out.length === 1 ? out[0] : ["set", out];
+    }
+    case "map": {
+      if (v === null || v === undefined) return ["map", []];
+      // A set of keys is accepted (partial, for the map "delete" mutator).
+      if (Array.isArray(v)) {
+        return ["set", v.map((k) => encodeAtom(validateAtom(k, ct.key, table, column), ct.key))];
+      }
+      if (typeof v !== "object") throw new ValueError(`${at}: expected a map object, got ${typeof v}`, table, column);
+      const entries = v instanceof Map ? [...v.entries()] : Object.entries(v as object);
+      if (opts.cardinality !== false && (entries.length < ct.min || entries.length > ct.max)) {
+        throw new ValueError(`${at}: holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
+      }
+      const valueType = ct.value as BaseType;
+      return [
+        "map",
+        entries.map(([k, val]) => [
+          encodeAtom(
+            validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
+            ct.key,
+          ),
+          encodeAtom(validateAtom(val, valueType, table, column), valueType),
+        ]),
+      ];
+    }
+  }
+}
+
+/** Decodes a wire value; no validation beyond shape, since it comes from the server. */
+export function decodeValue(w: unknown, ct: ColumnType): Value {
+  switch (ct.kind) {
+    case "scalar":
+      return decodeAtom(w, ct.key);
+    case "optional": {
+      const e = wireSetElements(w);
+      return e.length === 0 ? null : decodeAtom(e[0], ct.key);
+    }
+    case "set": {
+      const e = wireSetElements(w);
+      if (e.length === 0) return EMPTY_SET;
+      return e.map((x) => decodeAtom(x, ct.key));
+    }
+    case "map": {
+      if (!Array.isArray(w) || w[0] !== "map" || !Array.isArray(w[1])) {
+        throw new ValueError(`expected a map, got ${JSON.stringify(w)}`);
+      }
+      const pairs = w[1] as [unknown, unknown][];
+      if (pairs.length === 0) return EMPTY_MAP;
+      const valueType = ct.value as BaseType;
+      const out: Record<string, Atom> = {};
+      for (const [k, val] of pairs) setKey(out, String(decodeAtom(k, ct.key)), decodeAtom(val, valueType));
+      return out;
+    }
+  }
+}
+
+/**
+ * Applies an update2 "modify" diff to an old value: sets toggle each listed element (symmetric difference);
+ * maps add a missing key, delete a key whose value matches, and replace a key whose value differs; scalars are replaced.
+ */
+export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
+  switch (ct.kind) {
+    case "scalar":
+      return decodeAtom(diff, ct.key);
+    case "optional":
+    case "set": {
+      const cur = new Set<Atom>(ct.kind === "optional" ? (old === null ? [] : [old as Atom]) : (old as Atom[]));
+      for (const e of wireSetElements(diff)) {
+        const a = decodeAtom(e, ct.key);
+        if (!cur.delete(a)) cur.add(a);
+      }
+      if (ct.kind === "optional") {
+        const first = cur.values().next();
+        return first.done ? null : first.value;
+      }
+      return cur.size === 0 ? EMPTY_SET : [...cur];
+    }
+    case "map": {
+      const d = decodeValue(diff, ct) as MapValue;
+      const out: Record<string, Atom> = {};
+      for (const k of Object.keys(old as MapValue)) setKey(out, k, (old as MapValue)[k] as Atom);
+      for (const k of Object.keys(d)) {
+        const nv = d[k] as Atom;
+        if (!Object.hasOwn(out, k)) setKey(out, k, nv);
+        else if (out[k] === nv) delete out[k];
+        else out[k] = nv;
+      }
+      return Object.keys(out).length === 0 ? EMPTY_MAP : out;
+    }
+  }
+}
+
+export function compareAtoms(a: unknown, b: unknown): number {
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  const sa = String(a);
+  const sb = String(b);
+  return sa < sb ? -1 : sa > sb ? 1 : 0;
+}
+
+/** A canonical, order-independent form of a decoded value, for comparisons. */
+export function canonicalValue(v: Value, ct: ColumnType): unknown {
+  switch (ct.kind) {
+    case "scalar":
+      return v instanceof NamedUuid ? `named:${v.name}` : v;
+    case "optional":
+      return v === null ? [] : [v];
+    case "set":
+      return [...(v as Atom[])].sort(compareAtoms);
+    case "map": {
+      const m = v as MapValue;
+      return Object.keys(m)
+        .sort((a, b) => compareAtoms(keyToAtom(a, ct.key), keyToAtom(b, ct.key)))
+        .map((k) => [k, m[k]]);
+    }
+  }
+}
+
+export function valuesEqual(a: Value, b: Value, ct: ColumnType): boolean {
+  if (a === b) return true;
+  return JSON.stringify(canonicalValue(a, ct)) === JSON.stringify(canonicalValue(b, ct));
+}

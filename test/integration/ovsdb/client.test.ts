@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { ConstraintViolationError, OrphanRowError, UnknownDatabaseError, ValueError } from "../../../src/ovsdb/errors.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { byUuid } from "../../../src/ovsdb/transaction.ts";
+import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+import { diffCacheAndDump } from "./compare.ts";
+
+describe("OVSDB client against a real ovsdb-server (NB)", () => {
+  test("inserts a switch with ports in one transaction and the monitor cache equals the server dump", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    const res = await c.transact((txn) => {
+      const p1 = txn.insert("Logical_Switch_Port", { name: "p1", addresses: ["0a:58:0a:00:00:05 10.0.0.5"] });
+      const p2 = txn.insert("Logical_Switch_Port", { name: "p2", external_ids: { owner: "test" }, tag_request: 7 });
+      txn.insert("Logical_Switch", { name: "ls1", ports: [p1, p2], other_config: { subnet: "10.0.0.0/24" } });
+    });
+    assert.equal(res.uuids.size, 3);
+    const ls = await c.waitForRow("Logical_Switch", (r) => r.name === "ls1", { timeoutMs: 2000 });
+    assert.equal(ls.ports.length, 2);
+    assert.deepEqual(ls.other_config, { subnet: "10.0.0.0/24" });
+    const p2 = c.cache.table("Logical_Switch_Port").findOne((r) => r.name === "p2");
+    assert.equal(p2?.tag_request, 7);
+    assert.deepEqual(p2?.external_ids, { owner: "test" });
+    assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
+
+    // set and map mutations, update, delete
+    await c.transact((txn) => {
+      txn.mutate("Logical_Switch", byUuid(ls._uuid), [
+        ["other_config", "insert", { mcast_snoop: "true" }],
+        ["other_config", "delete", ["subnet"]],
+      ]);
+      txn.update("Logical_Switch_Port", [["name", "==", "p1"]], { enabled: false, addresses: ["dynamic"] });
+    });
+    await c.transact((txn) => {
+      txn.mutate("Logical_Switch", byUuid(ls._uuid), [["ports", "delete", [p2?._uuid as string]]]);
+    });
+    await c.waitForRow("Logical_Switch", (r) => r.ports.length === 1, { timeoutMs: 2000 });
+    assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
+    // p2 was garbage-collected by the server once unreferenced
+    assert.equal(c.cache.table("Logical_Switch_Port").size, 1);
+  });
+
+  test("inserting into a non-root table without a reference is refused before sending", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    await assert.rejects(
+      c.transact((txn) => {
+        txn.insert("Logical_Switch_Port", { name: "orphan" });
+      }),
+      (e: Error) => e instanceof OrphanRowError && /Logical_Switch_Port/.test(e.message) && /garbage-collect/.test(e.message),
+    );
+    assert.equal(Object.keys((await srv.dump("OVN_Northbound")).Logical_Switch_Port ?? {}).length, 0);
+  });
+
+  test("a value that violates a column constraint gets a ValueError naming the column", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    await assert.rejects(
+      c.transact((txn) => {
+        const p = txn.insert("Logical_Switch_Port", { name: "p", tag_request: 5000 });
+        txn.insert("Logical_Switch", { name: "ls", ports: [p] });
+      }),
+      (e: Error) => e instanceof ValueError && /Logical_Switch_Port\.tag_request/.test(e.message) && /4095/.test(e.message),
+    );
+    // A unique-index clash is the server's constraint violation, typed.
+    await c.transact((txn) => {
+      txn.insert("Logical_Router", { name: "r1" });
+    });
+    await assert.rejects(
+      c.transact((txn) => {
+        txn.insert("Load_Balancer_Group", { name: "g" });
+        txn.insert("Load_Balancer_Group", { name: "g" });
+      }),
+      ConstraintViolationError,
+    );
+  });
+
+  test("a wrong database name is refused with an error that lists what the server serves", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient({ remotes: srv.unix, database: "OVN_Nothing", backoff: { initialMs: 10 } });
+    t.after(() => c.close());
+    await assert.rejects(
+      c.connect(),
+      (e: Error) => e instanceof UnknownDatabaseError && /OVN_Nothing/.test(e.message) && /OVN_Northbound/.test(e.message),
+    );
+  });
+});
