@@ -34,8 +34,11 @@ export class Backoff {
   }
 }
 
-/** A promise that resolves after `ms` without keeping the process alive; rejects if `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * A promise that resolves after `ms`; rejects if `signal` aborts. With `ref: false` the timer does not keep the
+ * process alive.
+ */
+export function sleep(ms: number, signal?: AbortSignal, ref = true): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -45,7 +48,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       signal?.removeEventListener("abort", onAbort);
       resolve();
     }, ms);
-    t.unref();
+    if (!ref) t.unref();
     const onAbort = () => {
       clearTimeout(t);
       reject(signal?.reason);

@@ -1,0 +1,136 @@
+// The sandbox's names and address plan, derived from a few options. Pure: every other module asks here
+// which netns, interface or address a host has, so the plan is written down exactly once.
+
+export type Encap = "vxlan" | "geneve";
+
+export interface SandboxSpec {
+  /** Instance name; every netns is named `${name}-...`, so a sweep by prefix touches only this sandbox. */
+  name: string;
+  nodes: number;
+  /** Three-member Raft clusters for NB and SB instead of one standalone server each. */
+  raft: boolean;
+  /** Write ovn-remote, encap and system-id on each node (the node agent's job once it exists). */
+  chassisConfig: boolean;
+  encap: Encap;
+}
+
+export const DEFAULT_SPEC: SandboxSpec = {
+  name: "zsb",
+  nodes: 3,
+  raft: false,
+  chassisConfig: true,
+  encap: "vxlan",
+};
+
+export const UNDERLAY_CIDR = "192.168.200.0/24";
+export const UNDERLAY_PREFIX_LEN = 24;
+/** Held by the external host; nodes route by default towards it, and it forwards nothing further. */
+export const UNDERLAY_GATEWAY = "192.168.200.1";
+export const SERVICE_CIDR = "10.96.0.0/16";
+export const KUBERNETES_SERVICE_IP = "10.96.0.1";
+/** Reserved for the CNI plugin's pod subnets; the control plane does not allocate node CIDRs. */
+export const CLUSTER_CIDR = "10.244.0.0/16";
+export const APISERVER_PORT = 6443;
+export const NB_PORT = 6641;
+export const SB_PORT = 6642;
+export const NB_RAFT_PORT = 6643;
+export const SB_RAFT_PORT = 6644;
+export const UNDERLAY_BRIDGE = "br-underlay";
+/** The interface each host netns has on the underlay. */
+export const HOST_UNDERLAY_IF = "eth0";
+export const MAX_NODES = 80;
+
+export type HostRole = "control-plane" | "node" | "external";
+
+export interface Host {
+  role: HostRole;
+  /** Short name used in the CLI, logs and directories: cp, node1, ext. For nodes also the Kubernetes node name. */
+  name: string;
+  netns: string;
+  /** The primary underlay address; for nodes it lives on br-phy. */
+  ip: string;
+  /** Further underlay addresses on the same interface. */
+  extraIps: string[];
+  /** Name of this host's veth end inside the underlay netns. */
+  underlayPort: string;
+}
+
+export interface Topology {
+  spec: SandboxSpec;
+  prefix: string;
+  underlayNetns: string;
+  controlPlane: Host;
+  /** OVN central members; one unless spec.raft. */
+  centralIps: string[];
+  nodes: Host[];
+  external: Host;
+}
+
+const NAME_RE = /^[a-z][a-z0-9]{1,9}$/;
+
+export function validateSpec(spec: SandboxSpec): void {
+  if (!NAME_RE.test(spec.name)) {
+    throw new Error(`sandbox name "${spec.name}" must match ${NAME_RE} (it prefixes netns names)`);
+  }
+  if (!Number.isInteger(spec.nodes) || spec.nodes < 1 || spec.nodes > MAX_NODES) {
+    throw new Error(`node count ${spec.nodes} must be an integer from 1 to ${MAX_NODES}`);
+  }
+  if (spec.encap !== "vxlan" && spec.encap !== "geneve") {
+    throw new Error(`encap "${String(spec.encap)}" must be vxlan or geneve`);
+  }
+}
+
+function underlayIp(lastOctet: number): string {
+  return `192.168.200.${lastOctet}`;
+}
+
+export function nodeName(index: number): string {
+  return `node${index}`;
+}
+
+export function planTopology(spec: SandboxSpec): Topology {
+  validateSpec(spec);
+  const prefix = `${spec.name}-`;
+  const centralIps = spec.raft ? [underlayIp(2), underlayIp(3), underlayIp(4)] : [underlayIp(2)];
+  const controlPlane: Host = {
+    role: "control-plane",
+    name: "cp",
+    netns: `${prefix}cp`,
+    ip: underlayIp(2),
+    extraIps: centralIps.slice(1),
+    underlayPort: "cp",
+  };
+  const nodes: Host[] = [];
+  for (let i = 1; i <= spec.nodes; i++) {
+    const name = nodeName(i);
+    nodes.push({ role: "node", name, netns: `${prefix}${name}`, ip: underlayIp(10 + i), extraIps: [], underlayPort: name });
+  }
+  const external: Host = {
+    role: "external",
+    name: "ext",
+    netns: `${prefix}ext`,
+    ip: underlayIp(100),
+    extraIps: [UNDERLAY_GATEWAY],
+    underlayPort: "ext",
+  };
+  return { spec, prefix, underlayNetns: `${prefix}underlay`, controlPlane, centralIps, nodes, external };
+}
+
+export function allHosts(topo: Topology): Host[] {
+  return [topo.controlPlane, ...topo.nodes, topo.external];
+}
+
+export function findHost(topo: Topology, name: string): Host | undefined {
+  const aliases: Record<string, string> = { "control-plane": "cp", external: "ext" };
+  const wanted = aliases[name] ?? name;
+  return allHosts(topo).find((h) => h.name === wanted);
+}
+
+/** `tcp:IP:PORT,...` for every central member, the form ovn-controller and ovn-nbctl take. */
+export function centralRemote(topo: Topology, port: number): string {
+  return topo.centralIps.map((ip) => `tcp:${ip}:${port}`).join(",");
+}
+
+export function apiserverUrl(topo: Topology): string {
+  return `https://${topo.controlPlane.ip}:${APISERVER_PORT}`;
+}
