@@ -144,7 +144,7 @@ build() {
 	tmp=$(mktemp -d "$cache_root/.build-XXXXXX")
 	local blog=$tmp/build.log start=$SECONDS next=$progress_every rc=0 f
 	mkdir -p "$tmp/bin"
-	log "building $label (go build -p $jobs; log $blog)"
+	log "building $label into $dest: $* (go build -p $jobs, log $blog)"
 	(cd "$moddir" && exec "$GO" build -v -p "$jobs" -trimpath -ldflags "$ldflags" -o "$tmp/bin/$out" "$@") >"$blog" 2>&1 &
 	build_pid=$!
 	while kill -0 "$build_pid" 2>/dev/null; do
@@ -171,7 +171,7 @@ build() {
 }
 
 if ! all_present "$fixtures_dir" cni-driver podserver cnitool; then
-	build "fixtures (cni-driver, podserver, cnitool)" "$fixtures_dir" "$fixtures/cmd" "-s -w" "" \
+	build fixtures "$fixtures_dir" "$fixtures/cmd" "-s -w" "" \
 		./cni-driver ./podserver github.com/containernetworking/cni/cnitool
 fi
 
@@ -190,11 +190,10 @@ if ! all_present "$k8s_dir" kube-apiserver kube-controller-manager kube-schedule
 	ldflags="-s -w"
 	for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 		ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=${BASH_REMATCH[1]}"
-		ldflags+=" -X $pkg.gitMinor=${BASH_REMATCH[2]} -X $pkg.gitTreeState=archive"
+		ldflags+=" -X $pkg.gitMinor=${BASH_REMATCH[2]} -X $pkg.gitTreeState=archive -X $pkg.gitCommit="
 		ldflags+=" -X $pkg.buildDate=${build_date:-1970-01-01T00:00:00Z}"
 	done
-	build "kubernetes $k8s_version (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)" \
-		"$k8s_dir" "$fixtures/k8s" "$ldflags" "" \
+	build "kubernetes $k8s_version" "$k8s_dir" "$fixtures/k8s" "$ldflags" "" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 fi

@@ -4,7 +4,10 @@ import { Backoff } from "./backoff.ts";
 
 test("backoff grows exponentially up to the maximum and restarts after reset", () => {
   const b = new Backoff({ initialMs: 100, maxMs: 1000, jitter: 0 });
-  assert.deepEqual([b.next(), b.next(), b.next(), b.next(), b.next(), b.next()], [100, 200, 400, 800, 1000, 1000]);
+  assert.deepEqual(
+    [b.next(), b.next(), b.next(), b.next(), b.next(), b.next()],
+    [100, 200, 400, 800, 1000, 1000],
+  );
   b.reset();
   assert.equal(b.next(), 100);
 });

@@ -84,7 +84,8 @@ export class TableCache<R extends RowBase = AnyRow> {
     this.serverColumns = new Set(serverTable ? serverTable.columns.keys() : clientTable.columns.keys());
     for (const idx of clientTable.indexes) {
       const cols = idx.map((c) => clientTable.columns.get(c)).filter((c): c is ColumnSchema => !!c);
-      if (cols.length === idx.length) this.indexes.set(idx.join(","), new Index(schemaIndexFn(cols) as unknown as IndexFn<R>));
+      if (cols.length === idx.length)
+        this.indexes.set(idx.join(","), new Index(schemaIndexFn(cols) as unknown as IndexFn<R>));
     }
   }
 
@@ -127,7 +128,9 @@ export class TableCache<R extends RowBase = AnyRow> {
       const col = this.columns.find((c) => c.name === by);
       if (!col) throw new Error(`${this.name}: no column ${by} to index`);
       if (col.type.kind === "map") throw new Error(`${this.name}.${by}: index a map column with a function`);
-      if (col.type.kind === "optional") fn = (r) => ((r as unknown as AnyRow)[by] === null ? undefined : ((r as unknown as AnyRow)[by] as IndexKey));
+      if (col.type.kind === "optional")
+        fn = (r) =>
+          (r as unknown as AnyRow)[by] === null ? undefined : ((r as unknown as AnyRow)[by] as IndexKey);
       else fn = (r) => (r as unknown as AnyRow)[by] as IndexKey | IndexKey[];
     }
     const idx = new Index<R>(fn);
@@ -169,7 +172,14 @@ export class TableCache<R extends RowBase = AnyRow> {
 
   rowsEqual(a: R, b: R): boolean {
     for (const c of this.columns) {
-      if (!valuesEqual((a as unknown as AnyRow)[c.name] as Value, (b as unknown as AnyRow)[c.name] as Value, c.type)) return false;
+      if (
+        !valuesEqual(
+          (a as unknown as AnyRow)[c.name] as Value,
+          (b as unknown as AnyRow)[c.name] as Value,
+          c.type,
+        )
+      )
+        return false;
     }
     return true;
   }
@@ -304,7 +314,9 @@ export class Cache<T extends TableMap = TableMap> {
     // "new" carries every monitored column; with "old" present only the changed ones are in "old".
     const row = tc.decodeRow(uuid, nw);
     tc.put(row);
-    events.push(cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row });
+    events.push(
+      cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row },
+    );
   }
 
   private applyV2(tc: TableCache, uuid: string, u: Record<string, unknown>, events: RowEvent[]): void {
@@ -318,7 +330,9 @@ export class Cache<T extends TableMap = TableMap> {
       const cur = tc.get(uuid);
       const row = tc.decodeRow(uuid, full);
       tc.put(row);
-      events.push(cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row });
+      events.push(
+        cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row },
+      );
       return;
     }
     const diff = u.modify as Record<string, unknown> | undefined;

@@ -12,9 +12,7 @@ import {
   OvsdbError,
   ProtocolError,
   RpcError,
-  SchemaError,
   TimeoutError,
-  TlsError,
   UnknownDatabaseError,
 } from "./errors.ts";
 import type { DatabaseModel, RowBase, TableMap } from "./model.ts";
@@ -87,17 +85,21 @@ export interface ClientEvents {
   /** Ready on a connection; `resumed` tells whether the cache was kept (monitor_cond_since found=true). */
   ready: [info: { remote: string; resumed: boolean; fullSnapshot: boolean }];
   disconnected: [error: Error | undefined];
-  error: [error: Error];
+  /** A connection attempt failed before the session was ever ready (for logging; connect() reports the outcome). */
+  connectFailed: [error: Error];
 }
 
 type MonitorMethod = "monitor_cond_since" | "monitor_cond" | "monitor";
 
-
-const FATAL = [TlsError, UnknownDatabaseError, SchemaError];
-
 export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<ClientEvents> {
   readonly database: string;
-  readonly stats: ClientStats = { connects: 0, fullSnapshots: 0, resumes: 0, probesSent: 0, rejectedMembers: 0 };
+  readonly stats: ClientStats = {
+    connects: 0,
+    fullSnapshots: 0,
+    resumes: 0,
+    probesSent: 0,
+    rejectedMembers: 0,
+  };
   private readonly remotes: Remote[];
   private readonly clientSchema: DatabaseSchema | undefined;
   private serverSchema: DatabaseSchema | undefined;
@@ -116,6 +118,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   private readyWaiters: { resolve(): void; reject(e: Error): void }[] = [];
   private firstConnect: { resolve(): void; reject(e: Error): void } | undefined;
   private everReady = false;
+  private retryInitial = false;
   private loop: Promise<void> | undefined;
   private readonly monitorId: string;
   // Notifications that arrive while a monitor reply is being applied wait here, so updates are applied in order.
@@ -157,7 +160,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
 
   /** The cache of monitored tables. Available after connect() when no model was given. */
   get cache(): Cache<T> {
-    if (!this.cacheImpl) throw new OvsdbError("the cache exists once the schema is known: await connect() first");
+    if (!this.cacheImpl)
+      throw new OvsdbError("the cache exists once the schema is known: await connect() first");
     return this.cacheImpl;
   }
 
@@ -168,12 +172,14 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   }
 
   /**
-   * Starts the session and resolves when the first connection is ready. Rejects on errors that retrying cannot fix
-   * (TLS, unknown database, schema) if no remote works; other failures are retried with backoff.
+   * Starts the session and resolves when the first connection is ready. Without `retry`, it rejects with the typed
+   * error of the last remote once every remote has failed; with `retry`, it keeps trying (emitting "connectFailed" for each
+   * failure) until it connects or close() is called. After the first success, the session always reconnects.
    */
-  connect(): Promise<void> {
+  connect(opts: { retry?: boolean } = {}): Promise<void> {
     if (this._state === "closed") return Promise.reject(new ConnectionClosedError("client is closed"));
     if (this.loop) return this.whenReady();
+    this.retryInitial = opts.retry === true;
     const p = new Promise<void>((resolve, reject) => {
       this.firstConnect = { resolve, reject };
     });
@@ -236,16 +242,16 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
         error = e as Error;
         if (signal.aborted) break;
         this.log.warn({ remote: remote.text, err: error.message }, "ovsdb connection attempt failed");
-        if (!this.everReady && FATAL.some((c) => error instanceof c) && this.remotes.length === 1) {
+        if (!this.everReady) this.emit("connectFailed", error);
+        // Before the first success, one failed round over all remotes ends connect() with the typed error,
+        // unless the caller asked to keep trying (a daemon waiting for its database to come up).
+        if (!this.everReady && !this.retryInitial && this.triedSinceReady + 1 >= this.remotes.length) {
           this.firstConnect?.reject(error);
           this.firstConnect = undefined;
           for (const w of this.readyWaiters.splice(0)) w.reject(error);
           this.setState("closed");
           this.abort.abort(error);
           return;
-        }
-        if (!this.everReady && FATAL.some((c) => error instanceof c)) {
-          this.emit("error", error);
         }
       }
       this.conn = undefined;
@@ -326,7 +332,11 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
           return;
         }
         if (now - probeSentAt >= interval) {
-          conn.close(new ConnectionClosedError(`${conn.remote}: no reply to inactivity probe for ${now - probeSentAt} ms`));
+          conn.close(
+            new ConnectionClosedError(
+              `${conn.remote}: no reply to inactivity probe for ${now - probeSentAt} ms`,
+            ),
+          );
         }
       },
       Math.max(50, Math.floor(interval / 2)),
@@ -403,7 +413,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       throw e;
     }
     const server = parseSchema(raw);
-    const changed = this.serverSchema !== undefined && JSON.stringify(this.serverSchema.raw) !== JSON.stringify(raw);
+    const changed =
+      this.serverSchema !== undefined && JSON.stringify(this.serverSchema.raw) !== JSON.stringify(raw);
     this.serverSchema = server;
     this.effective = this.clientSchema ? intersectSchema(this.clientSchema, server) : server;
     if (!this.cacheImpl) this.cacheImpl = new Cache<T>(server);
@@ -421,7 +432,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     for (const [name, t] of eff.tables) {
       const opt = chosen ? (chosen as Record<string, MonitorTableOptions | true | undefined>)[name] : true;
       if (opt === undefined) continue;
-      const want = opt === true || !opt.columns ? [...t.columns.keys()] : opt.columns.filter((c) => t.columns.has(c));
+      const want =
+        opt === true || !opt.columns ? [...t.columns.keys()] : opt.columns.filter((c) => t.columns.has(c));
       out[name] = v1 ? { columns: want } : [{ columns: want }];
     }
     return out;
@@ -452,16 +464,27 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
             this.readyInfo = { remote: conn.remote, resumed: found, fullSnapshot: !found };
           } else {
             const v1 = this.monitorMethod === "monitor";
-            const r = await conn.request(this.monitorMethod, [this.database, this.monitorId, this.monitorRequests(v1)]);
+            const r = await conn.request(this.monitorMethod, [
+              this.database,
+              this.monitorId,
+              this.monitorRequests(v1),
+            ]);
             this.stats.fullSnapshots++;
             cache.replace(r, v1 ? 1 : 2);
             this.readyInfo = { remote: conn.remote, resumed: false, fullSnapshot: true };
           }
           break;
         } catch (e) {
-          if (e instanceof RpcError && /unknown method/i.test(e.message) && this.monitorMethod !== "monitor") {
+          if (
+            e instanceof RpcError &&
+            /unknown method/i.test(e.message) &&
+            this.monitorMethod !== "monitor"
+          ) {
             this.monitorMethod = this.monitorMethod === "monitor_cond_since" ? "monitor_cond" : "monitor";
-            this.log.info({ method: this.monitorMethod }, "ovsdb server lacks the newer monitor; falling back");
+            this.log.info(
+              { method: this.monitorMethod },
+              "ovsdb server lacks the newer monitor; falling back",
+            );
             continue;
           }
           throw e;
@@ -558,7 +581,10 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   }
 
   /** Builds and commits one transaction. */
-  async transact(build: (txn: Transaction<T>) => void, opts: TransactOptions = {}): Promise<TransactionResult> {
+  async transact(
+    build: (txn: Transaction<T>) => void,
+    opts: TransactOptions = {},
+  ): Promise<TransactionResult> {
     const txn = this.transaction();
     build(txn);
     return txn.commit(opts);
@@ -574,12 +600,14 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     if (txn.size === 0) return txn.interpret([]);
     const started = Date.now();
     const conn = await this.readyConn(opts.timeoutMs);
-    const left = opts.timeoutMs === undefined ? undefined : Math.max(1, opts.timeoutMs - (Date.now() - started));
+    const left =
+      opts.timeoutMs === undefined ? undefined : Math.max(1, opts.timeoutMs - (Date.now() - started));
     const reply = await conn.request("transact", [this.database, ...txn.ops], left);
     try {
       return txn.interpret(reply);
     } catch (e) {
-      if (e instanceof NotLeaderTransactionError) conn.close(new NotLeaderError(`${conn.remote}: ${e.message}`));
+      if (e instanceof NotLeaderTransactionError)
+        conn.close(new NotLeaderError(`${conn.remote}: ${e.message}`));
       throw e;
     }
   }

@@ -45,9 +45,13 @@ const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const arbRawInteger: fc.Arbitrary<RawBase> = fc.oneof(
   fc
     .tuple(maybe(fc.integer({ min: -5000, max: 5000 })), maybe(fc.integer({ min: -5000, max: 5000 })))
-    .map(([a, b]) => {
+    .map(([a, b]): RawBase => {
       const [lo, hi] = orderedPair(a, b);
-      return { type: "integer", ...(lo !== undefined && { minInteger: lo }), ...(hi !== undefined && { maxInteger: hi }) };
+      return {
+        type: "integer",
+        ...(lo !== undefined && { minInteger: lo }),
+        ...(hi !== undefined && { maxInteger: hi }),
+      };
     }),
   fc
     .uniqueArray(fc.integer({ min: -100, max: 100 }), { minLength: 1, maxLength: 4 })
@@ -56,25 +60,41 @@ const arbRawInteger: fc.Arbitrary<RawBase> = fc.oneof(
 
 const arbRawReal: fc.Arbitrary<RawBase> = fc.oneof(
   fc
-    .tuple(maybe(fc.double({ min: -1e6, max: 1e6, noNaN: true })), maybe(fc.double({ min: -1e6, max: 1e6, noNaN: true })))
-    .map(([a, b]) => {
+    .tuple(
+      maybe(fc.double({ min: -1e6, max: 1e6, noNaN: true }).filter(isNormal)),
+      maybe(fc.double({ min: -1e6, max: 1e6, noNaN: true }).filter(isNormal)),
+    )
+    .map(([a, b]): RawBase => {
       const [lo, hi] = orderedPair(a, b);
-      return { type: "real", ...(lo !== undefined && { minReal: lo }), ...(hi !== undefined && { maxReal: hi }) };
+      return {
+        type: "real",
+        ...(lo !== undefined && { minReal: lo }),
+        ...(hi !== undefined && { maxReal: hi }),
+      };
     }),
   fc
-    .uniqueArray(fc.double({ min: -10, max: 10, noNaN: true }).map(noNegativeZero), { minLength: 1, maxLength: 3 })
+    .uniqueArray(fc.double({ min: -10, max: 10, noNaN: true }).filter(isNormal).map(noNegativeZero), {
+      minLength: 1,
+      maxLength: 3,
+    })
     .chain((atoms) => rawEnum(atoms).map((e): RawBase => ({ type: "real", enum: e }))),
 );
 
 const arbRawBoolean: fc.Arbitrary<RawBase> = fc.oneof(
   fc.constant<RawBase>({ type: "boolean" }),
-  fc.constantFrom([true], [false], [false, true]).chain((atoms) => rawEnum(atoms).map((e) => ({ type: "boolean" as const, enum: e }))),
+  fc
+    .constantFrom([true], [false], [false, true])
+    .chain((atoms) => rawEnum(atoms).map((e) => ({ type: "boolean" as const, enum: e }))),
 );
 
 const arbRawString: fc.Arbitrary<RawBase> = fc.oneof(
-  fc.tuple(maybe(fc.nat(4)), maybe(fc.nat(12))).map(([a, b]) => {
+  fc.tuple(maybe(fc.nat(4)), maybe(fc.nat(12))).map(([a, b]): RawBase => {
     const [lo, hi] = orderedPair(a, b);
-    return { type: "string", ...(lo !== undefined && { minLength: lo }), ...(hi !== undefined && { maxLength: hi }) };
+    return {
+      type: "string",
+      ...(lo !== undefined && { minLength: lo }),
+      ...(hi !== undefined && { maxLength: hi }),
+    };
   }),
   fc
     .uniqueArray(fc.string({ unit: "binary", maxLength: 8 }), { minLength: 1, maxLength: 4 })
@@ -83,7 +103,10 @@ const arbRawString: fc.Arbitrary<RawBase> = fc.oneof(
 
 const arbRawUuid: fc.Arbitrary<RawBase> = fc.oneof(
   fc.constant<RawBase>({ type: "uuid" }),
-  fc.constantFrom<RawBase>({ type: "uuid", refTable: "Other" }, { type: "uuid", refTable: "Other", refType: "weak" }),
+  fc.constantFrom<RawBase>(
+    { type: "uuid", refTable: "Other" },
+    { type: "uuid", refTable: "Other", refType: "weak" },
+  ),
 );
 
 const RAW_BASES: Record<AtomicType, fc.Arbitrary<RawBase>> = {
@@ -101,13 +124,21 @@ function spelled(b: RawBase): fc.Arbitrary<unknown> {
 
 const arbMaxSet = fc.oneof(fc.integer({ min: 2, max: 6 }), fc.constant("unlimited"));
 
-function arbColumnType(kind: ColumnKind, keyType: AtomicType, valueType: AtomicType = "string"): fc.Arbitrary<ColumnType> {
+function arbColumnType(
+  kind: ColumnKind,
+  keyType: AtomicType,
+  valueType: AtomicType = "string",
+): fc.Arbitrary<ColumnType> {
   const key = RAW_BASES[keyType].chain(spelled);
   let raw: fc.Arbitrary<unknown>;
   switch (kind) {
     case "scalar":
       raw = RAW_BASES[keyType].chain((b) =>
-        fc.constantFrom<unknown>(...(Object.keys(b).length === 1 ? [b.type] : []), { key: b }, { key: b, min: 1, max: 1 }),
+        fc.constantFrom<unknown>(
+          ...(Object.keys(b).length === 1 ? [b.type] : []),
+          { key: b },
+          { key: b, min: 1, max: 1 },
+        ),
       );
       break;
     case "optional":
@@ -153,7 +184,10 @@ function arbAtom(bt: BaseType): fc.Arbitrary<Atom> {
       const max = bt.maxReal ?? 1e300;
       const intMin = Math.ceil(Math.max(min, -1e9));
       const intMax = Math.floor(Math.min(max, 1e9));
-      const doubles = fc.double({ min, max, noNaN: true, noDefaultInfinity: true });
+      // Subnormals are not valid OVSDB reals; map them to the nearest bound that is (or 0).
+      const doubles = fc
+        .double({ min, max, noNaN: true, noDefaultInfinity: true })
+        .map((x) => (isNormal(x) ? x : min <= 0 && max >= 0 ? 0 : x > 0 ? max : min));
       // Whole numbers too: JSON writes 3.0 as 3, which must still decode as a real.
       return (intMin <= intMax ? fc.oneof(doubles, fc.integer({ min: intMin, max: intMax })) : doubles)
         .map(noNegativeZero)
@@ -163,7 +197,11 @@ function arbAtom(bt: BaseType): fc.Arbitrary<Atom> {
       return fc.boolean();
     case "string":
       // Lengths count code points, like ovsdb-server; unit "binary" gives one code point per unit, astral ones too.
-      return fc.string({ unit: "binary", minLength: bt.minLength ?? 0, maxLength: Math.min(bt.maxLength ?? 16, 16) });
+      return fc.string({
+        unit: "binary",
+        minLength: bt.minLength ?? 0,
+        maxLength: Math.min(bt.maxLength ?? 16, 16),
+      });
     case "uuid":
       return fc.uuid();
   }
@@ -178,7 +216,9 @@ function arbMapKey(bt: BaseType): fc.Arbitrary<Atom> {
   const plain = arbAtom(bt);
   // "__proto__" is a legal OVSDB string and must stay an ordinary key, not a prototype.
   const fits = bt.type === "string" && !bt.enum && (bt.minLength ?? 0) <= 9 && (bt.maxLength ?? 9) >= 9;
-  return fits ? fc.oneof({ arbitrary: plain, weight: 6 }, { arbitrary: fc.constant("__proto__"), weight: 1 }) : plain;
+  return fits
+    ? fc.oneof({ arbitrary: plain, weight: 6 }, { arbitrary: fc.constant("__proto__"), weight: 1 })
+    : plain;
 }
 
 function arbValue(ct: ColumnType): fc.Arbitrary<Value> {
@@ -263,9 +303,15 @@ describe("encodeValue and decodeValue", () => {
   });
 
   test("empty sets and maps decode to the shared frozen empties", () => {
-    assert.equal(decodeValue(["set", []], parseColumnType({ key: "string", min: 0, max: 5 }, "T.c")), EMPTY_SET);
     assert.equal(
-      decodeValue(["map", []], parseColumnType({ key: "string", value: "string", min: 0, max: "unlimited" }, "T.c")),
+      decodeValue(["set", []], parseColumnType({ key: "string", min: 0, max: 5 }, "T.c")),
+      EMPTY_SET,
+    );
+    assert.equal(
+      decodeValue(
+        ["map", []],
+        parseColumnType({ key: "string", value: "string", min: 0, max: "unlimited" }, "T.c"),
+      ),
       EMPTY_MAP,
     );
     assert.equal(decodeValue(["set", []], parseColumnType({ key: "string", min: 0, max: 1 }, "T.c")), null);
@@ -296,16 +342,36 @@ describe("validation errors name the column and the reason", () => {
   }
 
   test("a value of the wrong type", () => {
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "name", 5), "Logical_Switch_Port", "name", /expected a string/);
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "tag", "7"), "Logical_Switch_Port", "tag", /expected an integer/);
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "tag", 1.5), "Logical_Switch_Port", "tag", /expected an integer/);
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "name", 5),
+      "Logical_Switch_Port",
+      "name",
+      /expected a string/,
+    );
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "tag", "7"),
+      "Logical_Switch_Port",
+      "tag",
+      /expected an integer/,
+    );
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "tag", 1.5),
+      "Logical_Switch_Port",
+      "tag",
+      /expected an integer/,
+    );
     rejects(
       () => encodeInto(nb, "Logical_Switch", "ports", ["not-a-uuid"]),
       "Logical_Switch",
       "ports",
       /expected a UUID or a NamedUuid/,
     );
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "type", ["a"]), "Logical_Switch_Port", "type", /single value/);
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "type", ["a"]),
+      "Logical_Switch_Port",
+      "type",
+      /single value/,
+    );
     rejects(
       () => encodeInto(nb, "Logical_Switch_Port", "external_ids", { k: 1 }),
       "Logical_Switch_Port",
@@ -315,8 +381,18 @@ describe("validation errors name the column and the reason", () => {
   });
 
   test("an integer out of range", () => {
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "tag", 4096), "Logical_Switch_Port", "tag", /4096 is above the maximum 4095/);
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "tag", 0), "Logical_Switch_Port", "tag", /0 is below the minimum 1/);
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "tag", 4096),
+      "Logical_Switch_Port",
+      "tag",
+      /4096 is above the maximum 4095/,
+    );
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "tag", 0),
+      "Logical_Switch_Port",
+      "tag",
+      /0 is below the minimum 1/,
+    );
     rejects(() => encodeInto(nb, "QoS", "bandwidth", { rate: 0 }), "QoS", "bandwidth", /below the minimum 1/);
     assert.deepEqual(encodeInto(nb, "Logical_Switch_Port", "tag", 4095), 4095);
   });
@@ -326,24 +402,55 @@ describe("validation errors name the column and the reason", () => {
       fc.property(
         fc.integer({ min: -1000, max: 1000 }),
         fc.nat(1000),
-        fc.oneof(fc.integer({ min: 1, max: 1e9 }).map((d) => -d), fc.integer({ min: 1, max: 1e9 })),
+        fc.oneof(
+          fc.integer({ min: 1, max: 1e9 }).map((d) => -d),
+          fc.integer({ min: 1, max: 1e9 }),
+        ),
         (lo, span, offset) => {
-          const ct = parseColumnType({ key: { type: "integer", minInteger: lo, maxInteger: lo + span } }, "T.c");
+          const ct = parseColumnType(
+            { key: { type: "integer", minInteger: lo, maxInteger: lo + span } },
+            "T.c",
+          );
           const v = offset < 0 ? lo + offset : lo + span + offset;
-          rejects(() => encodeValue(v, ct, { table: "T", column: "c" }), "T", "c", /is (below the minimum|above the maximum)/);
+          rejects(
+            () => encodeValue(v, ct, { table: "T", column: "c" }),
+            "T",
+            "c",
+            /is (below the minimum|above the maximum)/,
+          );
         },
       ),
     );
   });
 
   test("a value outside the enumeration", () => {
-    rejects(() => encodeInto(nb, "ACL", "action", "permit"), "ACL", "action", /"permit" is not one of "allow", /);
-    rejects(() => encodeInto(nb, "QoS", "bandwidth", { speed: 5 }), "QoS", "bandwidth", /"speed" is not one of "rate", "burst"/);
+    rejects(
+      () => encodeInto(nb, "ACL", "action", "permit"),
+      "ACL",
+      "action",
+      /"permit" is not one of "allow", /,
+    );
+    rejects(
+      () => encodeInto(nb, "QoS", "bandwidth", { speed: 5 }),
+      "QoS",
+      "bandwidth",
+      /"speed" is not one of "rate", "burst"/,
+    );
   });
 
   test("a string longer than allowed, counted in characters as ovsdb-server does", () => {
-    rejects(() => encodeInto(nb, "ACL", "name", "x".repeat(64)), "ACL", "name", /is longer than 63 characters/);
-    rejects(() => encodeInto(nb, "ACL", "name", "é".repeat(64)), "ACL", "name", /is longer than 63 characters/);
+    rejects(
+      () => encodeInto(nb, "ACL", "name", "x".repeat(64)),
+      "ACL",
+      "name",
+      /is longer than 63 characters/,
+    );
+    rejects(
+      () => encodeInto(nb, "ACL", "name", "é".repeat(64)),
+      "ACL",
+      "name",
+      /is longer than 63 characters/,
+    );
     // 63 characters but 126 bytes in UTF-8: ovsdb-server 3.1 accepts it.
     assert.equal(encodeInto(nb, "ACL", "name", "é".repeat(63)), "é".repeat(63));
   });
@@ -356,7 +463,12 @@ describe("validation errors name the column and the reason", () => {
       /holds 0 to 3 elements, got 4/,
     );
     rejects(() => encodeInto(nb, "Meter", "bands", []), "Meter", "bands", /elements, got 0/);
-    rejects(() => encodeInto(nb, "Logical_Switch_Port", "tag", [1, 2]), "Logical_Switch_Port", "tag", /got 2/);
+    rejects(
+      () => encodeInto(nb, "Logical_Switch_Port", "tag", [1, 2]),
+      "Logical_Switch_Port",
+      "tag",
+      /got 2/,
+    );
     // Partial values (mutate, includes) skip the cardinality check.
     assert.deepEqual(
       encodeValue(["a", "b", "c", "d"], vswitch.tables.get("Flow_Table")!.columns.get("prefixes")!.type, {
@@ -400,6 +512,17 @@ function wireAtom(a: Atom, bt: BaseType): unknown {
   return bt.type === "uuid" ? ["uuid", a] : a;
 }
 
+// ovsdb-server refuses subnormal reals, and encodeValue with it (tested below).
+function isNormal(x: number): boolean {
+  return x === 0 || Math.abs(x) >= 2.2250738585072014e-308;
+}
+
+test("a subnormal real is refused with a ValueError, as ovsdb-server's parser refuses it", () => {
+  const ct = parseColumnType("real", "T.r");
+  assert.throws(() => encodeValue(5e-324, ct, { table: "T", column: "r" }), /T\.r: .*subnormal/);
+  assert.equal(encodeValue(2.2250738585072014e-308, ct), 2.2250738585072014e-308);
+});
+
 function keyAtom(k: string, bt: BaseType): Atom {
   if (bt.type === "integer" || bt.type === "real") return Number(k);
   if (bt.type === "boolean") return k === "true";
@@ -407,13 +530,15 @@ function keyAtom(k: string, bt: BaseType): Atom {
 }
 
 function referenceDiff(oldV: Value, newV: Value, ct: ColumnType): unknown {
+  // Observed on ovsdb-server 3.1: a column holding at most one element (max 1) is sent as its new value.
+  if (ct.max === 1) return encodeValue(newV, ct);
   switch (ct.kind) {
     case "scalar":
       // A scalar column's diff is its new value.
       return wireAtom(newV as Atom, ct.key);
     case "optional":
     case "set": {
-      // A set's diff is the symmetric difference; an optional value is a set of at most one element.
+      // A set's diff is the symmetric difference.
       const toArray = (v: Value): Atom[] => (v === null ? [] : Array.isArray(v) ? v : [v as Atom]);
       const o = toArray(oldV);
       const n = toArray(newV);
@@ -453,7 +578,14 @@ describe("applyDiff", () => {
     const ct = parseColumnType({ key: "string", value: "string", min: 0, max: "unlimited" }, "T.c");
     const updated = applyDiff(
       { keep: "1", gone: "2", changed: "3" },
-      ["map", [["gone", "2"], ["changed", "4"], ["added", "5"]]],
+      [
+        "map",
+        [
+          ["gone", "2"],
+          ["changed", "4"],
+          ["added", "5"],
+        ],
+      ],
       ct,
     );
     assert.deepEqual(canonicalValue(updated, ct), [

@@ -80,16 +80,24 @@ export function validateAtom(a: unknown, bt: BaseType, table?: string, column?: 
   };
   switch (bt.type) {
     case "integer":
-      if (typeof a !== "number" || !Number.isInteger(a)) fail(`expected an integer, got ${JSON.stringify(a)}`);
+      if (typeof a !== "number" || !Number.isInteger(a))
+        fail(`expected an integer, got ${JSON.stringify(a)}`);
       if (bt.minInteger !== undefined && (a as number) < bt.minInteger)
         fail(`${a} is below the minimum ${bt.minInteger}`);
       if (bt.maxInteger !== undefined && (a as number) > bt.maxInteger)
         fail(`${a} is above the maximum ${bt.maxInteger}`);
       break;
     case "real":
-      if (typeof a !== "number" || !Number.isFinite(a)) fail(`expected a real number, got ${JSON.stringify(a)}`);
-      if (bt.minReal !== undefined && (a as number) < bt.minReal) fail(`${a} is below the minimum ${bt.minReal}`);
-      if (bt.maxReal !== undefined && (a as number) > bt.maxReal) fail(`${a} is above the maximum ${bt.maxReal}`);
+      if (typeof a !== "number" || !Number.isFinite(a))
+        fail(`expected a real number, got ${JSON.stringify(a)}`);
+      // ovsdb-server's JSON parser rejects subnormal numbers as out of range.
+      if ((a as number) !== 0 && Math.abs(a as number) < 2.2250738585072014e-308) {
+        fail(`${a} is too small for OVSDB (subnormal reals are refused by ovsdb-server); use 0`);
+      }
+      if (bt.minReal !== undefined && (a as number) < bt.minReal)
+        fail(`${a} is below the minimum ${bt.minReal}`);
+      if (bt.maxReal !== undefined && (a as number) > bt.maxReal)
+        fail(`${a} is above the maximum ${bt.maxReal}`);
       break;
     case "boolean":
       if (typeof a !== "boolean") fail(`expected a boolean, got ${JSON.stringify(a)}`);
@@ -106,7 +114,8 @@ export function validateAtom(a: unknown, bt: BaseType, table?: string, column?: 
     }
     case "uuid":
       if (a instanceof NamedUuid) break;
-      if (typeof a !== "string" || !isUuid(a)) fail(`expected a UUID or a NamedUuid, got ${JSON.stringify(a)}`);
+      if (typeof a !== "string" || !isUuid(a))
+        fail(`expected a UUID or a NamedUuid, got ${JSON.stringify(a)}`);
       break;
   }
   if (bt.enum && !(a instanceof NamedUuid) && !bt.enum.includes(a as string | number | boolean)) {
@@ -146,8 +155,24 @@ function keyToAtom(k: string, bt: BaseType): Atom {
 
 // Maps are ordinary objects (compact in V8, unlike null-prototype ones); "__proto__" needs defineProperty to stay a key.
 function setKey(o: Record<string, Atom>, k: string, v: Atom): void {
-  if (k === "__proto__") Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+  if (k === "__proto__")
+    Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
   else o[k] = v;
+}
+
+// ovsdb-server refuses a set with duplicate elements; a JavaScript array may repeat, a set cannot.
+function dedupe(v: readonly unknown[]): readonly unknown[] {
+  if (v.length < 2) return v;
+  const seen = new Set<unknown>();
+  const out: unknown[] = [];
+  for (const e of v) {
+    const k = e instanceof NamedUuid ? `\0named:${e.name}` : e;
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push(e);
+    }
+  }
+  return out;
 }
 
 function wireSetElements(w: unknown): unknown[] {
@@ -168,13 +193,14 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
   const at = where(table, column);
   switch (ct.kind) {
     case "scalar":
-      if (Array.isArray(v)) throw new ValueError(`${at}: expected a single value, got an array`, table, column);
+      if (Array.isArray(v))
+        throw new ValueError(`${at}: expected a single value, got an array`, table, column);
       return encodeAtom(validateAtom(v, ct.key, table, column), ct.key);
     case "optional":
     case "set": {
       let elems: readonly unknown[];
       if (v === null || v === undefined) elems = EMPTY_SET;
-      else if (Array.isArray(v)) elems = v;
+      else if (Array.isArray(v)) elems = dedupe(v);
       else elems = [v];
       if (opts.cardinality !== false && (elems.length < ct.min || elems.length > ct.max)) {
         throw new ValueError(
@@ -192,7 +218,8 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
       if (Array.isArray(v)) {
         return ["set", v.map((k) => encodeAtom(validateAtom(k, ct.key, table, column), ct.key))];
       }
-      if (typeof v !== "object") throw new ValueError(`${at}: expected a map object, got ${typeof v}`, table, column);
+      if (typeof v !== "object")
+        throw new ValueError(`${at}: expected a map object, got ${typeof v}`, table, column);
       const entries = v instanceof Map ? [...v.entries()] : Object.entries(v as object);
       if (opts.cardinality !== false && (entries.length < ct.min || entries.length > ct.max)) {
         throw new ValueError(`${at}: holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
@@ -241,16 +268,22 @@ export function decodeValue(w: unknown, ct: ColumnType): Value {
 }
 
 /**
- * Applies an update2 "modify" diff to an old value: sets toggle each listed element (symmetric difference);
+ * Applies an update2 "modify" diff to an old value: columns with at most one element take the new value;
+ * sets toggle each listed element (symmetric difference);
  * maps add a missing key, delete a key whose value matches, and replace a key whose value differs; scalars are replaced.
  */
 export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
+  // ovsdb-server sends the new value, not a difference, for every column that holds at most one element
+  // (scalars, optional atoms and single-pair maps), as its monitor code does for n_max == 1.
+  if (ct.max === 1) return decodeValue(diff, ct);
   switch (ct.kind) {
     case "scalar":
       return decodeAtom(diff, ct.key);
     case "optional":
     case "set": {
-      const cur = new Set<Atom>(ct.kind === "optional" ? (old === null ? [] : [old as Atom]) : (old as Atom[]));
+      const cur = new Set<Atom>(
+        ct.kind === "optional" ? (old === null ? [] : [old as Atom]) : (old as Atom[]),
+      );
       for (const e of wireSetElements(diff)) {
         const a = decodeAtom(e, ct.key);
         if (!cur.delete(a)) cur.add(a);

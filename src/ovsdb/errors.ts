@@ -78,7 +78,8 @@ export class TransactionError extends OvsdbError {
   }
   static describe(error: string, failures: readonly OperationFailure[]): string {
     const parts = failures.map(
-      (f) => `op ${f.index}${f.op ? ` (${f.op}${f.table ? ` ${f.table}` : ""})` : ""}: ${f.error}${f.details ? `: ${f.details}` : ""}`,
+      (f) =>
+        `op ${f.index}${f.op ? ` (${f.op}${f.table ? ` ${f.table}` : ""})` : ""}: ${f.error}${f.details ? `: ${f.details}` : ""}`,
     );
     return `transaction failed: ${error}${parts.length ? ` [${parts.join("; ")}]` : ""}`;
   }

@@ -1,7 +1,13 @@
 // Public API of the OVSDB client library.
 export { Backoff, type BackoffOptions } from "./backoff.ts";
 export { Cache, type IndexFn, type IndexKey, type RowEvent, TableCache } from "./cache.ts";
-export { type ClientOptions, type ClientState, type ClientStats, type Logger, OvsdbClient } from "./client.ts";
+export {
+  type ClientOptions,
+  type ClientState,
+  type ClientStats,
+  type Logger,
+  OvsdbClient,
+} from "./client.ts";
 export * from "./datum.ts";
 export * from "./errors.ts";
 export * from "./model.ts";

@@ -48,7 +48,9 @@ export class JsonStreamSplitter {
           continue;
         }
         if (b !== OPEN_BRACE) {
-          throw new ProtocolError(`garbage between JSON-RPC messages: byte 0x${b.toString(16)} (expected '{')`);
+          throw new ProtocolError(
+            `garbage between JSON-RPC messages: byte 0x${b.toString(16)} (expected '{')`,
+          );
         }
         start = i;
         this.depth = 1;

@@ -63,7 +63,9 @@ export class RpcConnection extends EventEmitter<RpcConnectionEvents> {
   request(method: string, params: unknown[], timeoutMs?: number): Promise<unknown> {
     if (this.closed) {
       return Promise.reject(
-        new ConnectionClosedError(`${this.remote}: ${method} on a closed connection`, { cause: this.closeError }),
+        new ConnectionClosedError(`${this.remote}: ${method} on a closed connection`, {
+          cause: this.closeError,
+        }),
       );
     }
     const id = this.nextId++;
@@ -157,9 +159,12 @@ export class RpcConnection extends EventEmitter<RpcConnectionEvents> {
       p.reject(
         error instanceof ConnectionClosedError
           ? error
-          : new ConnectionClosedError(`${this.remote}: connection lost during ${p.method}: ${error.message}`, {
-              cause: error,
-            }),
+          : new ConnectionClosedError(
+              `${this.remote}: connection lost during ${p.method}: ${error.message}`,
+              {
+                cause: error,
+              },
+            ),
       );
     }
     this.emit("close", error instanceof ConnectionClosedError ? undefined : error);

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, test } from "node:test";
 import { SchemaError } from "./errors.ts";
-import { type ColumnSchema, type DatabaseSchema, intersectSchema, parseSchema, strongReferrers } from "./schema.ts";
+import {
+  type ColumnSchema,
+  type DatabaseSchema,
+  intersectSchema,
+  parseSchema,
+  strongReferrers,
+} from "./schema.ts";
 
 const SCHEMA_FILES = {
   nb: "/usr/share/ovn/ovn-nb.ovsschema",
@@ -151,7 +157,8 @@ describe("schema rules from RFC 7047", () => {
   });
 
   test("min and max select the column kind", () => {
-    const kind = (type: unknown) => parseSchema(withColumnType(type)).tables.get("T")?.columns.get("c")?.type.kind;
+    const kind = (type: unknown) =>
+      parseSchema(withColumnType(type)).tables.get("T")?.columns.get("c")?.type.kind;
     assert.equal(kind("string"), "scalar");
     assert.equal(kind({ key: "string" }), "scalar");
     assert.equal(kind({ key: "string", min: 0 }), "optional");
@@ -175,11 +182,19 @@ describe("malformed schemas", () => {
     ],
     ["an unknown atomic type", withColumnType("text"), /^T\.c: unknown atomic type "text"/],
     ["an unknown key type", withColumnType({ key: "float" }), /^T\.c\.key: unknown atomic type "float"/],
-    ["a value type without a type", withColumnType({ key: "string", value: {} }), /^T\.c\.value: a base type/],
+    [
+      "a value type without a type",
+      withColumnType({ key: "string", value: {} }),
+      /^T\.c\.value: a base type/,
+    ],
     ["a column type that is a number", withColumnType(7), /^T\.c: a column type must be/],
     ["min 2", withColumnType({ key: "string", min: 2, max: 3 }), /^T\.c: min must be 0 or 1/],
     ["max 0", withColumnType({ key: "string", min: 0, max: 0 }), /^T\.c: max must be/],
-    ["a max that is not a number", withColumnType({ key: "string", min: 1, max: "lots" }), /^T\.c: max must be/],
+    [
+      "a max that is not a number",
+      withColumnType({ key: "string", min: 1, max: "lots" }),
+      /^T\.c: max must be/,
+    ],
     [
       "a reference to an unknown table",
       withColumnType({ key: { type: "uuid", refTable: "Nowhere" } }),

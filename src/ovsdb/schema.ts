@@ -100,7 +100,8 @@ export function parseColumnType(v: unknown, where: string): ColumnType {
   const value = v.value === undefined ? undefined : parseBaseType(v.value, `${where}.value`);
   const min = v.min === undefined ? 1 : v.min;
   const maxRaw = v.max === undefined ? 1 : v.max;
-  if (typeof min !== "number" || (min !== 0 && min !== 1)) throw new SchemaError(`${where}: min must be 0 or 1`);
+  if (typeof min !== "number" || (min !== 0 && min !== 1))
+    throw new SchemaError(`${where}: min must be 0 or 1`);
   const max = maxRaw === "unlimited" ? Number.POSITIVE_INFINITY : maxRaw;
   if (typeof max !== "number" || max < 1 || max < min) {
     throw new SchemaError(`${where}: max must be a positive integer or "unlimited"`);
@@ -120,7 +121,8 @@ export function parseSchema(json: unknown): DatabaseSchema {
   if (!isObject(tables)) throw new SchemaError(`schema ${name}: missing tables`);
   const out = new Map<string, TableSchema>();
   for (const [tname, t] of Object.entries(tables)) {
-    if (!isObject(t) || !isObject(t.columns)) throw new SchemaError(`schema ${name}: table ${tname} has no columns`);
+    if (!isObject(t) || !isObject(t.columns))
+      throw new SchemaError(`schema ${name}: table ${tname} has no columns`);
     const columns = new Map<string, ColumnSchema>();
     for (const [cname, c] of Object.entries(t.columns)) {
       if (!isObject(c)) throw new SchemaError(`schema ${name}: ${tname}.${cname} is not an object`);

@@ -2,7 +2,7 @@
 // concurrency, and checks that catch mistakes before the server silently accepts them.
 
 import { encodeValue, NamedUuid } from "./datum.ts";
-import { OrphanRowError, type OperationFailure, transactionErrorFor, ValueError } from "./errors.ts";
+import { type OperationFailure, OrphanRowError, transactionErrorFor, ValueError } from "./errors.ts";
 import type { InsertRow, RowBase, TableMap, UpdateRow } from "./model.ts";
 import type { ColumnSchema, DatabaseSchema, TableSchema } from "./schema.ts";
 
@@ -15,7 +15,6 @@ export type Mutation = readonly [column: string, mutator: Mutator, value: unknow
 export function byUuid(uuid: string | NamedUuid): Condition[] {
   return [["_uuid", "==", uuid]];
 }
-
 
 export interface TransactOptions {
   /** Reply deadline in ms; the transaction may still commit after it passes. */
@@ -62,18 +61,24 @@ export class Transaction<T extends TableMap = TableMap> {
 
   private column(t: TableSchema, name: string): ColumnSchema {
     const c = t.columns.get(name);
-    if (!c) throw new ValueError(`${t.name}: unknown column ${name} (not in the server's schema)`, t.name, name);
+    if (!c)
+      throw new ValueError(`${t.name}: unknown column ${name} (not in the server's schema)`, t.name, name);
     return c;
   }
 
-  private encodeRow(t: TableSchema, row: Record<string, unknown>, forUpdate: boolean): Record<string, unknown> {
+  private encodeRow(
+    t: TableSchema,
+    row: Record<string, unknown>,
+    forUpdate: boolean,
+  ): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(row)) {
       if (v === undefined || k === "_uuid" || k === "_version") continue;
       const c = t.columns.get(k);
       // Columns the server does not have are left out, so one client works across schema versions.
       if (!c) continue;
-      if (forUpdate && !c.mutable) throw new ValueError(`${t.name}.${k} is immutable and cannot be updated`, t.name, k);
+      if (forUpdate && !c.mutable)
+        throw new ValueError(`${t.name}.${k} is immutable and cannot be updated`, t.name, k);
       out[k] = encodeValue(v, c.type, { table: t.name, column: k });
     }
     return out;
@@ -101,9 +106,15 @@ export class Transaction<T extends TableMap = TableMap> {
   insert<K extends keyof T & string>(table: K, row: InsertRow<T[K]>, uuidName?: string): NamedUuid {
     const t = this.table(table);
     const ref = new NamedUuid(uuidName ?? `row${++uuidNameCounter}`);
-    if (this.inserted.has(ref.name)) throw new ValueError(`uuid-name ${ref.name} is used twice in one transaction`);
+    if (this.inserted.has(ref.name))
+      throw new ValueError(`uuid-name ${ref.name} is used twice in one transaction`);
     const index = this.push(
-      { op: "insert", table, row: this.encodeRow(t, row as Record<string, unknown>, false), "uuid-name": ref.name },
+      {
+        op: "insert",
+        table,
+        row: this.encodeRow(t, row as Record<string, unknown>, false),
+        "uuid-name": ref.name,
+      },
       { op: "insert", table },
     );
     this.inserted.set(ref.name, { table, index });
@@ -124,19 +135,30 @@ export class Transaction<T extends TableMap = TableMap> {
     return this;
   }
 
-  mutate<K extends keyof T & string>(table: K, where: readonly Condition[], mutations: readonly Mutation[]): this {
+  mutate<K extends keyof T & string>(
+    table: K,
+    where: readonly Condition[],
+    mutations: readonly Mutation[],
+  ): this {
     const t = this.table(table);
     const muts = mutations.map(([col, mutator, value]) => {
       const c = this.column(t, col);
       if (!c.mutable) throw new ValueError(`${table}.${col} is immutable and cannot be mutated`, table, col);
       const setLike = mutator === "insert" || mutator === "delete";
-      return [col, mutator, encodeValue(value, setLike ? c.type : { ...c.type, kind: "scalar" }, {
-        table,
-        column: col,
-        cardinality: false,
-      })];
+      return [
+        col,
+        mutator,
+        encodeValue(value, setLike ? c.type : { ...c.type, kind: "scalar" }, {
+          table,
+          column: col,
+          cardinality: false,
+        }),
+      ];
     });
-    this.push({ op: "mutate", table, where: this.encodeWhere(t, where), mutations: muts }, { op: "mutate", table });
+    this.push(
+      { op: "mutate", table, where: this.encodeWhere(t, where), mutations: muts },
+      { op: "mutate", table },
+    );
     return this;
   }
 
@@ -146,7 +168,11 @@ export class Transaction<T extends TableMap = TableMap> {
     return this;
   }
 
-  select<K extends keyof T & string>(table: K, where: readonly Condition[], columns?: readonly string[]): number {
+  select<K extends keyof T & string>(
+    table: K,
+    where: readonly Condition[],
+    columns?: readonly string[],
+  ): number {
     const t = this.table(table);
     return this.push(
       { op: "select", table, where: this.encodeWhere(t, where), ...(columns ? { columns } : {}) },
@@ -268,7 +294,10 @@ export class Transaction<T extends TableMap = TableMap> {
     }
     if (results.length < this.ops.length) {
       throw transactionErrorFor("short reply", [
-        { index: results.length, error: `server returned ${results.length} results for ${this.ops.length} operations` },
+        {
+          index: results.length,
+          error: `server returned ${results.length} results for ${this.ops.length} operations`,
+        },
       ]);
     }
     for (const [name, { index }] of this.inserted) {

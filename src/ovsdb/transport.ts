@@ -12,8 +12,9 @@ export type Remote =
 export interface TlsConfig {
   /** PEM contents or file paths. */
   ca: string | Buffer;
-  cert: string | Buffer;
-  key: string | Buffer;
+  /** Our certificate and key; OVS servers require them. Leaving them out is only useful to test that refusal. */
+  cert?: string | Buffer;
+  key?: string | Buffer;
   /**
    * OVS checks only that the peer's certificate chains to the CA, because remotes are usually ssl:IP:PORT with
    * ovs-pki certificates that name no host. Set this to also check the server name against the certificate.
@@ -57,7 +58,11 @@ function describeTlsError(remote: string, e: NodeJS.ErrnoException): TlsError {
 }
 
 /** Connects and resolves once the stream is usable (after the TLS handshake for ssl:). */
-export function connectRemote(remote: Remote, tlsConfig?: TlsConfig, timeoutMs = 10_000): Promise<net.Socket> {
+export function connectRemote(
+  remote: Remote,
+  tlsConfig?: TlsConfig,
+  timeoutMs = 10_000,
+): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     let sock: net.Socket;
     let settled = false;
@@ -97,8 +102,8 @@ export function connectRemote(remote: Remote, tlsConfig?: TlsConfig, timeoutMs =
           host: remote.host,
           port: remote.port,
           ca: pem(tlsConfig.ca),
-          cert: pem(tlsConfig.cert),
-          key: pem(tlsConfig.key),
+          ...(tlsConfig.cert ? { cert: pem(tlsConfig.cert) } : {}),
+          ...(tlsConfig.key ? { key: pem(tlsConfig.key) } : {}),
           rejectUnauthorized: true,
           ...(servername ? { servername } : {}),
           ...(verifyHost ? {} : { checkServerIdentity: () => undefined }),

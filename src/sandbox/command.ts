@@ -53,7 +53,11 @@ export function run(command: string, args: readonly string[], opts: RunOptions =
 }
 
 /** Like run, but resolves to undefined instead of throwing; for probes whose failure is an answer. */
-export async function tryRun(command: string, args: readonly string[], opts: RunOptions = {}): Promise<string | undefined> {
+export async function tryRun(
+  command: string,
+  args: readonly string[],
+  opts: RunOptions = {},
+): Promise<string | undefined> {
   try {
     return await run(command, args, opts);
   } catch (err) {

@@ -68,10 +68,14 @@ export interface Topology {
 
 const NAME_RE = /^[a-z][a-z0-9]{1,9}$/;
 
+/** The name becomes a directory and the netns prefix, so anything else could reach outside the instance. */
+export function validateName(name: string): void {
+  if (!NAME_RE.test(name))
+    throw new Error(`sandbox name "${name}" must match ${NAME_RE} (it prefixes netns names)`);
+}
+
 export function validateSpec(spec: SandboxSpec): void {
-  if (!NAME_RE.test(spec.name)) {
-    throw new Error(`sandbox name "${spec.name}" must match ${NAME_RE} (it prefixes netns names)`);
-  }
+  validateName(spec.name);
   if (!Number.isInteger(spec.nodes) || spec.nodes < 1 || spec.nodes > MAX_NODES) {
     throw new Error(`node count ${spec.nodes} must be an integer from 1 to ${MAX_NODES}`);
   }
@@ -103,7 +107,14 @@ export function planTopology(spec: SandboxSpec): Topology {
   const nodes: Host[] = [];
   for (let i = 1; i <= spec.nodes; i++) {
     const name = nodeName(i);
-    nodes.push({ role: "node", name, netns: `${prefix}${name}`, ip: underlayIp(10 + i), extraIps: [], underlayPort: name });
+    nodes.push({
+      role: "node",
+      name,
+      netns: `${prefix}${name}`,
+      ip: underlayIp(10 + i),
+      extraIps: [],
+      underlayPort: name,
+    });
   }
   const external: Host = {
     role: "external",

@@ -267,7 +267,7 @@ class RigServer implements OvsdbServer {
     let ports: number[] = [];
     await this.untilReady(deadline, `${wanted} "listening on port" lines in its log`, async () => {
       const log = (await readFile(this.logFile)).subarray(logOffset).toString("utf8");
-      ports = [...log.matchAll(/\|socket_util\|INFO\|.*: listening on port (\d+)$/gm)].map((m) =>
+      ports = [...log.matchAll(/\|socket_util\|INFO\|0:127\.0\.0\.1: listening on port (\d+)$/gm)].map((m) =>
         Number(m[1]),
       );
       return ports.length >= wanted;

@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { ConstraintViolationError, OrphanRowError, UnknownDatabaseError, ValueError } from "../../../src/ovsdb/errors.ts";
+import {
+  ConstraintViolationError,
+  OrphanRowError,
+  UnknownDatabaseError,
+  ValueError,
+} from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
@@ -15,7 +20,11 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     await c.connect();
     const res = await c.transact((txn) => {
       const p1 = txn.insert("Logical_Switch_Port", { name: "p1", addresses: ["0a:58:0a:00:00:05 10.0.0.5"] });
-      const p2 = txn.insert("Logical_Switch_Port", { name: "p2", external_ids: { owner: "test" }, tag_request: 7 });
+      const p2 = txn.insert("Logical_Switch_Port", {
+        name: "p2",
+        external_ids: { owner: "test" },
+        tag_request: 7,
+      });
       txn.insert("Logical_Switch", { name: "ls1", ports: [p1, p2], other_config: { subnet: "10.0.0.0/24" } });
     });
     assert.equal(res.uuids.size, 3);
@@ -53,7 +62,10 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
       c.transact((txn) => {
         txn.insert("Logical_Switch_Port", { name: "orphan" });
       }),
-      (e: Error) => e instanceof OrphanRowError && /Logical_Switch_Port/.test(e.message) && /garbage-collect/.test(e.message),
+      (e: Error) =>
+        e instanceof OrphanRowError &&
+        /Logical_Switch_Port/.test(e.message) &&
+        /garbage-collect/.test(e.message),
     );
     assert.equal(Object.keys((await srv.dump("OVN_Northbound")).Logical_Switch_Port ?? {}).length, 0);
   });
@@ -68,7 +80,10 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
         const p = txn.insert("Logical_Switch_Port", { name: "p", tag_request: 5000 });
         txn.insert("Logical_Switch", { name: "ls", ports: [p] });
       }),
-      (e: Error) => e instanceof ValueError && /Logical_Switch_Port\.tag_request/.test(e.message) && /4095/.test(e.message),
+      (e: Error) =>
+        e instanceof ValueError &&
+        /Logical_Switch_Port\.tag_request/.test(e.message) &&
+        /4095/.test(e.message),
     );
     // A unique-index clash is the server's constraint violation, typed.
     await c.transact((txn) => {
@@ -89,7 +104,10 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     t.after(() => c.close());
     await assert.rejects(
       c.connect(),
-      (e: Error) => e instanceof UnknownDatabaseError && /OVN_Nothing/.test(e.message) && /OVN_Northbound/.test(e.message),
+      (e: Error) =>
+        e instanceof UnknownDatabaseError &&
+        /OVN_Nothing/.test(e.message) &&
+        /OVN_Northbound/.test(e.message),
     );
   });
 });

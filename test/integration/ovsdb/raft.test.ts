@@ -66,7 +66,11 @@ describe("OVSDB client with a 3-member Raft cluster", () => {
 
     const dump = await newLeader.server.dump(NB);
     const seqs = seqsIn(dump).sort((a, b) => a - b);
-    assert.deepEqual(seqs, [...acked].sort((a, b) => a - b), "each acknowledged write exactly once, nothing else");
+    assert.deepEqual(
+      seqs,
+      [...acked].sort((a, b) => a - b),
+      "each acknowledged write exactly once, nothing else",
+    );
     // The cache converges on the server's content.
     await c.waitForRow("Logical_Switch", (r) => r.name === `ls${total - 1}`, { timeoutMs: 5000 });
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, dump), []);
@@ -89,10 +93,15 @@ describe("OVSDB client with a 3-member Raft cluster", () => {
     c.on("ready", (i) => readies.push(i));
     await leader.server.appctl("ovsdb-server/reconnect");
     // Written by another client while we are away: must arrive as part of the resumed diff.
-    await leader.server.transactRaw(NB, [{ op: "insert", table: "Logical_Switch", row: { name: "while-away" } }]);
+    await leader.server.transactRaw(NB, [
+      { op: "insert", table: "Logical_Switch", row: { name: "while-away" } },
+    ]);
     await c.waitForRow("Logical_Switch", (r) => r.name === "while-away", { timeoutMs: 5000 });
     assert.ok(readies.length >= 1, "reconnected");
-    assert.ok(readies.every((r) => r.resumed && !r.fullSnapshot), JSON.stringify(readies));
+    assert.ok(
+      readies.every((r) => r.resumed && !r.fullSnapshot),
+      JSON.stringify(readies),
+    );
     assert.equal(c.stats.fullSnapshots, 1);
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await leader.server.dump(NB)), []);
   });

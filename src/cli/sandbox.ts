@@ -1,0 +1,212 @@
+// `zovn sandbox ...`: parses the arguments and hands each subcommand to its module in src/sandbox.
+
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import { runApiserverForward } from "../sandbox/apiserver-forward.ts";
+import { sandboxDown } from "../sandbox/down.ts";
+import { execArgv, execInteractive } from "../sandbox/exec.ts";
+import { kubectl, kubectlInteractive } from "../sandbox/kubectl.ts";
+import { type KubeletSimConfig, NodeSimulator } from "../sandbox/kubelet-sim.ts";
+import { DEFAULT_BASE_DIR, layoutFor } from "../sandbox/layout.ts";
+import { localRemote, ovnCtl } from "../sandbox/ovn-central.ts";
+import { Progress } from "../sandbox/progress.ts";
+import { restartNode } from "../sandbox/restart-node.ts";
+import { loadState } from "../sandbox/state.ts";
+import { sandboxStatus } from "../sandbox/status.ts";
+import {
+  DEFAULT_SPEC,
+  type Encap,
+  planTopology,
+  type SandboxSpec,
+  validateName,
+} from "../sandbox/topology.ts";
+import { sandboxUp, type UpResult } from "../sandbox/up.ts";
+
+const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
+
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--timeout SECONDS]
+        bring the sandbox up (idempotent); prints the time until all nodes are Ready
+  down [--purge]          stop and remove everything; --purge also deletes the logs
+  status                  components, nodes and chassis
+  kubectl ARGS...         kubectl against the sandbox apiserver
+  exec TARGET -- CMD...   run CMD in cp, ext, a node (node1...) or a pod (NAMESPACE/NAME)
+  restart-node NODE       reboot a node: its processes and pod sandboxes are recreated
+
+NAME defaults to $ZOVN_SANDBOX_NAME or "${DEFAULT_SPEC.name}"; files live under $ZOVN_SANDBOX_BASE (default ${DEFAULT_BASE_DIR}).`;
+
+interface Instance {
+  name: string;
+  baseDir: string | undefined;
+}
+
+/** Returns the exit code, or -1 for the internal daemons, which keep the process alive. */
+export async function runSandboxCommand(argv: string[]): Promise<number> {
+  const instance: Instance = {
+    name: process.env.ZOVN_SANDBOX_NAME || DEFAULT_SPEC.name,
+    baseDir: process.env.ZOVN_SANDBOX_BASE || undefined,
+  };
+  let i = 0;
+  while (argv[i]?.startsWith("--name")) {
+    const arg = argv[i] as string;
+    instance.name = arg.includes("=") ? arg.slice("--name=".length) : (argv[++i] ?? "");
+    i++;
+  }
+  const [command, ...rest] = argv.slice(i);
+  validateName(instance.name);
+  if (command && !["-h", "--help"].includes(command) && process.getuid?.() !== 0) {
+    throw new Error("the sandbox needs root (network and mount namespaces)");
+  }
+  switch (command) {
+    case "up":
+      return up(instance, rest);
+    case "down":
+      return down(instance, rest);
+    case "status":
+      return (await sandboxStatus(instance.name, instance.baseDir, process.stdout)) ? 0 : 1;
+    case "kubectl": {
+      const state = loadState(layoutFor(instance.name, instance.baseDir));
+      if (!state) throw new Error(`sandbox "${instance.name}" is not up`);
+      return kubectlInteractive(layoutFor(instance.name, instance.baseDir), state, rest);
+    }
+    case "exec":
+      return exec(instance, rest);
+    case "restart-node": {
+      if (!rest[0]) throw new Error("restart-node needs a node name");
+      await restartNode(instance.name, instance.baseDir, rest[0], new Progress());
+      return 0;
+    }
+    case "internal-kubelet":
+      return internalKubelet(rest);
+    case "internal-forward":
+      return internalForward(rest);
+    case undefined:
+    case "-h":
+    case "--help":
+      process.stdout.write(`${usage}\n`);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`zovn sandbox: unknown command "${command}"\n${usage}\n`);
+      return 2;
+  }
+}
+
+async function up(instance: Instance, argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      nodes: { type: "string" },
+      raft: { type: "boolean" },
+      encap: { type: "string" },
+      "skip-chassis-config": { type: "boolean" },
+      timeout: { type: "string" },
+    },
+  });
+  const spec: SandboxSpec = { ...DEFAULT_SPEC, name: instance.name };
+  const explicit = new Set<keyof SandboxSpec>();
+  if (values.nodes !== undefined) {
+    spec.nodes = Number(values.nodes);
+    explicit.add("nodes");
+  }
+  if (values.raft !== undefined) {
+    spec.raft = values.raft;
+    explicit.add("raft");
+  }
+  if (values.encap !== undefined) {
+    spec.encap = values.encap as Encap;
+    explicit.add("encap");
+  }
+  if (values["skip-chassis-config"] !== undefined) {
+    spec.chassisConfig = !values["skip-chassis-config"];
+    explicit.add("chassisConfig");
+  }
+  const progress = new Progress();
+  let result: UpResult;
+  try {
+    result = await sandboxUp(
+      {
+        spec,
+        explicit,
+        ...(instance.baseDir ? { baseDir: instance.baseDir } : {}),
+        ...(values.timeout ? { readyTimeoutMs: Number(values.timeout) * 1000 } : {}),
+      },
+      progress,
+    );
+  } catch (err) {
+    const logs = layoutFor(instance.name, instance.baseDir).logDir;
+    throw new Error(
+      `${(err as Error).message}\n  logs: ${logs}\n  what runs: zovn sandbox status; clean up: zovn sandbox down`,
+    );
+  }
+  process.stdout.write("\n$ kubectl get nodes -o wide\n");
+  process.stdout.write(await kubectl(result.layout, result.state, ["get", "nodes", "-o", "wide"]));
+  process.stdout.write("\n$ ovn-sbctl show\n");
+  process.stdout.write(await ovnCtl(result.layout, result.topo, "sb", ["show"]));
+  process.stdout.write(summary(result));
+  return 0;
+}
+
+function summary(r: UpResult): string {
+  const { topo, layout, state } = r;
+  const cli = "bin/zovn sandbox" + (topo.spec.name === DEFAULT_SPEC.name ? "" : ` --name ${topo.spec.name}`);
+  const lines = [
+    "",
+    `Sandbox "${topo.spec.name}" is up: ${topo.nodes.length} nodes Ready ${(r.readyMs / 1000).toFixed(1)}s after \`up\` started.`,
+    `  apiserver    https://127.0.0.1:${state.apiserverPort} (relayed to https://${topo.controlPlane.ip}:6443 in netns ${topo.controlPlane.netns})`,
+    `  kubeconfig   ${r.kubeconfig}`,
+    `  kubectl      ${cli} kubectl get pods -A`,
+    `  OVN NB/SB    ${topo.centralIps.map((ip) => `tcp:${ip}:6641`).join(",")} / ${topo.centralIps.map((ip) => `tcp:${ip}:6642`).join(",")}`,
+    `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
+    ...topo.nodes.map(
+      (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
+    ),
+    `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
+    `  logs         ${layout.logDir}`,
+    `  status       ${cli} status`,
+    `  tear down    ${cli} down`,
+    "",
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+async function down(instance: Instance, argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { purge: { type: "boolean" } } });
+  const progress = new Progress();
+  await sandboxDown(
+    { name: instance.name, baseDir: instance.baseDir, purge: values.purge === true },
+    progress,
+  );
+  progress.note(`sandbox "${instance.name}" is down`);
+  return 0;
+}
+
+async function exec(instance: Instance, argv: string[]): Promise<number> {
+  const [target, ...rest] = argv;
+  const command = rest[0] === "--" ? rest.slice(1) : rest;
+  if (!target || command.length === 0) throw new Error("usage: zovn sandbox exec TARGET -- CMD...");
+  const layout = layoutFor(instance.name, instance.baseDir);
+  const state = loadState(layout);
+  if (!state) throw new Error(`sandbox "${instance.name}" is not up`);
+  return execInteractive(execArgv(layout, planTopology(state.spec), target, command));
+}
+
+async function internalKubelet(argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { config: { type: "string" } } });
+  if (!values.config) throw new Error("internal-kubelet needs --config");
+  const cfg = JSON.parse(readFileSync(values.config, "utf8")) as KubeletSimConfig;
+  const log = pino({ base: { node: cfg.nodeName } });
+  process.on("SIGTERM", () => process.exit(0));
+  await new NodeSimulator(cfg, log).start();
+  return -1;
+}
+
+function internalForward(argv: string[]): number {
+  const { values } = parseArgs({
+    args: argv,
+    options: { target: { type: "string" }, tag: { type: "string" } },
+  });
+  if (!values.target) throw new Error("internal-forward needs --target");
+  process.on("SIGTERM", () => process.exit(0));
+  runApiserverForward(values.target);
+  return -1;
+}

@@ -1,0 +1,24 @@
+// Stand-in for the node agent: ovn-controller's settings in the node's Open_vSwitch table. They belong to the
+// node agent (a later issue), which also owns br-int; until it exists the sandbox writes them so that the
+// chassis register. `zovn sandbox up --skip-chassis-config` leaves them to the agent.
+
+import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+
+export function chassisExternalIds(topo: Topology, node: Host): Record<string, string> {
+  return {
+    "ovn-remote": centralRemote(topo, SB_PORT),
+    "ovn-encap-type": topo.spec.encap,
+    "ovn-encap-ip": node.ip,
+    "system-id": node.name,
+    hostname: node.name,
+    // Without the OVS kernel module br-int must use the userspace datapath too.
+    "ovn-bridge-datapath-type": "netdev",
+  };
+}
+
+/** ovs-vsctl arguments writing the settings, run inside the node's namespaces. */
+export function chassisConfigArgs(topo: Topology, node: Host): string[] {
+  const args = ["set", "Open_vSwitch", "."];
+  for (const [k, v] of Object.entries(chassisExternalIds(topo, node))) args.push(`external_ids:${k}="${v}"`);
+  return args;
+}

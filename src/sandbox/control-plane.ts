@@ -1,0 +1,215 @@
+// The Kubernetes control plane on the control-plane host netns: etcd, kube-apiserver with the real admission
+// chain, RBAC and Node authorization, kube-controller-manager (all default controllers, EndpointSlice
+// included, each with its own service account) and kube-scheduler.
+
+import { mkdirSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Binaries } from "./binaries.ts";
+import { spawnDetached } from "./daemon.ts";
+import { writeKubeconfig } from "./kubeconfig.ts";
+import type { Layout } from "./layout.ts";
+import type { Place } from "./netns.ts";
+import type { Pki } from "./pki.ts";
+import { type DaemonRecord, liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
+import { APISERVER_PORT, apiserverUrl, SERVICE_CIDR, type Topology } from "./topology.ts";
+
+const ETCD_CLIENT = "http://127.0.0.1:2379";
+const ETCD_PEER = "http://127.0.0.1:2380";
+
+export function etcdArgs(dataDir: string): string[] {
+  return [
+    "--name=cp",
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=${ETCD_CLIENT}`,
+    `--advertise-client-urls=${ETCD_CLIENT}`,
+    `--listen-peer-urls=${ETCD_PEER}`,
+    `--initial-advertise-peer-urls=${ETCD_PEER}`,
+    `--initial-cluster=cp=${ETCD_PEER}`,
+    "--log-level=warn",
+    // A throwaway cluster: losing the last writes on a machine crash costs nothing, fsync costs seconds.
+    "--unsafe-no-fsync",
+  ];
+}
+
+export function apiserverArgs(topo: Topology, pki: Pki): string[] {
+  const serving = pki.cert("apiserver");
+  return [
+    `--advertise-address=${topo.controlPlane.ip}`,
+    "--bind-address=0.0.0.0",
+    `--secure-port=${APISERVER_PORT}`,
+    `--etcd-servers=${ETCD_CLIENT}`,
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    `--client-ca-file=${pki.caCert}`,
+    `--tls-cert-file=${serving.cert}`,
+    `--tls-private-key-file=${serving.key}`,
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+    `--service-account-key-file=${pki.saPub}`,
+    `--service-account-signing-key-file=${pki.saKey}`,
+    "--authorization-mode=Node,RBAC",
+    // The default admission plugins stay on; NodeRestriction is the one kubeadm adds.
+    "--enable-admission-plugins=NodeRestriction",
+    "--allow-privileged=true",
+    "--kubelet-preferred-address-types=InternalIP,Hostname",
+    "--profiling=false",
+  ];
+}
+
+function componentKubeconfig(layout: Layout, name: string): string {
+  return join(layout.kubeDir, `${name}.kubeconfig`);
+}
+
+export function controllerManagerArgs(layout: Layout, pki: Pki): string[] {
+  const kc = componentKubeconfig(layout, "kube-controller-manager");
+  return [
+    `--kubeconfig=${kc}`,
+    `--authentication-kubeconfig=${kc}`,
+    `--authorization-kubeconfig=${kc}`,
+    "--controllers=*",
+    "--use-service-account-credentials=true",
+    `--service-account-private-key-file=${pki.saKey}`,
+    `--root-ca-file=${pki.caCert}`,
+    `--cluster-signing-cert-file=${pki.caCert}`,
+    `--cluster-signing-key-file=${pki.caKey}`,
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    // One instance only: leader election would make a restarted manager wait out its predecessor's lease.
+    "--leader-elect=false",
+    "--bind-address=127.0.0.1",
+  ];
+}
+
+export function schedulerArgs(layout: Layout): string[] {
+  const kc = componentKubeconfig(layout, "kube-scheduler");
+  return [
+    `--kubeconfig=${kc}`,
+    `--authentication-kubeconfig=${kc}`,
+    `--authorization-kubeconfig=${kc}`,
+    "--leader-elect=false",
+    "--bind-address=127.0.0.1",
+  ];
+}
+
+export interface ControlPlaneContext {
+  layout: Layout;
+  topo: Topology;
+  pki: Pki;
+  bins: Binaries;
+  state: SandboxState;
+}
+
+function cpPlace(topo: Topology): Place {
+  return { netns: topo.controlPlane.netns };
+}
+
+/** Starts a component unless its recorded process still runs; returns its record. */
+function ensureComponent(
+  ctx: ControlPlaneContext,
+  component: string,
+  command: string,
+  args: string[],
+): DaemonRecord {
+  const name = `cp/${component}`;
+  const live = liveDaemon(ctx.state, name);
+  if (live) return live;
+  const log = join(ctx.layout.cpLogDir, `${component}.log`);
+  const id = spawnDetached({ place: cpPlace(ctx.topo), command, args, log });
+  const record: DaemonRecord = { name, log, ...id };
+  recordDaemon(ctx.layout, ctx.state, record);
+  return record;
+}
+
+export function writeComponentKubeconfigs(ctx: ControlPlaneContext): void {
+  mkdirSync(ctx.layout.kubeDir, { recursive: true });
+  for (const component of ["kube-controller-manager", "kube-scheduler"]) {
+    const client = ctx.pki.cert(component);
+    writeKubeconfig(componentKubeconfig(ctx.layout, component), {
+      server: apiserverUrl(ctx.topo),
+      caCert: ctx.pki.caCert,
+      clientCert: client.cert,
+      clientKey: client.key,
+      user: component,
+    });
+  }
+}
+
+/** etcd and kube-apiserver start together: the apiserver retries etcd until it answers. */
+export function startApiserver(ctx: ControlPlaneContext): void {
+  ensureComponent(ctx, "etcd", ctx.bins.ETCD, etcdArgs(ctx.layout.etcdDir));
+  ensureComponent(ctx, "kube-apiserver", ctx.bins.KUBE_APISERVER, apiserverArgs(ctx.topo, ctx.pki));
+}
+
+/**
+ * The controller manager and scheduler start once the apiserver is ready: started earlier they can read
+ * RBAC before its bootstrap policy exists, and then exit instead of retrying.
+ */
+export function startControllers(ctx: ControlPlaneContext): DaemonRecord[] {
+  writeComponentKubeconfigs(ctx);
+  return [
+    ensureComponent(
+      ctx,
+      "kube-controller-manager",
+      ctx.bins.KUBE_CONTROLLER_MANAGER,
+      controllerManagerArgs(ctx.layout, ctx.pki),
+    ),
+    ensureComponent(ctx, "kube-scheduler", ctx.bins.KUBE_SCHEDULER, schedulerArgs(ctx.layout)),
+  ];
+}
+
+export interface ApiEndpoint {
+  host: string;
+  port: number;
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
+
+function getPath(ep: ApiEndpoint, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: ep.host,
+        port: ep.port,
+        path,
+        method: "GET",
+        ca: ep.ca,
+        cert: ep.cert,
+        key: ep.key,
+        timeout: 3000,
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => {
+          body += d;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** Waits for /readyz; `alive` is checked between attempts so a crashed apiserver fails fast with its log. */
+export async function waitApiserverReady(
+  ep: ApiEndpoint,
+  timeoutMs: number,
+  alive: () => boolean,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    try {
+      const res = await getPath(ep, "/readyz");
+      if (res.status === 200) return;
+      last = `HTTP ${res.status}: ${res.body.slice(0, 300)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (!alive()) throw new Error(`kube-apiserver exited (${last})`);
+    await sleep(250);
+  }
+  throw new Error(`kube-apiserver not ready after ${timeoutMs} ms: ${last}`);
+}

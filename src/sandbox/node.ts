@@ -1,0 +1,206 @@
+// A sandbox node: a netns plus a mount namespace with private standard directories, and the infrastructure
+// the sandbox owns on it: the underlay link, br-phy carrying the node's underlay IP (userspace native
+// tunnelling needs the tunnel endpoint on an OVS bridge), ovsdb-server, ovs-vswitchd, ovn-controller and the
+// node simulator. br-int and ovn-controller's settings belong to the node agent (see chassis-config.ts).
+
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Binaries } from "./binaries.ts";
+import { chassisConfigArgs } from "./chassis-config.ts";
+import { ipBatch, run } from "./command.ts";
+import { runSelfDetaching, spawnDetached } from "./daemon.ts";
+import { writeKubeconfig } from "./kubeconfig.ts";
+import type { KubeletSimConfig } from "./kubelet-sim.ts";
+import { type Layout, type NodeDirs, nodeBinds } from "./layout.ts";
+import { createMountNamespace, ensurePrivateNsDir, mountNamespaceExists } from "./mount-namespace.ts";
+import { netnsInode, nsenterArgs, type Place } from "./netns.ts";
+import type { Pki } from "./pki.ts";
+import { terminate } from "./process-table.ts";
+import { tsNodeCommand, zovnEntry } from "./repo.ts";
+import { liveDaemon, recordDaemon, type SandboxState, saveState } from "./state.ts";
+import { processesIn } from "./sweep.ts";
+import { apiserverUrl, type Host, type Topology, UNDERLAY_GATEWAY, UNDERLAY_PREFIX_LEN } from "./topology.ts";
+
+export const BR_PHY = "br-phy";
+const VSWITCH_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema";
+
+export interface NodeContext {
+  layout: Layout;
+  topo: Topology;
+  state: SandboxState;
+  pki: Pki;
+  bins: Binaries;
+}
+
+export function nodePlace(layout: Layout, node: Host): Place {
+  return { netns: node.netns, mountNsFile: layout.mountNsFile(node.name) };
+}
+
+/** Runs a command inside the node's namespaces and returns its stdout. */
+export function runOnNode(
+  layout: Layout,
+  node: Host,
+  command: string,
+  args: readonly string[],
+): Promise<string> {
+  return run("nsenter", [...nsenterArgs(nodePlace(layout, node)), command, ...args]);
+}
+
+export async function ensureNodeMountNamespace(layout: Layout, node: Host): Promise<void> {
+  await ensurePrivateNsDir(layout.nsDir);
+  const dirs = layout.node(node.name);
+  for (const d of [dirs.kubelet, dirs.podRecords, dirs.podLogs]) mkdirSync(d, { recursive: true });
+  await createMountNamespace(layout.mountNsFile(node.name), nodeBinds(dirs));
+}
+
+function daemonName(node: Host, component: string): string {
+  return `${node.name}/${component}`;
+}
+
+/** ovsdb-server and ovs-vswitchd at their default paths, which the mount namespace makes private. */
+async function ensureOvs(ctx: NodeContext, node: Host): Promise<void> {
+  const { layout, state } = ctx;
+  const dirs = layout.node(node.name);
+  const place = nodePlace(layout, node);
+  mkdirSync(join(dirs.run, "openvswitch"), { recursive: true });
+  const confDb = join(dirs.ovsEtc, "conf.db");
+  if (!existsSync(confDb)) await run("ovsdb-tool", ["create", confDb, VSWITCH_SCHEMA]);
+  const dbName = daemonName(node, "ovsdb-server");
+  if (!liveDaemon(state, dbName)) {
+    const args = [
+      "/etc/openvswitch/conf.db",
+      "--remote=punix:/var/run/openvswitch/db.sock",
+      "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
+      "--pidfile",
+      "--log-file",
+      "--detach",
+      "--no-chdir",
+    ];
+    const id = await runSelfDetaching(
+      place,
+      "ovsdb-server",
+      args,
+      join(dirs.run, "openvswitch", "ovsdb-server.pid"),
+    );
+    recordDaemon(layout, state, { name: dbName, log: join(dirs.ovsLogs, "ovsdb-server.log"), ...id });
+    await runOnNode(layout, node, "ovs-vsctl", ["--no-wait", "init"]);
+  }
+  const swName = daemonName(node, "ovs-vswitchd");
+  if (!liveDaemon(state, swName)) {
+    const args = ["--pidfile", "--log-file", "--detach", "--no-chdir"];
+    const id = await runSelfDetaching(
+      place,
+      "ovs-vswitchd",
+      args,
+      join(dirs.run, "openvswitch", "ovs-vswitchd.pid"),
+    );
+    recordDaemon(layout, state, { name: swName, log: join(dirs.ovsLogs, "ovs-vswitchd.log"), ...id });
+  }
+}
+
+/** br-phy (userspace datapath) takes eth0 as its port and the node's underlay address. */
+async function ensureBrPhy(layout: Layout, node: Host): Promise<void> {
+  const vsctl = ["--may-exist", "add-br", BR_PHY, "--", "set", "Bridge", BR_PHY, "datapath_type=netdev"];
+  vsctl.push("--", "--may-exist", "add-port", BR_PHY, "eth0");
+  await runOnNode(layout, node, "ovs-vsctl", vsctl);
+  await ipBatch(
+    [
+      `link set ${BR_PHY} up`,
+      `address replace ${node.ip}/${UNDERLAY_PREFIX_LEN} dev ${BR_PHY}`,
+      `route replace default via ${UNDERLAY_GATEWAY} dev ${BR_PHY}`,
+    ],
+    node.netns,
+  );
+}
+
+async function ensureOvnController(ctx: NodeContext, node: Host): Promise<void> {
+  const { layout, state } = ctx;
+  const dirs = layout.node(node.name);
+  const name = daemonName(node, "ovn-controller");
+  if (liveDaemon(state, name)) return;
+  mkdirSync(join(dirs.run, "ovn"), { recursive: true });
+  // ovn-controller's default log directory is OVS's; the node's OVN logs belong in /var/log/ovn.
+  const args = ["--pidfile", "--log-file=/var/log/ovn/ovn-controller.log", "--detach", "--no-chdir"];
+  const pidfile = join(dirs.run, "ovn", "ovn-controller.pid");
+  const id = await runSelfDetaching(nodePlace(layout, node), "ovn-controller", args, pidfile);
+  recordDaemon(layout, state, { name, log: join(dirs.ovnLogs, "ovn-controller.log"), ...id });
+}
+
+export function kubeletConfigFile(dirs: NodeDirs): string {
+  return join(dirs.kubelet, "config.json");
+}
+
+function writeKubeletConfig(ctx: NodeContext, node: Host): void {
+  const dirs = ctx.layout.node(node.name);
+  const kubeconfig = join(dirs.kubelet, "kubeconfig");
+  const client = ctx.pki.cert(`node-${node.name}`);
+  writeKubeconfig(kubeconfig, {
+    server: apiserverUrl(ctx.topo),
+    caCert: ctx.pki.caCert,
+    clientCert: client.cert,
+    clientKey: client.key,
+    user: `system:node:${node.name}`,
+  });
+  const cfg: KubeletSimConfig = {
+    nodeName: node.name,
+    nodeIp: node.ip,
+    kubeconfig,
+    cniDriver: ctx.bins.CNI_DRIVER,
+    podserver: ctx.bins.PODSERVER,
+    recordsDir: dirs.podRecords,
+    podLogsDir: dirs.podLogs,
+    cniConfDir: "/etc/cni/net.d",
+  };
+  writeFileSync(kubeletConfigFile(dirs), `${JSON.stringify(cfg, null, 2)}\n`);
+}
+
+function ensureNodeSimulator(ctx: NodeContext, node: Host): void {
+  const { layout, state } = ctx;
+  const name = daemonName(node, "kubelet-sim");
+  if (liveDaemon(state, name)) return;
+  writeKubeletConfig(ctx, node);
+  const dirs = layout.node(node.name);
+  const ts = tsNodeCommand();
+  const log = join(dirs.logs, "kubelet-sim.log");
+  const id = spawnDetached({
+    place: nodePlace(layout, node),
+    command: ts.command,
+    args: [...ts.args, zovnEntry, "sandbox", "internal-kubelet", "--config", kubeletConfigFile(dirs)],
+    log,
+  });
+  recordDaemon(layout, state, { name, log, ...id });
+}
+
+/**
+ * Brings a node up, each part skipped when already there: namespaces, OVS, br-phy, the chassis settings
+ * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator.
+ */
+export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
+  await ensureNodeMountNamespace(ctx.layout, node);
+  await ensureOvs(ctx, node);
+  await ensureBrPhy(ctx.layout, node);
+  if (ctx.topo.spec.chassisConfig)
+    await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
+  await ensureOvnController(ctx, node);
+  ensureNodeSimulator(ctx, node);
+}
+
+/**
+ * Powers the node off: every process in its namespaces ends, its mount namespace goes away (and with it the
+ * pods' netns files), and its /run is emptied as a reboot would. The netns, eth0, the OVS database and the
+ * CNI directories survive, like a machine's NIC and disk.
+ */
+export async function stopNode(layout: Layout, node: Host, state: SandboxState): Promise<void> {
+  const file = layout.mountNsFile(node.name);
+  const net = netnsInode(node.netns);
+  const mntInodes = new Set<number>();
+  if (mountNamespaceExists(file)) mntInodes.add(statSync(file).ino);
+  await terminate(processesIn(new Set(net === undefined ? [] : [net]), mntInodes));
+  state.daemons = state.daemons.filter((d) => !d.name.startsWith(`${node.name}/`));
+  saveState(layout, state);
+  if (mountNamespaceExists(file)) await run("umount", [file]);
+  const { run: runDir } = layout.node(node.name);
+  if (existsSync(runDir)) {
+    for (const entry of readdirSync(runDir)) rmSync(join(runDir, entry), { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,149 @@
+// OVN central on the control-plane host: the NB and SB ovsdb-servers (standalone, or three-member Raft
+// clusters) and ovn-northd. Clients on the underlay use tcp:IP:6641/6642; tools on the machine use the unix
+// sockets in the instance's directory, which work across network namespaces.
+
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { run } from "./command.ts";
+import { runSelfDetaching } from "./daemon.ts";
+import type { Layout } from "./layout.ts";
+import type { Place } from "./netns.ts";
+import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
+import { NB_PORT, NB_RAFT_PORT, SB_PORT, SB_RAFT_PORT, type Topology } from "./topology.ts";
+
+const SCHEMAS = { nb: "/usr/share/ovn/ovn-nb.ovsschema", sb: "/usr/share/ovn/ovn-sb.ovsschema" } as const;
+const DB_NAMES = { nb: "OVN_Northbound", sb: "OVN_Southbound" } as const;
+type Db = "nb" | "sb";
+
+export interface CentralMember {
+  db: Db;
+  /** 1-based member index; standalone has only member 1. */
+  index: number;
+  ip: string;
+  file: string;
+  socket: string;
+  ctl: string;
+  pidfile: string;
+  log: string;
+}
+
+export function centralMembers(layout: Layout, topo: Topology, db: Db): CentralMember[] {
+  const clustered = topo.spec.raft;
+  return topo.centralIps.map((ip, i) => {
+    const base = clustered ? `${db}${i + 1}` : db;
+    return {
+      db,
+      index: i + 1,
+      ip,
+      file: join(layout.centralDir, `${base}.db`),
+      socket: join(layout.centralDir, `${base}.sock`),
+      ctl: join(layout.centralDir, `${base}.ctl`),
+      pidfile: join(layout.centralDir, `${base}.pid`),
+      log: join(layout.cpLogDir, `ovsdb-server-${base}.log`),
+    };
+  });
+}
+
+/** The unix-socket remote for tools on the machine, e.g. `ovn-sbctl --db=...`. */
+export function localRemote(layout: Layout, topo: Topology, db: Db): string {
+  return centralMembers(layout, topo, db)
+    .map((m) => `unix:${m.socket}`)
+    .join(",");
+}
+
+function clientPort(db: Db): number {
+  return db === "nb" ? NB_PORT : SB_PORT;
+}
+
+function raftPort(db: Db): number {
+  return db === "nb" ? NB_RAFT_PORT : SB_RAFT_PORT;
+}
+
+function ovsEnv(layout: Layout): NodeJS.ProcessEnv {
+  // Without these the daemons would fall back to the machine's /var/run/openvswitch and /var/run/ovn.
+  return {
+    ...process.env,
+    OVS_RUNDIR: layout.centralDir,
+    OVS_DBDIR: layout.centralDir,
+    OVS_LOGDIR: layout.cpLogDir,
+    OVN_RUNDIR: layout.centralDir,
+    OVN_DBDIR: layout.centralDir,
+    OVN_LOGDIR: layout.cpLogDir,
+  };
+}
+
+async function createDatabase(members: CentralMember[], clustered: boolean): Promise<void> {
+  const first = members[0] as CentralMember;
+  const schema = SCHEMAS[first.db];
+  if (!clustered) {
+    if (!existsSync(first.file)) await run("ovsdb-tool", ["create", first.file, schema]);
+    return;
+  }
+  const port = raftPort(first.db);
+  if (!existsSync(first.file))
+    await run("ovsdb-tool", ["create-cluster", first.file, schema, `tcp:${first.ip}:${port}`]);
+  for (const m of members.slice(1)) {
+    if (existsSync(m.file)) continue;
+    await run("ovsdb-tool", [
+      "join-cluster",
+      m.file,
+      DB_NAMES[m.db],
+      `tcp:${m.ip}:${port}`,
+      `tcp:${first.ip}:${port}`,
+    ]);
+  }
+}
+
+export async function startOvnCentral(layout: Layout, topo: Topology, state: SandboxState): Promise<void> {
+  mkdirSync(layout.centralDir, { recursive: true });
+  mkdirSync(layout.cpLogDir, { recursive: true });
+  const place: Place = { netns: topo.controlPlane.netns };
+  const env = ovsEnv(layout);
+  await Promise.all(
+    (["nb", "sb"] as const).map(async (db) => {
+      const members = centralMembers(layout, topo, db);
+      await createDatabase(members, topo.spec.raft);
+      await Promise.all(
+        members.map(async (m) => {
+          const name = `cp/ovsdb-server-${topo.spec.raft ? `${db}${m.index}` : db}`;
+          if (liveDaemon(state, name)) return;
+          const args = [
+            m.file,
+            `--remote=punix:${m.socket}`,
+            `--remote=ptcp:${clientPort(db)}:${m.ip}`,
+            `--pidfile=${m.pidfile}`,
+            `--unixctl=${m.ctl}`,
+            `--log-file=${m.log}`,
+            "--detach",
+            "--no-chdir",
+          ];
+          const id = await runSelfDetaching(place, "ovsdb-server", args, m.pidfile, env);
+          recordDaemon(layout, state, { name, log: m.log, ...id });
+        }),
+      );
+    }),
+  );
+  if (!liveDaemon(state, "cp/ovn-northd")) {
+    const pidfile = join(layout.centralDir, "ovn-northd.pid");
+    const log = join(layout.cpLogDir, "ovn-northd.log");
+    const args = [
+      `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
+      `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
+      `--pidfile=${pidfile}`,
+      `--unixctl=${join(layout.centralDir, "ovn-northd.ctl")}`,
+      `--log-file=${log}`,
+      "--detach",
+      "--no-chdir",
+    ];
+    const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
+    recordDaemon(layout, state, { name: "cp/ovn-northd", log, ...id });
+  }
+}
+
+/** Runs ovn-nbctl or ovn-sbctl from the machine against the central databases. */
+export function ovnCtl(layout: Layout, topo: Topology, db: Db, args: readonly string[]): Promise<string> {
+  const tool = db === "nb" ? "ovn-nbctl" : "ovn-sbctl";
+  return run(tool, [`--db=${localRemote(layout, topo, db)}`, "--timeout=10", ...args], {
+    env: ovsEnv(layout),
+  });
+}

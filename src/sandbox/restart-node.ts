@@ -1,0 +1,34 @@
+// `zovn sandbox restart-node NODE`: a node reboot. Everything running on the node stops and its /run is
+// emptied; then OVS, ovn-controller and the node simulator start again, and the simulator gives each pod
+// still bound to the node a new sandbox (new netns, new container id), as a kubelet does after a reboot.
+
+import { layoutFor } from "./layout.ts";
+import { startNode, stopNode } from "./node.ts";
+import { ensurePki } from "./pki.ts";
+import type { Progress } from "./progress.ts";
+import { acquireLock, loadState } from "./state.ts";
+import { planTopology } from "./topology.ts";
+
+export async function restartNode(
+  name: string,
+  baseDir: string | undefined,
+  nodeName: string,
+  progress: Progress,
+): Promise<void> {
+  const layout = layoutFor(name, baseDir);
+  const lock = acquireLock(layout);
+  try {
+    const state = loadState(layout);
+    if (!state?.binaries) throw new Error(`sandbox "${name}" is not up`);
+    const topo = planTopology(state.spec);
+    const node = topo.nodes.find((n) => n.name === nodeName);
+    if (!node) throw new Error(`no node "${nodeName}" (have ${topo.nodes.map((n) => n.name).join(", ")})`);
+    await progress.step(`${nodeName} stopped`, () => stopNode(layout, node, state));
+    const pki = await ensurePki(layout.pkiDir, topo);
+    await progress.step(`${nodeName} started`, () =>
+      startNode({ layout, topo, state, pki, bins: state.binaries! }, node),
+    );
+  } finally {
+    lock.release();
+  }
+}

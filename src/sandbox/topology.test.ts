@@ -1,0 +1,55 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { allHosts, centralRemote, DEFAULT_SPEC, findHost, planTopology, SB_PORT } from "./topology.ts";
+
+test("the default plan has a control-plane host, three nodes and an external host on one /24", () => {
+  const t = planTopology(DEFAULT_SPEC);
+  assert.equal(t.controlPlane.ip, "192.168.200.2");
+  assert.deepEqual(
+    t.nodes.map((n) => [n.name, n.ip, n.netns]),
+    [
+      ["node1", "192.168.200.11", "zsb-node1"],
+      ["node2", "192.168.200.12", "zsb-node2"],
+      ["node3", "192.168.200.13", "zsb-node3"],
+    ],
+  );
+  assert.equal(t.external.ip, "192.168.200.100");
+  assert.deepEqual(t.external.extraIps, ["192.168.200.1"]);
+  assert.equal(t.underlayNetns, "zsb-underlay");
+});
+
+test("every netns name carries the instance prefix and no two hosts share an address", () => {
+  const t = planTopology({ ...DEFAULT_SPEC, name: "e2e", nodes: 40, raft: true });
+  const names = [t.underlayNetns, ...allHosts(t).map((h) => h.netns)];
+  assert.ok(names.every((n) => n.startsWith("e2e-")));
+  assert.equal(new Set(names).size, names.length);
+  const ips = allHosts(t).flatMap((h) => [h.ip, ...h.extraIps]);
+  assert.equal(new Set(ips).size, ips.length);
+  assert.ok(allHosts(t).every((h) => h.underlayPort.length <= 15));
+});
+
+test("Raft mode gives the control-plane host three central addresses and clients all three remotes", () => {
+  const t = planTopology({ ...DEFAULT_SPEC, raft: true });
+  assert.deepEqual(t.centralIps, ["192.168.200.2", "192.168.200.3", "192.168.200.4"]);
+  assert.deepEqual(t.controlPlane.extraIps, ["192.168.200.3", "192.168.200.4"]);
+  assert.equal(
+    centralRemote(t, SB_PORT),
+    "tcp:192.168.200.2:6642,tcp:192.168.200.3:6642,tcp:192.168.200.4:6642",
+  );
+  assert.equal(centralRemote(planTopology(DEFAULT_SPEC), SB_PORT), "tcp:192.168.200.2:6642");
+});
+
+test("a name that could collide with another instance's prefix or a bad node count is refused", () => {
+  assert.throws(() => planTopology({ ...DEFAULT_SPEC, name: "zsb-x" }));
+  assert.throws(() => planTopology({ ...DEFAULT_SPEC, name: "Z" }));
+  assert.throws(() => planTopology({ ...DEFAULT_SPEC, nodes: 0 }));
+  assert.throws(() => planTopology({ ...DEFAULT_SPEC, nodes: 1.5 }));
+});
+
+test("hosts are found by short name and by alias", () => {
+  const t = planTopology(DEFAULT_SPEC);
+  assert.equal(findHost(t, "control-plane")?.name, "cp");
+  assert.equal(findHost(t, "external")?.name, "ext");
+  assert.equal(findHost(t, "node2")?.ip, "192.168.200.12");
+  assert.equal(findHost(t, "node9"), undefined);
+});

@@ -1,0 +1,71 @@
+// The sandbox underlay: a Linux bridge inside its own netns, and one veth per host (control-plane host, nodes,
+// external host) with the host's end named eth0. Nothing is created in the machine's own netns: each veth is
+// created directly inside the two namespaces it joins, so the machine never sees the names or addresses.
+
+import { ipBatch, run } from "./command.ts";
+import { ensureNetns, netnsPath } from "./netns.ts";
+import {
+  allHosts,
+  HOST_UNDERLAY_IF,
+  type Host,
+  type Topology,
+  UNDERLAY_BRIDGE,
+  UNDERLAY_GATEWAY,
+  UNDERLAY_PREFIX_LEN,
+} from "./topology.ts";
+
+async function linkNames(netns: string): Promise<Set<string>> {
+  const out = await run("ip", ["-n", netns, "-o", "link", "show"]);
+  const names = new Set<string>();
+  for (const line of out.split("\n")) {
+    const m = /^\d+:\s+([^:@\s]+)/.exec(line);
+    if (m) names.add(m[1] as string);
+  }
+  return names;
+}
+
+/** Address commands for a host that keeps its underlay address on eth0 (all but the nodes, which use br-phy). */
+export function hostAddressLines(host: Host, withDefaultRoute: boolean): string[] {
+  const lines = ["link set lo up", `link set ${HOST_UNDERLAY_IF} up`];
+  for (const ip of [host.ip, ...host.extraIps]) {
+    lines.push(`address replace ${ip}/${UNDERLAY_PREFIX_LEN} dev ${HOST_UNDERLAY_IF}`);
+  }
+  if (withDefaultRoute) lines.push(`route replace default via ${UNDERLAY_GATEWAY} dev ${HOST_UNDERLAY_IF}`);
+  return lines;
+}
+
+/**
+ * The userspace datapath cannot complete checksums a kernel left to offload, so TCP and UDP from a veth with
+ * TX offload on are dropped once they reach OVS. Every host end sends with full checksums.
+ */
+async function disableTxOffload(netns: string): Promise<void> {
+  await run("nsenter", [`--net=${netnsPath(netns)}`, "--", "ethtool", "-K", HOST_UNDERLAY_IF, "tx", "off"]);
+}
+
+/** Creates whatever is missing of the underlay and the hosts' links; the netns names must already be recorded. */
+export async function ensureUnderlay(topo: Topology): Promise<void> {
+  const hosts = allHosts(topo);
+  await ensureNetns([topo.underlayNetns, ...hosts.map((h) => h.netns)]);
+  const existing = await linkNames(topo.underlayNetns);
+  const rootLines: string[] = [];
+  for (const h of hosts) {
+    if (existing.has(h.underlayPort)) continue;
+    rootLines.push(
+      `link add name ${h.underlayPort} netns ${topo.underlayNetns} type veth peer name ${HOST_UNDERLAY_IF} netns ${h.netns}`,
+    );
+  }
+  await ipBatch(rootLines);
+  const underlayLines = ["link set lo up"];
+  if (!existing.has(UNDERLAY_BRIDGE))
+    underlayLines.push(`link add ${UNDERLAY_BRIDGE} type bridge stp_state 0 forward_delay 0`);
+  underlayLines.push(`link set ${UNDERLAY_BRIDGE} up`);
+  for (const h of hosts) underlayLines.push(`link set ${h.underlayPort} master ${UNDERLAY_BRIDGE} up`);
+  await ipBatch(underlayLines, topo.underlayNetns);
+
+  await Promise.all([
+    ipBatch(hostAddressLines(topo.controlPlane, true), topo.controlPlane.netns),
+    ipBatch(hostAddressLines(topo.external, false), topo.external.netns),
+    ...topo.nodes.map((n) => ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns)),
+  ]);
+  await Promise.all(hosts.map((h) => disableTxOffload(h.netns)));
+}

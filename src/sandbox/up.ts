@@ -1,0 +1,239 @@
+// `zovn sandbox up`: brings the whole sandbox up, or completes a partial one. Every step first checks what
+// exists (netns, links, live recorded processes), so running it on a running sandbox changes nothing.
+
+import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { startApiserverForward } from "./apiserver-forward.ts";
+import { resolveBinaries } from "./binaries.ts";
+import { startApiserver, startControllers, waitApiserverReady } from "./control-plane.ts";
+import { writeKubeconfig } from "./kubeconfig.ts";
+import { adminKubeconfig } from "./kubectl.ts";
+import { type Layout, layoutFor } from "./layout.ts";
+import { isMountPoint } from "./netns.ts";
+import { startNode } from "./node.ts";
+import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
+import { ensurePki, type Pki } from "./pki.ts";
+import type { Progress } from "./progress.ts";
+import {
+  acquireLock,
+  type DaemonRecord,
+  liveDaemon,
+  loadState,
+  recordDaemon,
+  type SandboxState,
+  saveState,
+} from "./state.ts";
+import { APISERVER_PORT, allHosts, planTopology, type SandboxSpec, type Topology } from "./topology.ts";
+import { ensureUnderlay } from "./underlay.ts";
+
+export interface UpOptions {
+  /** Explicitly chosen options; the rest come from the running instance's spec or the defaults. */
+  spec: SandboxSpec;
+  explicit: ReadonlySet<keyof SandboxSpec>;
+  baseDir?: string;
+  readyTimeoutMs?: number;
+}
+
+export interface UpResult {
+  layout: Layout;
+  topo: Topology;
+  state: SandboxState;
+  /** Milliseconds from the start of `up` until every node was Ready. */
+  readyMs: number;
+  kubeconfig: string;
+}
+
+function mergeSpec(opts: UpOptions, existing: SandboxSpec | undefined): SandboxSpec {
+  if (!existing) return opts.spec;
+  const merged = { ...existing };
+  for (const key of opts.explicit) (merged as Record<string, unknown>)[key] = opts.spec[key];
+  return merged;
+}
+
+async function ensureForward(layout: Layout, topo: Topology, state: SandboxState): Promise<number> {
+  const name = "cp/apiserver-forward";
+  if (liveDaemon(state, name) && state.apiserverPort) return state.apiserverPort;
+  const log = `${layout.cpLogDir}/apiserver-forward.log`;
+  const { port, id } = await startApiserverForward({
+    preferredPort: state.apiserverPort,
+    netns: topo.controlPlane.netns,
+    target: `${topo.controlPlane.ip}:${APISERVER_PORT}`,
+    log,
+    tag: layout.root,
+  });
+  state.apiserverPort = port;
+  recordDaemon(layout, state, { name, log, ...id });
+  return port;
+}
+
+async function waitNodesReady(
+  kubeconfig: string,
+  names: string[],
+  deadline: number,
+  progress: Progress,
+): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  let lastReport = "";
+  while (Date.now() < deadline) {
+    try {
+      const list = await core.listNode();
+      const ready = list.items
+        .filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+        .map((n) => n.metadata?.name as string);
+      const report = `${ready.length}/${names.length} nodes Ready`;
+      if (report !== lastReport) {
+        progress.note(report);
+        lastReport = report;
+      }
+      if (names.every((n) => ready.includes(n))) return;
+    } catch {
+      // the apiserver may still be settling
+    }
+    await sleep(250);
+  }
+  throw new Error(`nodes not Ready in time (${lastReport || "no answer from the apiserver"})`);
+}
+
+/**
+ * The default ServiceAccount appearing shows the controller manager at work; without it no pod can be
+ * admitted. Both controllers must still run by then.
+ */
+async function waitControllers(
+  kubeconfig: string,
+  state: SandboxState,
+  controllers: DaemonRecord[],
+  deadline: number,
+): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  while (Date.now() < deadline) {
+    const dead = controllers.filter((d) => !liveDaemon(state, d.name));
+    if (dead.length > 0) throw new Error(`${dead.map((d) => `${d.name} exited; see ${d.log}`).join("; ")}`);
+    try {
+      await core.readNamespacedServiceAccount({ name: "default", namespace: "default" });
+      return;
+    } catch {
+      await sleep(250);
+    }
+  }
+  throw new Error("the default ServiceAccount did not appear: is kube-controller-manager working?");
+}
+
+async function waitChassis(layout: Layout, topo: Topology, deadline: number): Promise<void> {
+  let seen: string[] = [];
+  while (Date.now() < deadline) {
+    try {
+      const out = await ovnCtl(layout, topo, "sb", ["--bare", "--columns=name", "list", "Chassis"]);
+      seen = out.split("\n").filter(Boolean);
+      if (topo.nodes.every((n) => seen.includes(n.name))) return;
+    } catch {
+      // northd may not have created the SB schema's contents yet
+    }
+    await sleep(250);
+  }
+  throw new Error(`chassis missing in the SB database (have: ${seen.join(", ") || "none"})`);
+}
+
+export async function sandboxUp(opts: UpOptions, progress: Progress): Promise<UpResult> {
+  const layout = layoutFor(opts.spec.name, opts.baseDir);
+  const lock = acquireLock(layout);
+  try {
+    return await bringUp(opts, layout, progress);
+  } finally {
+    lock.release();
+  }
+}
+
+async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Promise<UpResult> {
+  const previous = loadState(layout);
+  const spec = mergeSpec(opts, previous?.spec);
+  if (previous && JSON.stringify(previous.spec) !== JSON.stringify(spec) && previous.daemons.length > 0) {
+    throw new Error(
+      `sandbox "${spec.name}" exists with ${JSON.stringify(previous.spec)}; run \`zovn sandbox down\` before changing it`,
+    );
+  }
+  const topo = planTopology(spec);
+  // The state is written before anything is created, so a `down` after an interrupted `up` finds it all.
+  const state: SandboxState = previous ?? {
+    version: 1,
+    spec,
+    runNetnsWasMounted: isMountPoint("/run/netns"),
+    netns: [],
+    daemons: [],
+  };
+  state.spec = spec;
+  state.netns = [topo.underlayNetns, ...allHosts(topo).map((h) => h.netns)];
+  saveState(layout, state);
+  progress.note(
+    `sandbox "${spec.name}": ${spec.nodes} nodes, OVN central ${spec.raft ? "3-member Raft" : "standalone"}`,
+  );
+  progress.note(`logs: ${layout.logDir}`);
+
+  const bins = await progress.step("binaries ready", () => resolveBinaries());
+  state.binaries = bins;
+  saveState(layout, state);
+  const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
+  await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
+
+  const kubeconfig = adminKubeconfig(layout);
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 180_000);
+  let controllers: DaemonRecord[] = [];
+  const controlPlane = async () => {
+    startApiserver({ layout, topo, pki, bins, state });
+    const port = await ensureForward(layout, topo, state);
+    writeAdminKubeconfig(kubeconfig, port, pki);
+    const apiserver = state.daemons.find((d) => d.name === "cp/kube-apiserver");
+    await waitApiserverReady(
+      {
+        host: "127.0.0.1",
+        port,
+        ca: readFileSync(pki.caCert),
+        cert: readFileSync(pki.cert("admin").cert),
+        key: readFileSync(pki.cert("admin").key),
+      },
+      Math.max(deadline - Date.now(), 1000),
+      () => apiserver === undefined || liveDaemon(state, apiserver.name) !== undefined,
+    );
+    progress.note(`kube-apiserver ready (https://127.0.0.1:${port} on this machine)`);
+    controllers = startControllers({ layout, topo, pki, bins, state });
+  };
+  const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
+  const nodes = () =>
+    progress.step("node namespaces, OVS and ovn-controller ready", () =>
+      Promise.all(topo.nodes.map((n) => startNode({ layout, topo, state, pki, bins }, n))),
+    );
+  await Promise.all([controlPlane(), central(), nodes()]);
+
+  const waits: Promise<void>[] = [
+    waitNodesReady(
+      kubeconfig,
+      topo.nodes.map((n) => n.name),
+      deadline,
+      progress,
+    ),
+  ];
+  if (spec.chassisConfig)
+    waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
+  await Promise.all(waits);
+  const readyMs = progress.elapsedMs();
+  progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
+  await progress.step("controller manager and scheduler working", () =>
+    waitControllers(kubeconfig, state, controllers, deadline),
+  );
+  return { layout, topo, state, readyMs, kubeconfig };
+}
+
+function writeAdminKubeconfig(path: string, port: number, pki: Pki): void {
+  const admin = pki.cert("admin");
+  writeKubeconfig(path, {
+    server: `https://127.0.0.1:${port}`,
+    caCert: pki.caCert,
+    clientCert: admin.cert,
+    clientKey: admin.key,
+    user: "kubernetes-admin",
+  });
+}
