@@ -2,14 +2,13 @@
 
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { pino } from "pino";
 import { runApiserverForward } from "../sandbox/apiserver-forward.ts";
 import { sandboxDown } from "../sandbox/down.ts";
 import { execArgv, execInteractive } from "../sandbox/exec.ts";
 import { kubectl, kubectlInteractive } from "../sandbox/kubectl.ts";
-import { type KubeletSimConfig, NodeSimulator } from "../sandbox/kubelet-sim.ts";
+import type { KubeletSimConfig } from "../sandbox/kubelet-sim.ts";
 import { DEFAULT_BASE_DIR, layoutFor } from "../sandbox/layout.ts";
-import { localRemote, ovnCtl } from "../sandbox/ovn-central.ts";
+import { ovnCtl } from "../sandbox/ovn-central.ts";
 import { Progress } from "../sandbox/progress.ts";
 import { restartNode } from "../sandbox/restart-node.ts";
 import { loadState } from "../sandbox/state.ts";
@@ -21,7 +20,8 @@ import {
   type SandboxSpec,
   validateName,
 } from "../sandbox/topology.ts";
-import { sandboxUp, type UpResult } from "../sandbox/up.ts";
+import type { UpResult } from "../sandbox/up.ts";
+import { upSummary } from "../sandbox/up-summary.ts";
 
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
@@ -121,6 +121,8 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
     explicit.add("chassisConfig");
   }
   const progress = new Progress();
+  // Loaded on demand: the Kubernetes client is large, and the relay process needs none of it.
+  const { sandboxUp } = await import("../sandbox/up.ts");
   let result: UpResult;
   try {
     result = await sandboxUp(
@@ -142,31 +144,8 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
   process.stdout.write(await kubectl(result.layout, result.state, ["get", "nodes", "-o", "wide"]));
   process.stdout.write("\n$ ovn-sbctl show\n");
   process.stdout.write(await ovnCtl(result.layout, result.topo, "sb", ["show"]));
-  process.stdout.write(summary(result));
+  process.stdout.write(upSummary(result));
   return 0;
-}
-
-function summary(r: UpResult): string {
-  const { topo, layout, state } = r;
-  const cli = "bin/zovn sandbox" + (topo.spec.name === DEFAULT_SPEC.name ? "" : ` --name ${topo.spec.name}`);
-  const lines = [
-    "",
-    `Sandbox "${topo.spec.name}" is up: ${topo.nodes.length} nodes Ready ${(r.readyMs / 1000).toFixed(1)}s after \`up\` started.`,
-    `  apiserver    https://127.0.0.1:${state.apiserverPort} (relayed to https://${topo.controlPlane.ip}:6443 in netns ${topo.controlPlane.netns})`,
-    `  kubeconfig   ${r.kubeconfig}`,
-    `  kubectl      ${cli} kubectl get pods -A`,
-    `  OVN NB/SB    ${topo.centralIps.map((ip) => `tcp:${ip}:6641`).join(",")} / ${topo.centralIps.map((ip) => `tcp:${ip}:6642`).join(",")}`,
-    `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
-    ...topo.nodes.map(
-      (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
-    ),
-    `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
-    `  logs         ${layout.logDir}`,
-    `  status       ${cli} status`,
-    `  tear down    ${cli} down`,
-    "",
-  ];
-  return `${lines.join("\n")}\n`;
 }
 
 async function down(instance: Instance, argv: string[]): Promise<number> {
@@ -194,6 +173,10 @@ async function internalKubelet(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: "string" } } });
   if (!values.config) throw new Error("internal-kubelet needs --config");
   const cfg = JSON.parse(readFileSync(values.config, "utf8")) as KubeletSimConfig;
+  const [{ pino }, { NodeSimulator }] = await Promise.all([
+    import("pino"),
+    import("../sandbox/kubelet-sim.ts"),
+  ]);
   const log = pino({ base: { node: cfg.nodeName } });
   process.on("SIGTERM", () => process.exit(0));
   await new NodeSimulator(cfg, log).start();

@@ -149,13 +149,31 @@ export class TableCache<R extends RowBase = AnyRow> {
   }
 
   /** Builds a row from a full wire row; columns the server did not send (defaults, or unknown to it) get their default. */
-  decodeRow(uuid: string, wire: Record<string, unknown>): R {
-    const row: Record<string, unknown> = { _uuid: uuid };
-    for (const c of this.columns) {
+  decodeRow(uuid: string, wire: Record<string, unknown>, refs?: RefResolver): R {
+    const values: unknown[] = new Array(this.columns.length);
+    for (let i = 0; i < this.columns.length; i++) {
+      const c = this.columns[i] as ColumnSchema;
       const w = this.serverColumns.has(c.name) ? wire[c.name] : undefined;
-      row[c.name] = w === undefined ? defaultValue(c.type) : decodeValue(w, c.type);
+      let v = w === undefined ? defaultValue(c.type) : decodeValue(w, c.type);
+      if (refs && w !== undefined) v = shareRefs(v, c, refs);
+      values[i] = v;
     }
-    return row as unknown as R;
+    return this.makeRow(uuid, values) as R;
+  }
+
+  // Rows are built by an object literal listing every column, so V8 gives all rows of a table one compact shape.
+  // Adding a dozen properties one by one with computed names would turn each row into a hash-table object
+  // several times larger.
+  private makeRowFn: ((uuid: string, v: unknown[]) => object) | undefined;
+  private makeRow(uuid: string, values: unknown[]): object {
+    if (!this.makeRowFn) {
+      const body = this.columns.map((c, i) => `${JSON.stringify(c.name)}: v[${i}]`).join(", ");
+      this.makeRowFn = new Function("u", "v", `return { _uuid: u${body ? `, ${body}` : ""} };`) as (
+        uuid: string,
+        v: unknown[],
+      ) => object;
+    }
+    return this.makeRowFn(uuid, values);
   }
 
   /** Applies an update2 "modify" diff. */
@@ -206,6 +224,29 @@ export class TableCache<R extends RowBase = AnyRow> {
   }
 }
 
+/** Finds the canonical UUID string of a row already cached in `table`, so references share one string. */
+export type RefResolver = (table: string, uuid: string) => string | undefined;
+
+function shareRefs(v: Value, c: ColumnSchema, refs: RefResolver): Value {
+  const kt = c.type.key.refTable;
+  const vt = c.type.value?.refTable;
+  if (!kt && !vt) return v;
+  const one = (t: string | undefined, a: unknown) => (t && typeof a === "string" ? (refs(t, a) ?? a) : a);
+  switch (c.type.kind) {
+    case "scalar":
+    case "optional":
+      return v === null ? v : (one(kt, v) as Value);
+    case "set":
+      return (v as readonly string[]).length === 0 ? v : (v as readonly string[]).map((a) => one(kt, a) as string);
+    case "map": {
+      if (!vt) return v;
+      const m = v as Record<string, unknown>;
+      for (const k of Object.keys(m)) m[k] = one(vt, m[k]);
+      return v;
+    }
+  }
+}
+
 export type RowListener = (events: readonly RowEvent[]) => void;
 
 /** Wire table-updates of any monitor flavour: 1 = "update" (old/new), 2 = update2/update3. */
@@ -218,10 +259,19 @@ export class Cache<T extends TableMap = TableMap> {
   /** Listener failures are reported here and never disturb the cache. */
   onListenerError: (e: unknown) => void = () => {};
 
+  private readonly resolveRef: RefResolver = (table, uuid) => this.tables.get(table)?.get(uuid)?._uuid;
+  /** Tables in an order where referenced tables come before those referring to them, where the schema allows. */
+  private readonly order: string[];
+
   constructor(clientSchema: DatabaseSchema, serverSchema?: DatabaseSchema) {
     for (const [name, t] of clientSchema.tables) {
       this.tables.set(name, new TableCache(name, t, serverSchema ? serverSchema.tables.get(name) : t));
     }
+    this.order = referenceOrder(clientSchema);
+  }
+
+  private ordered(updates: TableUpdates): [string, Record<string, Record<string, unknown> | null>][] {
+    return this.order.filter((t) => updates[t] !== undefined).map((t) => [t, updates[t] as Record<string, Record<string, unknown> | null>]);
   }
 
   setServerSchema(serverSchema: DatabaseSchema): void {
@@ -248,7 +298,7 @@ export class Cache<T extends TableMap = TableMap> {
   /** Applies a notification or a monitor reply and emits the resulting events. */
   apply(updates: unknown, format: UpdateFormat): RowEvent[] {
     const events: RowEvent[] = [];
-    for (const [tname, rows] of Object.entries((updates ?? {}) as TableUpdates)) {
+    for (const [tname, rows] of this.ordered((updates ?? {}) as TableUpdates)) {
       const tc = this.tables.get(tname);
       if (!tc) continue;
       for (const [uuid, u] of Object.entries(rows)) {
@@ -264,14 +314,15 @@ export class Cache<T extends TableMap = TableMap> {
   /** Replaces the whole content with a full snapshot, emitting only the real differences. */
   replace(snapshot: unknown, format: UpdateFormat): RowEvent[] {
     const fresh = new Map<string, Map<string, AnyRow>>();
-    for (const [tname, rows] of Object.entries((snapshot ?? {}) as TableUpdates)) {
+    const resolve: RefResolver = (table, uuid) => fresh.get(table)?.get(uuid)?._uuid;
+    for (const [tname, rows] of this.ordered((snapshot ?? {}) as TableUpdates)) {
       const tc = this.tables.get(tname);
       if (!tc) continue;
       const m = new Map<string, AnyRow>();
       for (const [uuid, u] of Object.entries(rows)) {
         if (u === null) continue;
         const wire = (format === 1 ? u.new : (u.initial ?? u.insert ?? u.modify)) as Record<string, unknown>;
-        if (wire) m.set(uuid, tc.decodeRow(uuid, wire));
+        if (wire) m.set(uuid, tc.decodeRow(uuid, wire, resolve));
       }
       fresh.set(tname, m);
     }
@@ -312,7 +363,7 @@ export class Cache<T extends TableMap = TableMap> {
     }
     const cur = tc.get(uuid);
     // "new" carries every monitored column; with "old" present only the changed ones are in "old".
-    const row = tc.decodeRow(uuid, nw);
+    const row = tc.decodeRow(uuid, nw, this.resolveRef);
     tc.put(row);
     events.push(
       cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row },
@@ -328,7 +379,7 @@ export class Cache<T extends TableMap = TableMap> {
     const full = (u.initial ?? u.insert) as Record<string, unknown> | undefined;
     if (full) {
       const cur = tc.get(uuid);
-      const row = tc.decodeRow(uuid, full);
+      const row = tc.decodeRow(uuid, full, this.resolveRef);
       tc.put(row);
       events.push(
         cur ? { kind: "update", table: tc.name, old: cur, row } : { kind: "add", table: tc.name, row },
@@ -359,3 +410,21 @@ export class Cache<T extends TableMap = TableMap> {
 }
 
 export type { Atom };
+
+/** Orders tables so that a referenced table precedes the tables referring to it (cycles broken arbitrarily). */
+function referenceOrder(schema: DatabaseSchema): string[] {
+  const out: string[] = [];
+  const state = new Map<string, 1 | 2>();
+  const visit = (name: string) => {
+    if (state.get(name)) return;
+    state.set(name, 1);
+    const t = schema.tables.get(name);
+    for (const c of t?.columns.values() ?? []) {
+      for (const bt of [c.type.key, c.type.value]) if (bt?.refTable && bt.refTable !== name) visit(bt.refTable);
+    }
+    state.set(name, 2);
+    out.push(name);
+  };
+  for (const name of schema.tables.keys()) visit(name);
+  return out;
+}

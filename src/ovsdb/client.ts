@@ -198,6 +198,18 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     await this.loop?.catch(() => {});
   }
 
+  /**
+   * Drops the current connection and reconnects. With `fullResync`, the cache is reloaded from a full snapshot
+   * instead of resuming from the last transaction id (a repair tool; also used by benchmarks).
+   */
+  async reconnect(opts: { fullResync?: boolean } = {}): Promise<void> {
+    if (opts.fullResync) this.lastTxnId = ZERO_TXN_ID;
+    this.conn?.close(new ConnectionClosedError("reconnect requested"));
+    // The loop notices the closed connection asynchronously; wait until it has left "ready".
+    while (this._state === "ready") await new Promise((r) => setImmediate(r));
+    await this.whenReady();
+  }
+
   /** Resolves when the session is ready, waiting through reconnects up to `timeoutMs`. */
   whenReady(timeoutMs?: number): Promise<void> {
     if (this._state === "ready") return Promise.resolve();

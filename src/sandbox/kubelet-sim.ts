@@ -19,6 +19,7 @@ import {
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { CniError } from "./cni-driver.ts";
+import { EventRecorder } from "./event-recorder.ts";
 import { microTime, type NodeFacts, nodeLabels, nodeStatusPatch } from "./node-status.ts";
 import { containerProcess } from "./pod-command.ts";
 import { type ContainerRecord, PodRuntime, type SandboxRecord } from "./pod-sandbox.ts";
@@ -67,11 +68,6 @@ interface CrashBackoff {
   delayMs: number;
 }
 
-interface EventSeries {
-  name: string;
-  count: number;
-}
-
 function osImage(): string {
   try {
     const m = /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(readFileSync("/etc/os-release", "utf8"));
@@ -96,7 +92,7 @@ export class NodeSimulator {
   private readonly carriedRestarts = new Map<string, Record<string, number>>();
   private readonly startTimes = new Map<string, string>();
   private readonly lastPatch = new Map<string, string>();
-  private readonly events = new Map<string, EventSeries>();
+  private readonly events: EventRecorder;
   private facts?: NodeFacts;
 
   constructor(
@@ -106,6 +102,7 @@ export class NodeSimulator {
     this.kc.loadFromFile(cfg.kubeconfig);
     this.core = this.kc.makeApiClient(CoreV1Api);
     this.coord = this.kc.makeApiClient(CoordinationV1Api);
+    this.events = new EventRecorder(this.core, cfg.nodeName, log);
     this.runtime = new PodRuntime({
       nodeIp: cfg.nodeIp,
       cniDriver: cfg.cniDriver,
@@ -294,7 +291,7 @@ export class NodeSimulator {
     }
     if (pod.metadata?.deletionTimestamp) {
       if (rec) {
-        await this.emitEvent(pod, "Normal", "Killing", "Stopping pod sandbox and its containers");
+        await this.events.record(pod, "Normal", "Killing", "Stopping pod sandbox and its containers");
         await this.teardown(rec, Math.min((pod.metadata.deletionGracePeriodSeconds ?? 30) * 1000, 10_000));
       }
       await this.finalDelete(pod);
@@ -309,7 +306,7 @@ export class NodeSimulator {
       for (const c of Object.values(rec.containers)) counts[c.name] = c.restartCount + 1;
       this.carriedRestarts.set(uid, counts);
       await this.teardown(rec, 0);
-      await this.emitEvent(
+      await this.events.record(
         pod,
         "Normal",
         "SandboxChanged",
@@ -349,7 +346,7 @@ export class NodeSimulator {
       const delayMs = Math.min((retry?.delayMs ?? SANDBOX_RETRY_MIN_MS / 2) * 2, SANDBOX_RETRY_MAX_MS);
       this.sandboxRetry.set(uid, { at: Date.now() + delayMs, delayMs, error: message });
       this.log.warn({ pod: podKey(pod), err: detail }, "sandbox creation failed");
-      await this.emitEvent(pod, "Warning", "FailedCreatePodSandBox", message);
+      await this.events.record(pod, "Warning", "FailedCreatePodSandBox", message);
       await this.reportPod(pod, undefined, message);
       return undefined;
     }
@@ -397,7 +394,7 @@ export class NodeSimulator {
         { pod: podKey(pod), container: c.name, pid: started.process.pid, cmd: proc.command },
         "container started",
       );
-      await this.emitEvent(pod, "Normal", "Started", `Started container ${c.name}`);
+      await this.events.record(pod, "Normal", "Started", `Started container ${c.name}`);
     }
   }
 
@@ -537,50 +534,6 @@ export class NodeSimulator {
     this.lastPatch.delete(uid);
     for (const key of [...this.crashBackoff.keys()])
       if (key.startsWith(`${uid}/`)) this.crashBackoff.delete(key);
-    for (const key of [...this.events.keys()]) if (key.startsWith(`${uid}|`)) this.events.delete(key);
-  }
-
-  /** Records an Event on the pod; a repeat of the same reason and message bumps the count, as the kubelet's recorder does. */
-  private async emitEvent(
-    pod: V1Pod,
-    type: "Normal" | "Warning",
-    reason: string,
-    message: string,
-  ): Promise<void> {
-    const uid = pod.metadata?.uid as string;
-    const namespace = pod.metadata?.namespace as string;
-    const key = `${uid}|${reason}|${message}`;
-    const now = new Date();
-    try {
-      const series = this.events.get(key);
-      if (series) {
-        series.count++;
-        await this.core.patchNamespacedEvent(
-          { name: series.name, namespace, body: { count: series.count, lastTimestamp: apiTime(now) } },
-          mergePatch,
-        );
-        return;
-      }
-      const name = `${pod.metadata?.name}.${randomBytes(8).toString("hex")}`;
-      await this.core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { name, namespace },
-          involvedObject: { apiVersion: "v1", kind: "Pod", name: pod.metadata?.name, namespace, uid },
-          reason,
-          message,
-          type,
-          source: { component: "kubelet", host: this.cfg.nodeName },
-          reportingComponent: "kubelet",
-          reportingInstance: this.cfg.nodeName,
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-        },
-      });
-      this.events.set(key, { name, count: 1 });
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message, reason }, "event not recorded");
-    }
+    this.events.forget(uid);
   }
 }

@@ -356,6 +356,32 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
     );
   });
 
+  it("a hostNetwork pod runs in its node's netns with the node's IP, without the CNI", async () => {
+    const pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "hostnet", namespace: "default" },
+      spec: {
+        hostNetwork: true,
+        nodeName: "node2",
+        containers: [{ name: "srv", image: "podserver", args: ["--tcp", "18081"] }],
+      },
+    };
+    await ok(["kubectl", "apply", "-f", "-"], { input: JSON.stringify(pod) });
+    await eventually("the hostNetwork pod Running", 30_000, async () => {
+      const p = JSON.parse(
+        await ok(["kubectl", "get", "pod", "hostnet", "-o", "json"]),
+      ) as PodList["items"][number];
+      return p.status.phase === "Running" && p.status.podIP === "192.168.200.12" ? true : undefined;
+    });
+    const podserver = loadState()?.binaries?.PODSERVER as string;
+    const reply = await eventually("an answer on the node's address", 10_000, () =>
+      ok(["exec", "node2", "--", podserver, "dial", "tcp", "192.168.200.12:18081"]),
+    );
+    assert.match(reply, /^hostnet /);
+    await ok(["kubectl", "delete", "pod", "hostnet", "--wait=true", "--timeout=30s"]);
+  });
+
   it("once a node has a CNI configuration its pods get IPs, turn Ready and become endpoints", async () => {
     const onNode1 = (await kubectlJson<PodList>(["get", "pods", "-l", "app=web"])).items.filter(
       (p) => p.spec.nodeName === "node1",

@@ -1,0 +1,23 @@
+// Child of bench/ovsdb.ts: loads the NB database into a fresh cache and reports memory over the process baseline.
+import { OvsdbClient } from "../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../src/ovsdb/models/nb.generated.ts";
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error("run with --expose-gc");
+const remote = process.argv[2] as string;
+gc();
+const base = process.memoryUsage();
+const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel });
+await c.connect();
+let rows = 0;
+for (const t of c.cache.tableNames()) rows += c.cache.table(t as keyof NbTables & string).size;
+// Let transient parse buffers go before measuring what the cache keeps.
+for (let i = 0; i < 3; i++) {
+  gc();
+  await new Promise((r) => setTimeout(r, 50));
+}
+const m = process.memoryUsage();
+process.stdout.write(
+  JSON.stringify({ rows, baselineRss: base.rss, rss: m.rss, baseHeap: base.heapUsed, heapUsed: m.heapUsed }),
+);
+await c.close();

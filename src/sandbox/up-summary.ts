@@ -1,0 +1,28 @@
+// What `zovn sandbox up` prints last: where everything is and the commands to reach it.
+
+import { localRemote } from "./ovn-central.ts";
+import { APISERVER_PORT, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
+import type { UpResult } from "./up.ts";
+
+export function upSummary(r: UpResult): string {
+  const { topo, layout, state } = r;
+  const cli = "bin/zovn sandbox" + (topo.spec.name === DEFAULT_SPEC.name ? "" : ` --name ${topo.spec.name}`);
+  const lines = [
+    "",
+    `Sandbox "${topo.spec.name}" is up: ${topo.nodes.length} nodes Ready ${(r.readyMs / 1000).toFixed(1)}s after \`up\` started.`,
+    `  apiserver    https://127.0.0.1:${state.apiserverPort} (relayed to https://${topo.controlPlane.ip}:${APISERVER_PORT} in netns ${topo.controlPlane.netns})`,
+    `  kubeconfig   ${r.kubeconfig}`,
+    `  kubectl      ${cli} kubectl get pods -A`,
+    `  OVN NB/SB    ${topo.centralIps.map((ip) => `tcp:${ip}:${NB_PORT}`).join(",")} / ${topo.centralIps.map((ip) => `tcp:${ip}:${SB_PORT}`).join(",")}`,
+    `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
+    ...topo.nodes.map(
+      (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
+    ),
+    `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
+    `  logs         ${layout.logDir}`,
+    `  status       ${cli} status`,
+    `  tear down    ${cli} down`,
+    "",
+  ];
+  return `${lines.join("\n")}\n`;
+}
