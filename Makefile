@@ -22,7 +22,7 @@ format:
 typecheck: deps
 	npx tsc --noEmit -p tsconfig.json
 
-test: deps lint typecheck
+test: deps lint typecheck binaries
 	$(NODE_TEST) --test-concurrency=2 $(TEST_FILES)
 
 include $(wildcard mk/*.mk)

@@ -11,12 +11,17 @@ const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel });
 await c.connect();
 let rows = 0;
 for (const t of c.cache.tableNames()) rows += c.cache.table(t as keyof NbTables & string).size;
-// Let transient parse buffers go before measuring what the cache keeps.
-for (let i = 0; i < 3; i++) {
+// Measure the steady state a long-running process reaches: V8 returns the pages of the transient parse
+// tree to the OS over a few seconds, so wait until RSS stops falling (at most 12 s).
+let m = process.memoryUsage();
+for (let i = 0; i < 12; i++) {
   gc();
-  await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 1000));
+  const now = process.memoryUsage();
+  const settled = now.rss > m.rss - 256 * 1024;
+  m = now;
+  if (settled && i >= 2) break;
 }
-const m = process.memoryUsage();
 process.stdout.write(
   JSON.stringify({ rows, baselineRss: base.rss, rss: m.rss, baseHeap: base.heapUsed, heapUsed: m.heapUsed }),
 );

@@ -13,6 +13,7 @@ import { promisify } from "node:util";
 import { OvsdbClient } from "../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../src/ovsdb/models/nb.generated.ts";
 import { byUuid, type Transaction } from "../src/ovsdb/transaction.ts";
+import { NODE_FLAGS } from "../src/runtime-flags.ts";
 import { type OvsdbServer, SCHEMAS, startOvsdbServer, startRaftCluster } from "../test/rig/ovsdb-server.ts";
 
 const run = promisify(execFile);
@@ -33,15 +34,28 @@ function ip(i: number): string {
 let nextAddr = 1;
 function port(prefix: string, i: number) {
   const a = nextAddr++;
-  return { name: `${prefix}-${i}`, addresses: [`${mac(a)} ${ip(a)}`], external_ids: { pod: `ns/${prefix}-${i}` } };
+  return {
+    name: `${prefix}-${i}`,
+    addresses: [`${mac(a)} ${ip(a)}`],
+    external_ids: { pod: `ns/${prefix}-${i}` },
+  };
 }
 
-async function nbctlDaemon(srv: OvsdbServer, dir: string): Promise<{ env: NodeJS.ProcessEnv; stop(): Promise<void> }> {
+async function nbctlDaemon(
+  srv: OvsdbServer,
+  dir: string,
+): Promise<{ env: NodeJS.ProcessEnv; stop(): Promise<void> }> {
   const env = { ...process.env, OVN_RUNDIR: dir, OVS_RUNDIR: dir };
   const pidfile = join(dir, "nbctl.pid");
   const { stdout } = await run(
     "ovn-nbctl",
-    [`--db=${srv.unix}`, "--detach", "--no-chdir", `--pidfile=${pidfile}`, `--log-file=${join(dir, "nbctl.log")}`],
+    [
+      `--db=${srv.unix}`,
+      "--detach",
+      "--no-chdir",
+      `--pidfile=${pidfile}`,
+      `--log-file=${join(dir, "nbctl.log")}`,
+    ],
     { env },
   );
   const ctl = stdout.trim();
@@ -212,7 +226,14 @@ async function benchMemory(): Promise<void> {
     // Measure in a fresh process so the baseline is only the runtime and our modules.
     const child = spawn(
       process.execPath,
-      ["--expose-gc", "--import", "tsx", fileURLToPath(new URL("./ovsdb-cache-mem.ts", import.meta.url)), srv.unix],
+      [
+        ...NODE_FLAGS,
+        "--expose-gc",
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("./ovsdb-cache-mem.ts", import.meta.url)),
+        srv.unix,
+      ],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     let out = "";
@@ -220,10 +241,16 @@ async function benchMemory(): Promise<void> {
       out += d;
     });
     await new Promise((r) => child.on("exit", r));
-    const m = JSON.parse(out) as { rows: number; baselineRss: number; rss: number; heapUsed: number; baseHeap: number };
+    const m = JSON.parse(out) as {
+      rows: number;
+      baselineRss: number;
+      rss: number;
+      heapUsed: number;
+      baseHeap: number;
+    };
     const perRow = (m.rss - m.baselineRss) / m.rows;
     console.log(
-      `(c) cache of ${m.rows} NB rows: RSS +${((m.rss - m.baselineRss) / 2 ** 20).toFixed(1)} MiB over baseline = ${perRow.toFixed(0)} B/row (target <= 1024 B/row, ratio ${(perRow / 1024).toFixed(2)}); V8 heap +${((m.heapUsed - m.baseHeap) / m.rows).toFixed(0)} B/row`,
+      `(c) cache of ${m.rows} NB rows (node ${NODE_FLAGS.join(" ")}, steady state): RSS +${((m.rss - m.baselineRss) / 2 ** 20).toFixed(1)} MiB over baseline = ${perRow.toFixed(0)} B/row (target <= 1024 B/row, ratio ${(perRow / 1024).toFixed(2)}); V8 heap +${((m.heapUsed - m.baseHeap) / m.rows).toFixed(0)} B/row`,
     );
   } finally {
     await srv.stop();

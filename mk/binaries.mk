@@ -1,5 +1,5 @@
 # Go-built sandbox binaries (Kubernetes control plane, etcd, test fixtures); see docs/binaries.md.
-.PHONY: binaries binaries-print
+.PHONY: binaries binaries-print test-fixtures
 
 # Builds whatever is missing into $(ZOVN_CACHE) (default /var/cache/zstack-ovn) and prints
 # KEY=/abs/path lines; the first build on an empty cache compiles Kubernetes and takes minutes.
@@ -8,3 +8,7 @@ binaries:
 
 binaries-print:
 	@hack/ensure-binaries.sh --print
+
+# Unit tests of cni-driver and podserver (loopback only; a shell script plays the CNI plugin).
+test-fixtures:
+	cd fixtures/cmd && go vet ./... && go test -count=1 ./...

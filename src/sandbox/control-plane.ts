@@ -18,28 +18,47 @@ import { APISERVER_PORT, apiserverUrl, SERVICE_CIDR, type Topology } from "./top
 const ETCD_CLIENT = "http://127.0.0.1:2379";
 const ETCD_PEER = "http://127.0.0.1:2380";
 
-export function etcdArgs(dataDir: string): string[] {
+export interface EtcdUrls {
+  client: string;
+  peer: string;
+}
+
+export function etcdArgs(dataDir: string, urls: EtcdUrls = { client: ETCD_CLIENT, peer: ETCD_PEER }): string[] {
   return [
     "--name=cp",
     `--data-dir=${dataDir}`,
-    `--listen-client-urls=${ETCD_CLIENT}`,
-    `--advertise-client-urls=${ETCD_CLIENT}`,
-    `--listen-peer-urls=${ETCD_PEER}`,
-    `--initial-advertise-peer-urls=${ETCD_PEER}`,
-    `--initial-cluster=cp=${ETCD_PEER}`,
+    `--listen-client-urls=${urls.client}`,
+    `--advertise-client-urls=${urls.client}`,
+    `--listen-peer-urls=${urls.peer}`,
+    `--initial-advertise-peer-urls=${urls.peer}`,
+    `--initial-cluster=cp=${urls.peer}`,
     "--log-level=warn",
     // A throwaway cluster: losing the last writes on a machine crash costs nothing, fsync costs seconds.
     "--unsafe-no-fsync",
   ];
 }
 
-export function apiserverArgs(topo: Topology, pki: Pki): string[] {
+/** Where the apiserver listens and finds etcd; the sandbox's values unless a caller (the test rig) says otherwise. */
+export interface ApiserverListen {
+  advertiseAddress: string;
+  bindAddress: string;
+  securePort: number;
+  etcdServers: string;
+}
+
+export function apiserverArgs(topo: Topology, pki: Pki, listen?: ApiserverListen): string[] {
   const serving = pki.cert("apiserver");
+  const at = listen ?? {
+    advertiseAddress: topo.controlPlane.ip,
+    bindAddress: "0.0.0.0",
+    securePort: APISERVER_PORT,
+    etcdServers: ETCD_CLIENT,
+  };
   return [
-    `--advertise-address=${topo.controlPlane.ip}`,
-    "--bind-address=0.0.0.0",
-    `--secure-port=${APISERVER_PORT}`,
-    `--etcd-servers=${ETCD_CLIENT}`,
+    `--advertise-address=${at.advertiseAddress}`,
+    `--bind-address=${at.bindAddress}`,
+    `--secure-port=${at.securePort}`,
+    `--etcd-servers=${at.etcdServers}`,
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
     `--client-ca-file=${pki.caCert}`,
     `--tls-cert-file=${serving.cert}`,
@@ -60,8 +79,11 @@ function componentKubeconfig(layout: Layout, name: string): string {
   return join(layout.kubeDir, `${name}.kubeconfig`);
 }
 
-export function controllerManagerArgs(layout: Layout, pki: Pki): string[] {
-  const kc = componentKubeconfig(layout, "kube-controller-manager");
+export function controllerManagerArgs(
+  layout: Layout,
+  pki: Pki,
+  kc: string = componentKubeconfig(layout, "kube-controller-manager"),
+): string[] {
   return [
     `--kubeconfig=${kc}`,
     `--authentication-kubeconfig=${kc}`,

@@ -1,0 +1,56 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { formatIp, parseIp } from "./address.ts";
+import { formatLspAddress, parseLspAddress, portIps } from "./lsp-addresses.ts";
+
+test("a 'MAC IP [IP...]' element yields its MAC and IPs", () => {
+  const a = parseLspAddress("0a:58:0a:f4:00:05 10.244.0.5 fd00::5");
+  assert.equal(a.kind, "static");
+  assert.ok(a.kind === "static");
+  assert.equal(a.mac, "0a:58:0a:f4:00:05");
+  assert.deepEqual(a.ips.map(formatIp), ["10.244.0.5", "fd00::5"]);
+  const noIp = parseLspAddress("80:fa:5b:06:72:b7");
+  assert.deepEqual(noIp, { kind: "static", mac: "80:fa:5b:06:72:b7", ips: [] });
+});
+
+test("IPs with a prefix length, as OVN accepts them, keep only the address", () => {
+  const a = parseLspAddress("0a:58:0a:f4:00:05 10.244.0.5/24");
+  assert.ok(a.kind === "static");
+  assert.deepEqual(a.ips.map(formatIp), ["10.244.0.5"]);
+});
+
+test("the keyword forms router, unknown and dynamic are recognised", () => {
+  assert.deepEqual(parseLspAddress("router"), { kind: "router" });
+  assert.deepEqual(parseLspAddress("unknown"), { kind: "unknown" });
+  assert.deepEqual(parseLspAddress("dynamic"), { kind: "dynamic", ips: [] });
+  const withIps = parseLspAddress("dynamic 192.168.0.1 2001::1");
+  assert.ok(withIps.kind === "dynamic");
+  assert.deepEqual(withIps.ips.map(formatIp), ["192.168.0.1", "2001::1"]);
+  assert.deepEqual(parseLspAddress("80:fa:5b:06:72:b7 dynamic"), {
+    kind: "dynamic",
+    mac: "80:fa:5b:06:72:b7",
+    ips: [],
+  });
+});
+
+test("malformed elements are refused with the column named", () => {
+  assert.throws(() => parseLspAddress("router 10.0.0.1"), /addresses: "router 10\.0\.0\.1": "router" stands alone/);
+  assert.throws(() => parseLspAddress("0a:58:0a:f4:00:05 10.0.0.300"), /octet 300 is above 255/);
+  assert.throws(() => parseLspAddress("10.0.0.5"), /is not a MAC address/);
+  assert.throws(() => parseLspAddress("  "), /is empty/);
+});
+
+test("portIps collects the IPs of all elements, uses dynamic_addresses for dynamic ports and reports bad ones", () => {
+  const r = portIps(["0a:58:0a:f4:00:05 10.244.0.5", "router", "garbage", "dynamic"], "0a:00:00:00:00:01 10.244.0.9");
+  assert.deepEqual(r.ips.map(formatIp), ["10.244.0.5", "10.244.0.9"]);
+  assert.equal(r.problems.length, 1);
+  assert.equal(r.problems[0]!.field, "addresses[2]");
+  assert.deepEqual(portIps(["unknown"], "0a:00:00:00:00:01 10.244.0.9").ips, []);
+});
+
+test("formatting a port address puts the MAC first and IPv4 before IPv6", () => {
+  assert.equal(
+    formatLspAddress("0A:58:0A:F4:00:05", [parseIp("fd00::5"), parseIp("10.244.0.5")]),
+    "0a:58:0a:f4:00:05 10.244.0.5 fd00::5",
+  );
+});

@@ -1,0 +1,196 @@
+// Turning a desired set of owned NB rows into the operations that make the database match it, reading the
+// current state from the client's cache. Pure with respect to the server: it only adds operations to a
+// transaction, so a caller can put one logical change (including IPAM) into one commit. Nothing changes when
+// the database already matches, which is what makes a restart with no changes write nothing.
+
+import type { AnyRow, Cache, TableCache } from "../ovsdb/cache.ts";
+import { NamedUuid, type Value, valuesEqual } from "../ovsdb/datum.ts";
+import type { DatabaseSchema } from "../ovsdb/schema.ts";
+import { byUuid, type Transaction } from "../ovsdb/transaction.ts";
+import { ID_KEY, idOf } from "./ownership.ts";
+
+export interface ParentRef {
+  readonly table: string;
+  readonly column: string;
+  /** The parent is one of our desired rows (by id), or an existing row by UUID (e.g. a ZStack switch). */
+  readonly id?: string;
+  readonly uuid?: string;
+}
+
+export interface DesiredRow {
+  readonly table: string;
+  /** Stable identity, stored as external_ids["zstack.io/id"]. */
+  readonly id: string;
+  /** The columns we manage; others are left as they are. external_ids must carry the ownership keys. */
+  readonly row: Readonly<Record<string, unknown>>;
+  /** The row that must refer to this one (required for rows of non-root tables). */
+  readonly parent?: ParentRef;
+}
+
+export interface Scope {
+  /** Tables whose owned rows are candidates for deletion. */
+  readonly tables: readonly string[];
+  /** Which owned rows of those tables this plan is responsible for (the others are left alone). */
+  readonly owns: (id: string, row: AnyRow) => boolean;
+}
+
+export interface PlanSummary {
+  inserted: string[];
+  updated: string[];
+  deleted: string[];
+  relinked: string[];
+  /** True when the transaction got no operation from this plan. */
+  readonly empty: boolean;
+}
+
+const ID_INDEX = "zstack.io/id";
+
+/** Adds the index the planner looks rows up by; call once per table after connecting. */
+export function ensureIdIndex(cache: Cache, table: string): TableCache {
+  const tc = cache.table(table) as unknown as TableCache;
+  try {
+    tc.lookup(ID_INDEX, "");
+  } catch {
+    tc.addIndex(ID_INDEX, (r) => idOf(r as AnyRow & { external_ids: Record<string, string> }));
+  }
+  return tc;
+}
+
+export function findOwned(cache: Cache, table: string, id: string): AnyRow | undefined {
+  return ensureIdIndex(cache, table).lookupOne(ID_INDEX, id) as AnyRow | undefined;
+}
+
+function referencesUuid(v: Value, uuid: string): boolean {
+  if (v === uuid) return true;
+  if (Array.isArray(v)) return v.includes(uuid);
+  if (v !== null && typeof v === "object" && !(v instanceof NamedUuid))
+    return Object.values(v).includes(uuid);
+  return false;
+}
+
+/**
+ * Adds to `txn` the operations that turn the owned rows in `scope` into exactly `desired`.
+ * `desired` must list parents before their children.
+ */
+export function plan(
+  cache: Cache,
+  schema: DatabaseSchema,
+  txn: Transaction,
+  desired: readonly DesiredRow[],
+  scope?: Scope,
+): PlanSummary {
+  const summary: PlanSummary = {
+    inserted: [],
+    updated: [],
+    deleted: [],
+    relinked: [],
+    get empty() {
+      return this.inserted.length + this.updated.length + this.deleted.length + this.relinked.length === 0;
+    },
+  };
+  const refs = new Map<string, string | NamedUuid>(); // table\0id -> uuid or named-uuid
+  const wanted = new Set<string>();
+
+  const resolveParent = (p: ParentRef): string | NamedUuid | undefined => {
+    if (p.uuid) return p.uuid;
+    if (p.id) return refs.get(`${p.table}\0${p.id}`) ?? findOwned(cache, p.table, p.id)?._uuid;
+    return undefined;
+  };
+
+  for (const d of desired) {
+    wanted.add(`${d.table}\0${d.id}`);
+    const tschema = schema.tables.get(d.table);
+    if (!tschema) throw new Error(`desired row ${d.id}: table ${d.table} is not in the server's schema`);
+    const ids = d.row.external_ids as Record<string, string> | undefined;
+    if (ids?.[ID_KEY] !== d.id)
+      throw new Error(`desired row ${d.id}: external_ids must carry ${ID_KEY}=${d.id}`);
+    const existing = findOwned(cache, d.table, d.id);
+    let ref: string | NamedUuid;
+    if (!existing) {
+      ref = txn.insert(d.table, d.row as never);
+      summary.inserted.push(`${d.table}/${d.id}`);
+    } else {
+      ref = existing._uuid;
+      const changed: Record<string, unknown> = {};
+      for (const [col, v] of Object.entries(d.row)) {
+        const c = tschema.columns.get(col);
+        if (!c) continue;
+        const same =
+          !containsNamed(v) && valuesEqual(existing[col] as Value, normalize(v, c.type.kind), c.type);
+        if (!same) changed[col] = v;
+      }
+      if (Object.keys(changed).length > 0) {
+        txn.update(d.table, byUuid(existing._uuid), changed as never);
+        summary.updated.push(`${d.table}/${d.id}:${Object.keys(changed).join(",")}`);
+      }
+    }
+    refs.set(`${d.table}\0${d.id}`, ref);
+    if (d.parent) {
+      const parent = resolveParent(d.parent);
+      if (parent === undefined)
+        throw new Error(`desired row ${d.id}: parent ${d.parent.table}/${d.parent.id} not found`);
+      const parentRow =
+        typeof parent === "string"
+          ? (cache.table(d.parent.table).get(parent) as AnyRow | undefined)
+          : undefined;
+      const linked =
+        typeof ref === "string" &&
+        parentRow !== undefined &&
+        referencesUuid(parentRow[d.parent.column] as Value, ref);
+      if (!linked) {
+        txn.mutate(d.parent.table, byUuid(parent), [[d.parent.column, "insert", [ref]]]);
+        if (existing) summary.relinked.push(`${d.table}/${d.id}`);
+      }
+    }
+  }
+
+  if (scope) {
+    for (const table of scope.tables) {
+      const tc = ensureIdIndex(cache, table);
+      for (const row of tc.values()) {
+        const id = idOf(row as AnyRow & { external_ids: Record<string, string> });
+        if (id === undefined || wanted.has(`${table}\0${id}`) || !scope.owns(id, row as AnyRow)) continue;
+        unlinkAndDelete(cache, schema, txn, table, row._uuid);
+        summary.deleted.push(`${table}/${id}`);
+      }
+    }
+  }
+  return summary;
+}
+
+/** Removes every strong reference to a row and deletes it, in the given transaction. */
+export function unlinkAndDelete(
+  cache: Cache,
+  schema: DatabaseSchema,
+  txn: Transaction,
+  table: string,
+  uuid: string,
+): void {
+  for (const t of schema.tables.values()) {
+    for (const c of t.columns.values()) {
+      if (c.type.key.refTable !== table || c.type.key.refType === "weak") continue;
+      if (c.type.kind !== "set" && c.type.kind !== "optional") continue;
+      for (const r of cache.table(t.name).values()) {
+        if (referencesUuid((r as AnyRow)[c.name] as Value, uuid)) {
+          txn.mutate(t.name, byUuid(r._uuid), [[c.name, "delete", [uuid]]]);
+        }
+      }
+    }
+  }
+  // A non-root row would also go with its last reference; the explicit delete says what is meant.
+  txn.delete(table, byUuid(uuid));
+}
+
+function containsNamed(v: unknown): boolean {
+  if (v instanceof NamedUuid) return true;
+  if (Array.isArray(v)) return v.some((e) => e instanceof NamedUuid);
+  if (v !== null && typeof v === "object") return Object.values(v).some((e) => e instanceof NamedUuid);
+  return false;
+}
+
+function normalize(v: unknown, kind: string): Value {
+  if (kind === "optional") return (v === undefined ? null : Array.isArray(v) ? (v[0] ?? null) : v) as Value;
+  if (kind === "set" && !Array.isArray(v))
+    return (v === null || v === undefined ? [] : [v]) as unknown as Value;
+  return v as Value;
+}

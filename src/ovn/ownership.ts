@@ -1,0 +1,35 @@
+// The external_ids every NB row we create carries. `zstack.io/id` is the row's stable identity, so a reconcile can
+// find "its" row again after a restart without relying on names that others may also use.
+
+export const OWNER_KEY = "zstack.io/owner";
+export const ID_KEY = "zstack.io/id";
+export const KIND_KEY = "zstack.io/kind";
+export const CONTROLLER = "zstack-ovnkube-controller";
+
+export const POD_UID_KEY = "zstack.io/pod-uid";
+export const POD_KEY = "zstack.io/pod";
+export const SUBNET_KEY = "zstack.io/subnet";
+export const NODE_KEY = "zstack.io/node";
+
+export type Kind =
+  | "cluster-router"
+  | "join-switch"
+  | "subnet-switch"
+  | "router-port"
+  | "switch-router-port"
+  | "mgmt-port"
+  | "pod-port"
+  | "node-pods"
+  | "egress-policy";
+
+export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
+  return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };
+}
+
+export function isOurs(row: { readonly external_ids: Readonly<Record<string, string>> }): boolean {
+  return row.external_ids[OWNER_KEY] === CONTROLLER;
+}
+
+export function idOf(row: { readonly external_ids: Readonly<Record<string, string>> }): string | undefined {
+  return isOurs(row) ? row.external_ids[ID_KEY] : undefined;
+}

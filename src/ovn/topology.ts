@@ -1,0 +1,252 @@
+// The desired OVN logical topology in Standalone mode, as plain data:
+//
+//   pod ── subnet switch "subnet-<name>" ── rtos port ─┐
+//                                                      ├─ cluster router "zovn-cluster-router"
+//   node mgmt port ── join switch "zovn-join" ── rtoj ─┘      (+ one egress reroute policy per node)
+//
+// One logical switch per Subnet spans all nodes. Each node has a management port on the join switch; pod traffic
+// leaving the cluster is rerouted by a router policy to the management port of the pod's own node, where the
+// node agent SNATs it to the node IP (gateway.mode local).
+
+import { createHash } from "node:crypto";
+import type { DesiredRow, Scope } from "./nb-diff.ts";
+import { KIND_KEY, NODE_KEY, ownedIds, SUBNET_KEY } from "./ownership.ts";
+
+export const CLUSTER_ROUTER = "zovn-cluster-router";
+export const JOIN_SWITCH = "zovn-join";
+export const JOIN_ROUTER_PORT = "zovn-rtoj";
+export const JOIN_SWITCH_PORT = "zovn-jtor";
+/** Priority of the per-node egress reroute policies (above OVN's default allow, below anything an admin adds at 2000+). */
+export const EGRESS_POLICY_PRIORITY = 1004;
+
+export interface ClusterNetworks {
+  /** Pod CIDRs of all subnets and the cluster CIDR: destinations that stay inside the cluster. */
+  readonly clusterCIDRs: readonly string[];
+  readonly serviceCIDRs: readonly string[];
+  /** e.g. 100.64.0.0/16; its first address is the router's join port. */
+  readonly joinCIDR: string;
+  readonly joinGateway: string;
+}
+
+export interface SubnetTopology {
+  readonly name: string;
+  /** One or two CIDRs (IPv4 and/or IPv6). */
+  readonly cidrs: readonly string[];
+  /** The gateway address per CIDR, same order. */
+  readonly gateways: readonly string[];
+}
+
+export interface NodeTopology {
+  readonly name: string;
+  /** Management port address on the join switch, with prefix, e.g. 100.64.0.2/16. */
+  readonly mgmtIP: string;
+  readonly mgmtMAC: string;
+}
+
+export function subnetSwitchName(subnet: string): string {
+  return `subnet-${subnet}`;
+}
+export function subnetRouterPortName(subnet: string): string {
+  return `zovn-rtos-${subnet}`;
+}
+export function subnetSwitchPortName(subnet: string): string {
+  return `zovn-stor-${subnet}`;
+}
+export function mgmtPortName(node: string): string {
+  return `zovn-mgmt-${node}`;
+}
+
+/** Address set names appear in ACL/policy matches as `$name`, so they must be identifiers; node names may not be. */
+export function nodePodsAddressSet(node: string, family: 4 | 6): string {
+  const safe = node.replace(/[^A-Za-z0-9]/g, "_").slice(0, 40);
+  const h = createHash("sha256").update(node).digest("hex").slice(0, 8);
+  return `zovn_pods_${safe}_${h}_v${family}`;
+}
+
+/** ovn-kubernetes style MAC derived from an IPv4 address: 0a:58 + the four address bytes. */
+export function macFromIPv4(ip: string): string {
+  return ["0a", "58", ...ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0"))].join(":");
+}
+
+function prefixOf(cidr: string): string {
+  return cidr.slice(cidr.indexOf("/") + 1);
+}
+
+function isV6(cidrOrIp: string): boolean {
+  return cidrOrIp.includes(":");
+}
+
+function routerMac(gateways: readonly string[]): string {
+  const v4 = gateways.find((g) => !isV6(g));
+  if (v4) return macFromIPv4(v4);
+  const h = createHash("sha256").update(gateways.join(",")).digest();
+  return ["0a", "58", ...[...h.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0"))].join(":");
+}
+
+/** The cluster router, the join switch and their link. */
+export function coreRows(net: ClusterNetworks): DesiredRow[] {
+  const joinPrefix = prefixOf(net.joinCIDR);
+  return [
+    {
+      table: "Logical_Router",
+      id: "cluster-router",
+      row: { name: CLUSTER_ROUTER, external_ids: ownedIds("cluster-router", "cluster-router") },
+    },
+    {
+      table: "Logical_Switch",
+      id: "join",
+      row: {
+        name: JOIN_SWITCH,
+        other_config: { subnet: net.joinCIDR },
+        external_ids: ownedIds("join-switch", "join"),
+      },
+    },
+    {
+      table: "Logical_Router_Port",
+      id: "join-rtoj",
+      row: {
+        name: JOIN_ROUTER_PORT,
+        mac: macFromIPv4(net.joinGateway),
+        networks: [`${net.joinGateway}/${joinPrefix}`],
+        external_ids: ownedIds("router-port", "join-rtoj"),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "ports" },
+    },
+    {
+      table: "Logical_Switch_Port",
+      id: "join-jtor",
+      row: {
+        name: JOIN_SWITCH_PORT,
+        type: "router",
+        addresses: ["router"],
+        options: { "router-port": JOIN_ROUTER_PORT },
+        external_ids: ownedIds("switch-router-port", "join-jtor"),
+      },
+      parent: { table: "Logical_Switch", id: "join", column: "ports" },
+    },
+  ];
+}
+
+/** A subnet's switch attached to the cluster router at the subnet gateway(s). */
+export function subnetRows(s: SubnetTopology): DesiredRow[] {
+  const ls = subnetSwitchName(s.name);
+  const rtos = subnetRouterPortName(s.name);
+  const tag = { [SUBNET_KEY]: s.name };
+  const otherConfig: Record<string, string> = {};
+  const v4 = s.cidrs.find((c) => !isV6(c));
+  const v6 = s.cidrs.find((c) => isV6(c));
+  if (v4) otherConfig.subnet = v4;
+  if (v6) otherConfig.ipv6_prefix = v6.slice(0, v6.indexOf("/"));
+  return [
+    {
+      table: "Logical_Switch",
+      id: `subnet/${s.name}`,
+      row: {
+        name: ls,
+        other_config: otherConfig,
+        external_ids: ownedIds("subnet-switch", `subnet/${s.name}`, tag),
+      },
+    },
+    {
+      table: "Logical_Router_Port",
+      id: `subnet/${s.name}/rtos`,
+      row: {
+        name: rtos,
+        mac: routerMac(s.gateways),
+        networks: s.gateways.map((g, i) => `${g}/${prefixOf(s.cidrs[i] as string)}`),
+        external_ids: ownedIds("router-port", `subnet/${s.name}/rtos`, tag),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "ports" },
+    },
+    {
+      table: "Logical_Switch_Port",
+      id: `subnet/${s.name}/stor`,
+      row: {
+        name: subnetSwitchPortName(s.name),
+        type: "router",
+        addresses: ["router"],
+        options: { "router-port": rtos },
+        external_ids: ownedIds("switch-router-port", `subnet/${s.name}/stor`, tag),
+      },
+      parent: { table: "Logical_Switch", id: `subnet/${s.name}`, column: "ports" },
+    },
+  ];
+}
+
+/**
+ * A node's management port on the join switch, the address sets of the pods on that node, and the router
+ * policy that sends their traffic bound outside the cluster to this node's management port.
+ * The address sets' `addresses` column is not managed here: pod reconciles add and remove single addresses.
+ */
+export function nodeRows(n: NodeTopology, net: ClusterNetworks): DesiredRow[] {
+  const tag = { [NODE_KEY]: n.name };
+  const mgmtIp = n.mgmtIP.slice(0, n.mgmtIP.indexOf("/"));
+  const rows: DesiredRow[] = [
+    {
+      table: "Logical_Switch_Port",
+      id: `node/${n.name}/mgmt`,
+      row: {
+        name: mgmtPortName(n.name),
+        addresses: [`${n.mgmtMAC} ${mgmtIp}`],
+        options: { "requested-chassis": n.name },
+        external_ids: ownedIds("mgmt-port", `node/${n.name}/mgmt`, tag),
+      },
+      parent: { table: "Logical_Switch", id: "join", column: "ports" },
+    },
+  ];
+  const v4Inside = [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR].filter((c) => !isV6(c));
+  const set = nodePodsAddressSet(n.name, 4);
+  rows.push(
+    {
+      table: "Address_Set",
+      id: `node/${n.name}/pods-v4`,
+      row: { name: set, external_ids: ownedIds("node-pods", `node/${n.name}/pods-v4`, tag) },
+    },
+    {
+      table: "Logical_Router_Policy",
+      id: `node/${n.name}/egress-v4`,
+      row: {
+        priority: EGRESS_POLICY_PRIORITY,
+        match: `ip4.src == $${set} && ip4.dst != {${v4Inside.join(", ")}}`,
+        action: "reroute",
+        nexthops: [mgmtIp],
+        external_ids: ownedIds("egress-policy", `node/${n.name}/egress-v4`, tag),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
+    },
+  );
+  return rows;
+}
+
+const TOPOLOGY_KINDS = new Set([
+  "cluster-router",
+  "join-switch",
+  "subnet-switch",
+  "router-port",
+  "switch-router-port",
+  "mgmt-port",
+  "node-pods",
+  "egress-policy",
+]);
+
+/** The owned rows a full topology plan is responsible for: everything but pod ports. */
+export const topologyScope: Scope = {
+  tables: [
+    "Logical_Router_Policy",
+    "Logical_Router_Port",
+    "Logical_Switch_Port",
+    "Address_Set",
+    "Logical_Switch",
+    "Logical_Router",
+  ],
+  owns: (_id, row) => TOPOLOGY_KINDS.has((row.external_ids as Record<string, string>)[KIND_KEY] ?? ""),
+};
+
+/** The whole desired topology, parents before children. */
+export function desiredTopology(
+  net: ClusterNetworks,
+  subnets: readonly SubnetTopology[],
+  nodes: readonly NodeTopology[],
+): DesiredRow[] {
+  return [...coreRows(net), ...subnets.flatMap(subnetRows), ...nodes.flatMap((n) => nodeRows(n, net))];
+}
