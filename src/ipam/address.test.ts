@@ -81,18 +81,19 @@ test("formatting then parsing returns the same address, and the text is already 
 
 test("the uncompressed spelling of an IPv6 address parses to the same value as the canonical one", () => {
   fc.assert(
-    fc.property(
-      fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }),
-      (value) => {
-        const groups: string[] = [];
-        for (let s = 112n; s >= 0n; s -= 16n) groups.push(((value >> s) & 0xffffn).toString(16).padStart(4, "0"));
-        assert.equal(parseIp(groups.join(":").toUpperCase()).value, value);
-      },
-    ),
+    fc.property(fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }), (value) => {
+      const groups: string[] = [];
+      for (let s = 112n; s >= 0n; s -= 16n)
+        groups.push(((value >> s) & 0xffffn).toString(16).padStart(4, "0"));
+      assert.equal(parseIp(groups.join(":").toUpperCase()).value, value);
+    }),
   );
 });
 
 test("IPv4 sorts before IPv6 and addresses sort numerically within a family", () => {
-  const sorted = ["fd00::1", "10.0.0.2", "::1", "10.0.0.10"].map((t) => parseIp(t)).sort(compareIp).map(formatIp);
+  const sorted = ["fd00::1", "10.0.0.2", "::1", "10.0.0.10"]
+    .map((t) => parseIp(t))
+    .sort(compareIp)
+    .map(formatIp);
   assert.deepEqual(sorted, ["10.0.0.2", "10.0.0.10", "::1", "fd00::1"]);
 });

@@ -518,10 +518,14 @@ export class SubnetAllocator {
   }
 
   #familyHint(): string {
+    // The example uses addresses that are free right now, so it can be copied as is.
+    const example = this.#blocks
+      .map((b) => formatIp({ family: b.family, value: b.lowestFree() ?? b.cidr.network + 1n }))
+      .join(",");
     if (this.#blocks.length === 2) {
-      return 'a dual-stack subnet needs one IPv4 and one IPv6 address, e.g. "10.244.0.9,fd00::9"';
+      return `a dual-stack subnet needs one IPv4 and one IPv6 address, e.g. "${example}"`;
     }
-    return `this subnet needs one ${familyName(this.#blocks[0]!.family)} address`;
+    return `this subnet needs one ${familyName(this.#blocks[0]!.family)} address, e.g. "${example}"`;
   }
 
   #cidrText(): string {

@@ -28,7 +28,10 @@ test("a CIDR with host bits set is refused with the network address to write ins
 });
 
 test("a CIDR without a prefix or with an impossible prefix says what a prefix looks like", () => {
-  assert.throws(() => parseCidr("10.244.0.0", "c"), /c: "10\.244\.0\.0" has no prefix length; write it like 10\.244\.0\.0\/24/);
+  assert.throws(
+    () => parseCidr("10.244.0.0", "c"),
+    /c: "10\.244\.0\.0" has no prefix length; write it like 10\.244\.0\.0\/24/,
+  );
   assert.throws(() => parseCidr("10.0.0.0/33"), /prefix length "33"; an IPv4 prefix is 0 to 32/);
   assert.throws(() => parseCidr("fd00::/129"), /an IPv6 prefix is 0 to 128/);
   assert.throws(() => parseCidr("10.0.0.0/016"), /prefix length "016"/);

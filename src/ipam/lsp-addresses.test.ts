@@ -34,14 +34,20 @@ test("the keyword forms router, unknown and dynamic are recognised", () => {
 });
 
 test("malformed elements are refused with the column named", () => {
-  assert.throws(() => parseLspAddress("router 10.0.0.1"), /addresses: "router 10\.0\.0\.1": "router" stands alone/);
+  assert.throws(
+    () => parseLspAddress("router 10.0.0.1"),
+    /addresses: "router 10\.0\.0\.1": "router" stands alone/,
+  );
   assert.throws(() => parseLspAddress("0a:58:0a:f4:00:05 10.0.0.300"), /octet 300 is above 255/);
   assert.throws(() => parseLspAddress("10.0.0.5"), /is not a MAC address/);
   assert.throws(() => parseLspAddress("  "), /is empty/);
 });
 
 test("portIps collects the IPs of all elements, uses dynamic_addresses for dynamic ports and reports bad ones", () => {
-  const r = portIps(["0a:58:0a:f4:00:05 10.244.0.5", "router", "garbage", "dynamic"], "0a:00:00:00:00:01 10.244.0.9");
+  const r = portIps(
+    ["0a:58:0a:f4:00:05 10.244.0.5", "router", "garbage", "dynamic"],
+    "0a:00:00:00:00:01 10.244.0.9",
+  );
   assert.deepEqual(r.ips.map(formatIp), ["10.244.0.5", "10.244.0.9"]);
   assert.equal(r.problems.length, 1);
   assert.equal(r.problems[0]!.field, "addresses[2]");

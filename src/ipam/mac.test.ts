@@ -42,7 +42,13 @@ test("a requested MAC must be a unicast, non-zero MAC, and errors name the field
       'ovn.kubernetes.io/mac_address: "01:00:5e:00:00:01" is a multicast address (the first octet is odd); a port needs a unicast MAC, e.g. 0a:58:...',
   });
   assert.throws(() => parseRequestedMac("00:00:00:00:00:00"), /is all zeros/);
-  for (const bad of ["0a:58:0a:f4:01", "0a:58:0a:f4:01:05:06", "0a:58-0a:f4:01:05", "0g:58:0a:f4:01:05", "0a58.0af4.0105"]) {
+  for (const bad of [
+    "0a:58:0a:f4:01",
+    "0a:58:0a:f4:01:05:06",
+    "0a:58-0a:f4:01:05",
+    "0g:58:0a:f4:01:05",
+    "0a58.0af4.0105",
+  ]) {
     assert.throws(() => parseMac(bad), /is not a MAC address; write six hex octets separated by ':'/, bad);
   }
 });

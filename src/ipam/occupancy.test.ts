@@ -46,12 +46,18 @@ function agreesWithModel(make: (size: bigint) => OccupancySet, size: number, lis
 
 for (const size of [1, 31, 32, 33, 100, 1024, 1500]) {
   test(`the bitmap agrees with a plain set on random operations (size ${size})`, () => {
-    fc.assert(fc.property(ops(size), (list) => agreesWithModel((n) => new Bitmap(n), size, list)), { numRuns: 60 });
+    fc.assert(
+      fc.property(ops(size), (list) => agreesWithModel((n) => new Bitmap(n), size, list)),
+      { numRuns: 60 },
+    );
   });
   test(`the sparse set agrees with a plain set on random operations (size ${size})`, () => {
-    fc.assert(fc.property(ops(size), (list) => agreesWithModel((n) => new SparseSet(n), size, list)), {
-      numRuns: 60,
-    });
+    fc.assert(
+      fc.property(ops(size), (list) => agreesWithModel((n) => new SparseSet(n), size, list)),
+      {
+        numRuns: 60,
+      },
+    );
   });
 }
 
@@ -71,10 +77,13 @@ test("the sparse set keeps touching intervals joined so a run of allocations sta
   for (let i = 0n; i < 1000n; i++) s.add(s.lowestFree()!);
   assert.deepEqual([...s.intervals()], [[0n, 999n]]);
   s.delete(500n);
-  assert.deepEqual([...s.intervals()], [
-    [0n, 499n],
-    [501n, 999n],
-  ]);
+  assert.deepEqual(
+    [...s.intervals()],
+    [
+      [0n, 499n],
+      [501n, 999n],
+    ],
+  );
   assert.equal(s.lowestFree(), 500n);
   s.add(500n);
   assert.deepEqual([...s.intervals()], [[0n, 999n]]);

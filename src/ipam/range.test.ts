@@ -18,7 +18,8 @@ test("a reversed range is refused and the message says to write the lower addres
   assert.throws(
     () => parseRange("10.0.0.9-10.0.0.3", "spec.excludeIPs[2]"),
     (e: Error) =>
-      e.message === 'spec.excludeIPs[2]: "10.0.0.9-10.0.0.3" is a reversed range; write the lower address first',
+      e.message ===
+      'spec.excludeIPs[2]: "10.0.0.9-10.0.0.3" is a reversed range; write the lower address first',
   );
 });
 
@@ -34,5 +35,10 @@ test("merging joins overlapping and touching ranges and keeps families apart", (
       (t) => parseRange(t),
     ),
   );
-  assert.deepEqual(merged.map(formatRange), ["10.0.0.1-10.0.0.6", "10.0.0.20-10.0.0.40", "fd00::1", "fd00::3"]);
+  assert.deepEqual(merged.map(formatRange), [
+    "10.0.0.1-10.0.0.6",
+    "10.0.0.20-10.0.0.40",
+    "fd00::1",
+    "fd00::3",
+  ]);
 });

@@ -118,7 +118,11 @@ test("gateway problems: missing, outside, network, broadcast, range, and missing
 
 test("a gateway inside an excluded range is allowed, as in the examples of the design", () => {
   assert.deepEqual(
-    problems({ cidr: "10.244.0.0/16", gateway: "10.244.0.1", excludeIPs: ["10.244.0.1", "10.244.0.2-10.244.0.10"] }),
+    problems({
+      cidr: "10.244.0.0/16",
+      gateway: "10.244.0.1",
+      excludeIPs: ["10.244.0.1", "10.244.0.2-10.244.0.10"],
+    }),
     [],
   );
 });
