@@ -9,7 +9,7 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { type Binaries, resolveBinaries } from "../../src/sandbox/binaries.ts";
+import { type Binaries, parseBinaryLines } from "../../src/sandbox/binaries.ts";
 import {
   type ApiEndpoint,
   apiserverArgs,
@@ -20,6 +20,7 @@ import {
 import { writeKubeconfig } from "../../src/sandbox/kubeconfig.ts";
 import { layoutFor } from "../../src/sandbox/layout.ts";
 import { ensurePki, type Pki } from "../../src/sandbox/pki.ts";
+import { repoRoot } from "../../src/sandbox/repo.ts";
 import { DEFAULT_SPEC, planTopology } from "../../src/sandbox/topology.ts";
 import { freePort } from "./ports.ts";
 import { claimDir, type Daemon, removeOwnedDir, spawnDaemon } from "./process.ts";
@@ -65,10 +66,39 @@ export interface AfterHook {
   after(fn: () => unknown): void;
 }
 
-let binariesOnce: Promise<Binaries> | undefined;
+type RigBinaries = KubeApiserver["binaries"];
+const RIG_KEYS = ["KUBE_APISERVER", "KUBE_CONTROLLER_MANAGER", "KUBECTL", "ETCD"] as const;
+let binariesOnce: Promise<RigBinaries> | undefined;
 
-function binaries(): Promise<Binaries> {
-  binariesOnce ??= resolveBinaries();
+/**
+ * Only looks the binaries up (an environment variable KEY=path wins, as in the sandbox). A test never starts
+ * the Kubernetes build: on a cold cache that takes most of an hour, far beyond any test timeout.
+ */
+function binaries(): Promise<RigBinaries> {
+  binariesOnce ??= (async () => {
+    const found: Partial<Binaries> = {};
+    for (const key of RIG_KEYS) if (process.env[key]) found[key] = process.env[key];
+    if (RIG_KEYS.some((k) => !found[k])) {
+      const script = join(repoRoot, "hack", "ensure-binaries.sh");
+      const listed = await new Promise<string>((resolve, reject) => {
+        execFile(script, ["--print"], { encoding: "utf8" }, (err, stdout) => {
+          if (err)
+            reject(
+              new Error(
+                "the Kubernetes binaries are not built yet: run `make binaries` (hack/ensure-binaries.sh) once, " +
+                  "or point KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBECTL and ETCD at them",
+              ),
+            );
+          else resolve(stdout);
+        });
+      });
+      const parsed = parseBinaryLines(listed);
+      for (const key of RIG_KEYS) found[key] ??= parsed[key];
+    }
+    const missing = RIG_KEYS.filter((k) => !found[k]);
+    if (missing.length > 0) throw new Error(`binaries not found: ${missing.join(", ")}`);
+    return found as RigBinaries;
+  })();
   return binariesOnce;
 }
 

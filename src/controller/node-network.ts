@@ -1,0 +1,102 @@
+// A node's place in the topology: its management port on the join switch (address from the join CIDR), the
+// address set of its pods and its egress reroute policy. The join allocator is rebuilt from the management
+// ports on the join switch, like the pod allocators from the pod ports.
+
+import { formatIp } from "../ipam/address.ts";
+import { SubnetAllocator } from "../ipam/allocator.ts";
+import { parseLspAddress } from "../ipam/lsp-addresses.ts";
+import { macForAddresses } from "../ipam/mac.ts";
+import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
+import { NODE_KEY } from "../ovn/ownership.ts";
+import { type ClusterNetworks, mgmtPortName, nodeRows } from "../ovn/topology.ts";
+
+/** Node annotation with the node's management port, read by the node agent. */
+export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";
+
+export interface MgmtPort {
+  readonly name: string;
+  readonly ip: string; // with prefix
+  readonly mac: string;
+  readonly gateway: string;
+}
+
+export class NodeNetworks {
+  private allocator: SubnetAllocator;
+
+  constructor(
+    private readonly nb: OvsdbClient<NbTables>,
+    private readonly net: ClusterNetworks,
+  ) {
+    const def = parseSubnetSpec({ cidr: net.joinCIDR, gateway: net.joinGateway });
+    if (!def.ok) throw new Error(`join CIDR ${net.joinCIDR}: ${JSON.stringify(def.problems)}`);
+    const entries: { address: string; holder: { owner: string; foreign: boolean } }[] = [];
+    const join = findOwned(nb.cache as never, "Logical_Switch", "join");
+    const ports = nb.cache.table("Logical_Switch_Port");
+    for (const uuid of (join?.ports as readonly string[] | undefined) ?? []) {
+      const p = ports.get(uuid);
+      const node = p?.external_ids[NODE_KEY];
+      for (const a of p?.addresses ?? []) {
+        const parsed = parseLspAddress(a);
+        if (parsed.kind !== "static") continue;
+        for (const ip of parsed.ips) {
+          entries.push({
+            address: formatIp(ip),
+            holder: node
+              ? { owner: `node/${node}`, foreign: false }
+              : { owner: p?.name ?? uuid, foreign: true },
+          });
+        }
+      }
+    }
+    this.allocator = SubnetAllocator.rebuild(def.subnet, entries).allocator;
+  }
+
+  /** Ensures the node's management port, address set and policy; one NB transaction if anything changes. */
+  async ensure(node: string): Promise<MgmtPort> {
+    const res = this.allocator.allocate(`node/${node}`);
+    if (!res.ok) throw new Error(`node ${node}: no management address: ${res.message}`);
+    const ip = res.addresses[0] as string;
+    const existing = findOwned(this.nb.cache as never, "Logical_Switch_Port", `node/${node}/mgmt`);
+    const mac =
+      (existing?.addresses as readonly string[] | undefined)?.[0]?.split(" ")[0] ?? macForAddresses(res.ips);
+    const prefix = this.net.joinCIDR.slice(this.net.joinCIDR.indexOf("/") + 1);
+    const mgmt = { name: node, mgmtIP: `${ip}/${prefix}`, mgmtMAC: mac };
+    const txn = this.nb.transaction();
+    const summary = plan(
+      this.nb.cache as never,
+      this.nb.schema,
+      txn as never,
+      nodeRows(mgmt, this.net),
+      nodeScope(node),
+    );
+    if (!summary.empty) {
+      try {
+        await txn.commit();
+      } catch (e) {
+        if (!res.reused) this.allocator.release(ip, `node/${node}`);
+        throw e;
+      }
+    }
+    return { name: mgmtPortName(node), ip: mgmt.mgmtIP, mac, gateway: this.net.joinGateway };
+  }
+
+  /** Removes everything of a node that left the cluster. */
+  async remove(node: string): Promise<boolean> {
+    const txn = this.nb.transaction();
+    const summary = plan(this.nb.cache as never, this.nb.schema, txn as never, [], nodeScope(node));
+    if (summary.empty) return false;
+    await txn.commit();
+    this.allocator.releaseOwner(`node/${node}`);
+    return true;
+  }
+}
+
+function nodeScope(node: string): Scope {
+  return {
+    tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set"],
+    owns: (id) => id.startsWith(`node/${node}/`),
+  };
+}
