@@ -7,11 +7,11 @@ import { SubnetAllocator } from "../ipam/allocator.ts";
 import { parseLspAddress } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
 import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
-import type { OvsdbClient } from "../ovsdb/client.ts";
-import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
 import { NODE_KEY } from "../ovn/ownership.ts";
 import { type ClusterNetworks, mgmtPortName, nodeRows } from "../ovn/topology.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 
 /** Node annotation with the node's management port, read by the node agent. */
 export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";

@@ -2,18 +2,18 @@
 // it commit in one NB transaction; the allocators live in memory and are rebuilt from the ports on each switch,
 // so NB stays the only durable record and a crash between any two steps leaks nothing.
 
-import { SubnetAllocator } from "../ipam/allocator.ts";
 import { formatIp, type IpAddress } from "../ipam/address.ts";
+import { SubnetAllocator } from "../ipam/allocator.ts";
 import type { Holder } from "../ipam/holder.ts";
 import { parseLspAddress } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseRequestedMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
-import type { OvsdbClient } from "../ovsdb/client.ts";
-import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import { idOf, isOurs, POD_UID_KEY } from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
 import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 
 export const ANNOTATION_IP = "network.zstack.io/ip_address";
 export const ANNOTATION_MAC = "network.zstack.io/mac_address";

@@ -9,8 +9,6 @@ export interface ObjectMeta {
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
   managedFields?: unknown[];
-  deletionTimestamp?: string;
-  [field: string]: unknown;
 }
 
 export interface KubeObject {

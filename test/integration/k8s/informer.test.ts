@@ -87,7 +87,7 @@ describe("informer", () => {
     await core.patchNamespacedPod({
       namespace: "basic",
       name: "a",
-      body: [{ op: "add", path: "/metadata/labels/touched", value: "yes" }],
+      body: [{ op: "add", path: "/metadata/labels", value: { touched: "yes" } }],
     });
     await core.deleteNamespacedPod({ namespace: "basic", name: "b", gracePeriodSeconds: 0 });
     await eventually("watch delivers add, update and delete", () => seen.deletes.length === 1, 10_000);
@@ -188,7 +188,7 @@ describe("informer", () => {
     await core.patchNamespacedPod({
       namespace: "outage",
       name: "changes",
-      body: [{ op: "add", path: "/metadata/labels/changed", value: "yes" }],
+      body: [{ op: "add", path: "/metadata/labels", value: { changed: "yes" } }],
     });
     await sleep(300);
     assert.ok(inf.stats.errors > 0, "the informer noticed the outage");

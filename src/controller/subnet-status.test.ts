@@ -1,0 +1,96 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { SubnetAllocator } from "../ipam/allocator.ts";
+import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
+import { type ClusterFacts, judgeSubnets, statusFor } from "./subnet-status.ts";
+
+const FACTS: ClusterFacts = {
+  serviceCIDRs: ["10.96.0.0/16"],
+  joinCIDR: "100.64.0.0/16",
+  nodeIPs: new Map([["node1", ["192.168.200.11"]]]),
+  switchExists: (n) => n === "ls-zstack-1",
+  tunnel: "vxlan",
+};
+const sn = (name: string, t: string, spec: Record<string, unknown>) => ({ name, creationTimestamp: t, spec });
+
+test("the older of two overlapping subnets stays Ready and the newer one names it", () => {
+  const v = judgeSubnets(
+    [
+      sn("b", "2026-01-02T00:00:00Z", { cidr: "10.1.0.0/24", gateway: "10.1.0.1" }),
+      sn("a", "2026-01-01T00:00:00Z", { cidr: "10.1.0.0/16", gateway: "10.1.0.1" }),
+    ],
+    FACTS,
+  );
+  assert.equal(v.get("a")?.ready, true);
+  assert.equal(v.get("b")?.phase, "Failed");
+  assert.match(v.get("b")?.message ?? "", /overlaps Subnet a \(10\.1\.0\.0\/16\)/);
+});
+
+test("overlaps with the service CIDR, the join CIDR and a node address are each named", () => {
+  const v = judgeSubnets(
+    [
+      sn("svc", "1", { cidr: "10.96.5.0/24", gateway: "10.96.5.1" }),
+      sn("join", "2", { cidr: "100.64.8.0/24", gateway: "100.64.8.1" }),
+      sn("node", "3", { cidr: "192.168.200.0/24", gateway: "192.168.200.254" }),
+    ],
+    FACTS,
+  );
+  assert.match(v.get("svc")?.message ?? "", /service CIDR 10\.96\.0\.0\/16/);
+  assert.match(v.get("join")?.message ?? "", /join CIDR 100\.64\.0\.0\/16/);
+  assert.match(v.get("node")?.message ?? "", /192\.168\.200\.11, an address of node node1/);
+});
+
+test("a missing external switch fails the subnet with the switch's name; an existing one is fine", () => {
+  const v = judgeSubnets(
+    [
+      sn("ext", "1", { cidr: "10.100.0.0/24", gateway: "10.100.0.1", externalLogicalSwitch: "ls-missing" }),
+      sn("ok", "2", { cidr: "10.101.0.0/24", gateway: "10.101.0.1", externalLogicalSwitch: "ls-zstack-1" }),
+    ],
+    FACTS,
+  );
+  assert.equal(v.get("ext")?.reason, "ExternalSwitchNotFound");
+  assert.match(v.get("ext")?.message ?? "", /ls-missing/);
+  assert.equal(v.get("ok")?.ready, true);
+});
+
+test("an exhausted subnet stays Active but not Ready, and becomes Ready again when an address is freed", () => {
+  const spec = { cidr: "10.7.0.0/29", gateway: "10.7.0.1" };
+  const [v] = [...judgeSubnets([sn("small", "1", spec)], FACTS).values()];
+  const def = parseSubnetSpec(spec);
+  assert.ok(def.ok && v);
+  const alloc = SubnetAllocator.create(def.subnet);
+  const owners: string[] = [];
+  for (let i = 0; alloc.allocate(`p${i}`).ok; i++) owners.push(`p${i}`);
+  const s1 = statusFor(
+    v,
+    { capacity: alloc.capacity(), ports: owners.length, logicalSwitch: "subnet-small" },
+    FACTS,
+  );
+  assert.equal(s1.phase, "Active");
+  assert.equal(s1.conditions[0]?.status, "False");
+  assert.equal(s1.conditions[0]?.reason, "AddressesExhausted");
+  assert.equal(s1.availableIPs, 0);
+  alloc.releaseOwner(owners[0] as string);
+  const s2 = statusFor(
+    v,
+    { capacity: alloc.capacity(), ports: owners.length - 1, logicalSwitch: "subnet-small" },
+    FACTS,
+    s1.conditions[0],
+  );
+  assert.equal(s2.conditions[0]?.status, "True");
+  assert.equal(s2.availableIPs, 1);
+  assert.equal(s2.portCapacity, 5, "a /29 has 5 usable addresses, below the VXLAN port limit");
+});
+
+test("port capacity is capped at 2048 under VXLAN and not under Geneve", () => {
+  const spec = { cidr: "10.8.0.0/16", gateway: "10.8.0.1" };
+  const [v] = [...judgeSubnets([sn("big", "1", spec)], FACTS).values()];
+  const def = parseSubnetSpec(spec);
+  assert.ok(def.ok && v);
+  const cap = SubnetAllocator.create(def.subnet).capacity();
+  assert.equal(statusFor(v, { capacity: cap, ports: 0, logicalSwitch: "x" }, FACTS).portCapacity, 2048);
+  assert.equal(
+    statusFor(v, { capacity: cap, ports: 0, logicalSwitch: "x" }, { tunnel: "geneve" }).portCapacity,
+    65533,
+  );
+});

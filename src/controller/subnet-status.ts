@@ -1,0 +1,199 @@
+// What a Subnet's status should say. The CRD's CEL rules reject what is wrong in one object; the problems that
+// need knowledge of the cluster (overlaps, a missing external switch, exhaustion) are judged here and reported
+// in the status, naming the conflicting object. A problem in one subnet never blocks another.
+
+import { parseIp } from "../ipam/address.ts";
+import type { Capacity } from "../ipam/capacity.ts";
+import { displayCount } from "../ipam/capacity.ts";
+import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { formatProblem } from "../ipam/problem.ts";
+import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
+import { VXLAN_PORTS_PER_SWITCH } from "./pod-network.ts";
+
+export type Phase = "Pending" | "Active" | "Failed";
+
+export interface SubnetObject {
+  readonly name: string;
+  readonly creationTimestamp: string;
+  readonly spec: Readonly<Record<string, unknown>>;
+}
+
+export interface ClusterFacts {
+  readonly serviceCIDRs: readonly string[];
+  readonly joinCIDR: string;
+  /** Node name -> its addresses. */
+  readonly nodeIPs: ReadonlyMap<string, readonly string[]>;
+  /** Whether a logical switch of that name exists in NB (External mode switches). */
+  readonly switchExists: (name: string) => boolean;
+  readonly tunnel: "vxlan" | "geneve";
+}
+
+export interface Verdict {
+  readonly name: string;
+  /** Parsed spec when it is usable (the subnet can serve pods). */
+  readonly definition?: SubnetDefinition;
+  readonly phase: Phase;
+  readonly ready: boolean;
+  readonly reason: string;
+  readonly message: string;
+}
+
+/** Older subnets win an overlap, so adding a conflicting subnet never breaks a working one. */
+function byAge(a: SubnetObject, b: SubnetObject): number {
+  return a.creationTimestamp < b.creationTimestamp
+    ? -1
+    : a.creationTimestamp > b.creationTimestamp
+      ? 1
+      : a.name < b.name
+        ? -1
+        : 1;
+}
+
+export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFacts): Map<string, Verdict> {
+  const out = new Map<string, Verdict>();
+  const accepted: { name: string; cidrs: string[] }[] = [];
+  for (const s of [...subnets].sort(byAge)) {
+    const parsed = parseSubnetSpec(s.spec);
+    if (!parsed.ok) {
+      out.set(s.name, fail(s.name, "InvalidSpec", parsed.problems.map(formatProblem).join("; ")));
+      continue;
+    }
+    const def = parsed.subnet;
+    const cidrs = def.cidrs.map(formatCidr);
+    const problem = clusterProblem(s, cidrs, accepted, facts);
+    if (problem) {
+      out.set(s.name, fail(s.name, problem.reason, problem.message));
+      continue;
+    }
+    accepted.push({ name: s.name, cidrs });
+    out.set(s.name, {
+      name: s.name,
+      definition: def,
+      phase: "Active",
+      ready: true,
+      reason: "Ready",
+      message: "",
+    });
+  }
+  return out;
+}
+
+function clusterProblem(
+  s: SubnetObject,
+  cidrs: readonly string[],
+  accepted: readonly { name: string; cidrs: string[] }[],
+  facts: ClusterFacts,
+): { reason: string; message: string } | undefined {
+  for (const c of cidrs) {
+    for (const other of accepted) {
+      const hit = other.cidrs.find((o) => overlaps(o, c));
+      if (hit) {
+        return {
+          reason: "Overlap",
+          message: `spec.cidr ${c} overlaps Subnet ${other.name} (${hit}); choose a CIDR that no other Subnet uses`,
+        };
+      }
+    }
+    for (const svc of facts.serviceCIDRs) {
+      if (overlaps(svc, c)) {
+        return {
+          reason: "Overlap",
+          message: `spec.cidr ${c} overlaps the service CIDR ${svc}; choose another CIDR`,
+        };
+      }
+    }
+    if (overlaps(facts.joinCIDR, c)) {
+      return {
+        reason: "Overlap",
+        message: `spec.cidr ${c} overlaps the join CIDR ${facts.joinCIDR} used by node management ports; choose another CIDR`,
+      };
+    }
+    const cidr = parseCidr(c);
+    for (const [node, ips] of facts.nodeIPs) {
+      const ip = ips.find((i) => {
+        try {
+          return cidrContains(cidr, parseIp(i));
+        } catch {
+          return false;
+        }
+      });
+      if (ip) {
+        return {
+          reason: "Overlap",
+          message: `spec.cidr ${c} contains ${ip}, an address of node ${node}; pods would shadow the node`,
+        };
+      }
+    }
+  }
+  const ext = s.spec.externalLogicalSwitch;
+  if (typeof ext === "string" && ext !== "" && !facts.switchExists(ext)) {
+    return {
+      reason: "ExternalSwitchNotFound",
+      message: `spec.externalLogicalSwitch ${ext} does not exist in the OVN northbound database; create it in ZStack or fix the name`,
+    };
+  }
+  return undefined;
+}
+
+function fail(name: string, reason: string, message: string): Verdict {
+  return { name, phase: "Failed", ready: false, reason, message };
+}
+
+export interface SubnetStatusBody {
+  phase: Phase;
+  availableIPs: number;
+  usedIPs: number;
+  logicalSwitch: string;
+  portCapacity: number;
+  message: string;
+  conditions: {
+    type: "Ready";
+    status: "True" | "False";
+    reason: string;
+    message: string;
+    lastTransitionTime: string;
+    observedGeneration?: number;
+  }[];
+}
+
+/**
+ * The status to write. An exhausted subnet stays Active (its pods keep working) but is not Ready, so that
+ * "Ready" always means new pods can get an address.
+ */
+export function statusFor(
+  v: Verdict,
+  usage: { capacity?: Capacity; ports: number; logicalSwitch: string },
+  facts: Pick<ClusterFacts, "tunnel">,
+  previous?: SubnetStatusBody["conditions"][number],
+  now = new Date(),
+): SubnetStatusBody {
+  const total = usage.capacity ? usage.capacity.available + usage.capacity.used : 0n;
+  const portCap =
+    facts.tunnel === "vxlan" ? Math.min(VXLAN_PORTS_PER_SWITCH, displayCount(total)) : displayCount(total);
+  let ready = v.ready;
+  let reason = v.reason;
+  let message = v.message;
+  if (ready && usage.capacity && usage.capacity.available === 0n) {
+    ready = false;
+    reason = "AddressesExhausted";
+    message = `all ${displayCount(total)} addresses are in use; widen spec.cidr, shrink spec.excludeIPs, or add a Subnet for some namespaces`;
+  } else if (ready && facts.tunnel === "vxlan" && usage.ports >= VXLAN_PORTS_PER_SWITCH) {
+    ready = false;
+    reason = "PortCapacityExceeded";
+    message = `the switch holds ${usage.ports} ports, OVN's limit per switch with VXLAN is ${VXLAN_PORTS_PER_SWITCH}; add a Subnet or use Geneve`;
+  }
+  const status = ready ? "True" : "False";
+  const lastTransitionTime =
+    previous && previous.status === status
+      ? previous.lastTransitionTime
+      : now.toISOString().replace(/\.\d+Z$/, "Z");
+  return {
+    phase: v.phase,
+    availableIPs: usage.capacity ? displayCount(usage.capacity.available) : 0,
+    usedIPs: usage.capacity ? displayCount(usage.capacity.used) : 0,
+    logicalSwitch: usage.logicalSwitch,
+    portCapacity: portCap,
+    message,
+    conditions: [{ type: "Ready", status, reason, message, lastTransitionTime }],
+  };
+}
