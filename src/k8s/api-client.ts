@@ -78,8 +78,13 @@ export class ApiClient {
     if (opts.body !== undefined) {
       payload = JSON.stringify(opts.body);
       const type =
-        opts.contentType ?? (options.method === "PATCH" ? "application/merge-patch+json" : "application/json");
-      options.headers = { ...options.headers, "Content-Type": type, "Content-Length": Buffer.byteLength(payload) };
+        opts.contentType ??
+        (options.method === "PATCH" ? "application/merge-patch+json" : "application/json");
+      options.headers = {
+        ...options.headers,
+        "Content-Type": type,
+        "Content-Length": Buffer.byteLength(payload),
+      };
     }
     const timeoutMs = opts.timeoutMs ?? 30_000;
     return new Promise<T>((resolve, reject) => {
@@ -195,7 +200,9 @@ export class ApiClient {
         });
         res.on("end", () => settle());
         res.on("error", (e) => settle(e));
-        res.on("close", () => settle(res.complete ? undefined : new Error("watch stream closed mid-response")));
+        res.on("close", () =>
+          settle(res.complete ? undefined : new Error("watch stream closed mid-response")),
+        );
         resolveOpen({ done });
       });
       function onAbort() {
@@ -242,7 +249,9 @@ export class ApiClient {
               pfx: auth.pfx,
               passphrase: auth.passphrase,
               servername: auth.servername,
-              ...(auth.rejectUnauthorized === undefined ? {} : { rejectUnauthorized: auth.rejectUnauthorized }),
+              ...(auth.rejectUnauthorized === undefined
+                ? {}
+                : { rejectUnauthorized: auth.rejectUnauthorized }),
             });
     }
     const options: https.RequestOptions = {

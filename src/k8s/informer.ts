@@ -8,9 +8,9 @@
 // A watchdog restarts a watch that has been silent for too long: bookmarks are requested, so a healthy idle
 // watch still hears from the server about once a minute, and silence means the stream has stalled.
 
+import { type Logger, silentLogger } from "../observability/log.ts";
 import { type ApiClient, isGone, type Query, statusError } from "./api-client.ts";
 import { type KubeObject, objectKey } from "./object-key.ts";
-import { type Logger, silentLogger } from "../observability/log.ts";
 
 export interface DeleteInfo {
   /** The object vanished while no watch was running; `obj` is the last state this informer saw. */
@@ -113,7 +113,14 @@ export class Informer<T extends KubeObject = KubeObject> {
   private attempt = 0;
   private readonly log: Logger;
   private readonly transform: (obj: KubeObject) => T;
-  readonly stats: InformerStats = { lists: 0, watches: 0, watchdogRestarts: 0, gone: 0, errors: 0, events: 0 };
+  readonly stats: InformerStats = {
+    lists: 0,
+    watches: 0,
+    watchdogRestarts: 0,
+    gone: 0,
+    errors: 0,
+    events: 0,
+  };
 
   constructor(private readonly opts: InformerOptions<T>) {
     this.log = (opts.logger ?? silentLogger).child({ informer: opts.path });

@@ -1,13 +1,24 @@
 // The key a Kubernetes object is cached and queued under: "namespace/name", or "name" when cluster-scoped.
 
+/** The metadata fields controllers read, as they arrive in JSON (timestamps are RFC 3339 strings). */
 export interface ObjectMeta {
   name?: string;
   namespace?: string;
   uid?: string;
   resourceVersion?: string;
   generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: Array<{
+    apiVersion: string;
+    kind: string;
+    name: string;
+    uid: string;
+    controller?: boolean;
+  }>;
   managedFields?: unknown[];
 }
 

@@ -37,7 +37,14 @@ export interface LoggerOptions {
   destination?: { write(line: string): unknown };
 }
 
-const LEVEL_NAMES: Record<number, string> = { 10: "TRACE", 20: "DEBUG", 30: "INFO", 40: "WARN", 50: "ERROR", 60: "FATAL" };
+const LEVEL_NAMES: Record<number, string> = {
+  10: "TRACE",
+  20: "DEBUG",
+  30: "INFO",
+  40: "WARN",
+  50: "ERROR",
+  60: "FATAL",
+};
 // Fields that the text line shows in its fixed part, so they are not repeated as key=value.
 const FIXED_FIELDS = new Set(["level", "time", "msg", "pid", "hostname", "component"]);
 

@@ -267,12 +267,21 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
   };
 }
 
-function kubectl(command: string, args: string[], opts: { input?: string; timeoutMs?: number }): Promise<string> {
+function kubectl(
+  command: string,
+  args: string[],
+  opts: { input?: string; timeoutMs?: number },
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       command,
       args,
-      { timeout: opts.timeoutMs ?? 30_000, killSignal: "SIGKILL", maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      {
+        timeout: opts.timeoutMs ?? 30_000,
+        killSignal: "SIGKILL",
+        maxBuffer: 64 * 1024 * 1024,
+        encoding: "utf8",
+      },
       (err, stdout, stderr) => {
         if (err) reject(new Error(`kubectl ${args.slice(1).join(" ")}: ${stderr.trim() || err.message}`));
         else resolve(stdout);
@@ -283,7 +292,10 @@ function kubectl(command: string, args: string[], opts: { input?: string; timeou
 }
 
 /** Starts a control plane that is stopped (and its temp dir removed) when the test ends, passed or failed. */
-export async function useKubeApiserver(t: AfterHook, opts: KubeApiserverOptions = {}): Promise<KubeApiserver> {
+export async function useKubeApiserver(
+  t: AfterHook,
+  opts: KubeApiserverOptions = {},
+): Promise<KubeApiserver> {
   const kube = await startKubeApiserver(opts);
   t.after(() => kube.stop());
   return kube;

@@ -4,14 +4,25 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import { CoreV1Api } from "@kubernetes/client-node";
 import { ApiClient } from "../../../src/k8s/api-client.ts";
 import { type DeleteInfo, Informer, type InformerOptions } from "../../../src/k8s/informer.ts";
+import type { KubeObject } from "../../../src/k8s/object-key.ts";
 import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
 import { createNamespace, createPods, eventually, pod } from "./cluster-objects.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
 
-type Pod = V1Pod & { metadata: { name: string; namespace: string; resourceVersion: string } };
+/** A pod as the informer stores it: JSON, so no Date objects as V1Pod would claim. */
+interface Pod extends KubeObject {
+  metadata: {
+    name: string;
+    namespace: string;
+    resourceVersion: string;
+    labels?: Record<string, string>;
+    managedFields?: unknown[];
+  };
+  spec?: { nodeName?: string };
+}
 
 interface Recorded {
   adds: string[];

@@ -1,0 +1,72 @@
+import assert from "node:assert/strict";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { CONFLIST_NAME, installCniBinary, writeConflist } from "./install.ts";
+import { DEFAULT_SERVER_SOCKET } from "./protocol.ts";
+import { parseConfList } from "./spec.ts";
+
+describe("installing the CNI plugin", () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "zcni-install-"));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("installs the binary executable under its plugin name and leaves no temporary file", async () => {
+    const src = join(dir, "build-1");
+    await writeFile(src, "#!/bin/sh\necho one\n");
+    const binDir = join(dir, "opt", "cni", "bin");
+    const res = await installCniBinary(src, binDir);
+    assert.deepEqual(res, { path: join(binDir, "zstack-ovn-cni"), changed: true });
+    assert.equal((await stat(res.path)).mode & 0o777, 0o755);
+    assert.deepEqual(await readdir(binDir), ["zstack-ovn-cni"]);
+  });
+
+  it("does not rewrite identical bytes, and replaces the file by rename when they differ", async () => {
+    const binDir = join(dir, "opt", "cni", "bin");
+    const src1 = join(dir, "build-1");
+    assert.equal((await installCniBinary(src1, binDir)).changed, false);
+    const before = (await stat(join(binDir, "zstack-ovn-cni"))).ino;
+    const src2 = join(dir, "build-2");
+    await writeFile(src2, "#!/bin/sh\necho two\n");
+    assert.equal((await installCniBinary(src2, binDir)).changed, true);
+    const installed = join(binDir, "zstack-ovn-cni");
+    assert.notEqual((await stat(installed)).ino, before, "a new inode, so running copies keep the old one");
+    assert.equal(await readFile(installed, "utf8"), "#!/bin/sh\necho two\n");
+    assert.deepEqual(await readdir(binDir), ["zstack-ovn-cni"]);
+  });
+
+  it("writes 10-zstack-ovn.conflist for cniVersion 1.1.0 with one zstack-ovn-cni plugin", async () => {
+    const netDir = join(dir, "etc", "cni", "net.d");
+    const path = await writeConflist(netDir, { socketPath: "/run/zovn/n1/cni.sock", mtu: 1400 });
+    assert.equal(path, join(netDir, CONFLIST_NAME));
+    assert.equal((await stat(path)).mode & 0o777, 0o644);
+    const list = parseConfList(await readFile(path, "utf8"));
+    assert.equal(list.cniVersion, "1.1.0");
+    assert.deepEqual(list.cniVersions, ["0.4.0", "1.0.0", "1.1.0"]);
+    assert.equal(list.name, "zstack-ovn");
+    assert.deepEqual(list.plugins, [
+      { type: "zstack-ovn-cni", serverSocket: "/run/zovn/n1/cni.sock", mtu: 1400 },
+    ]);
+    assert.deepEqual(await readdir(netDir), [CONFLIST_NAME]);
+  });
+
+  it("writes an older cniVersion on request, listing only the versions up to it", async () => {
+    const netDir = join(dir, "net.d-old");
+    const list = parseConfList(await readFile(await writeConflist(netDir, { cniVersion: "1.0.0" }), "utf8"));
+    assert.equal(list.cniVersion, "1.0.0");
+    assert.deepEqual(list.cniVersions, ["0.4.0", "1.0.0"]);
+  });
+
+  it("leaves the default socket path and an absent MTU out of the conflist", async () => {
+    const netDir = join(dir, "net.d-default");
+    const list = parseConfList(
+      await readFile(await writeConflist(netDir, { socketPath: DEFAULT_SERVER_SOCKET }), "utf8"),
+    );
+    assert.deepEqual(list.plugins, [{ type: "zstack-ovn-cni" }]);
+  });
+});

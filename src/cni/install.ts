@@ -1,0 +1,130 @@
+// How the node agent puts the CNI plugin in place: the executable into the CNI bin directory and the
+// conflist into the CNI config directory. Both are written under a temporary name in the same directory
+// and renamed, so a runtime never executes a half-copied binary or reads a half-written config.
+
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { chmod, copyFile, mkdir, open, rename, stat, unlink } from "node:fs/promises";
+import { basename, join } from "node:path";
+import { DEFAULT_SERVER_SOCKET } from "./protocol.ts";
+import {
+  type CniVersion,
+  type ConfList,
+  LATEST_VERSION,
+  SUPPORTED_VERSIONS,
+  versionAtLeast,
+} from "./spec.ts";
+
+export const CNI_BINARY_NAME = "zstack-ovn-cni";
+export const CONFLIST_NAME = "10-zstack-ovn.conflist";
+export const DEFAULT_NETWORK_NAME = "zstack-ovn";
+
+function tempPath(dir: string, name: string): string {
+  return join(dir, `.${name}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+}
+
+async function sha256(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
+
+async function sameContent(a: string, b: string): Promise<boolean> {
+  const [sa, sb] = await Promise.all([stat(a), stat(b).catch(() => undefined)]);
+  if (!sb || sa.size !== sb.size) return false;
+  const [ha, hb] = await Promise.all([sha256(a), sha256(b)]);
+  return ha === hb;
+}
+
+/** Writes `data` to dir/name by temp file, fsync and rename. */
+async function writeAtomically(dir: string, name: string, data: string, mode: number): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  const dest = join(dir, name);
+  const tmp = tempPath(dir, name);
+  try {
+    const fh = await open(tmp, "wx", mode);
+    try {
+      await fh.writeFile(data);
+      await fh.chmod(mode);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, dest);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  return dest;
+}
+
+export interface InstallResult {
+  path: string;
+  /** False when the same bytes were already installed and nothing was written. */
+  changed: boolean;
+}
+
+/**
+ * Copies the executable `src` into `binDir` as `name` (default zstack-ovn-cni), mode 0755. A runtime
+ * running the old binary keeps its inode; the next invocation gets the new one.
+ */
+export async function installCniBinary(
+  src: string,
+  binDir: string,
+  name = CNI_BINARY_NAME,
+): Promise<InstallResult> {
+  const dest = join(binDir, name);
+  if (await sameContent(src, dest)) return { path: dest, changed: false };
+  await mkdir(binDir, { recursive: true });
+  const tmp = tempPath(binDir, name);
+  try {
+    await copyFile(src, tmp);
+    await chmod(tmp, 0o755);
+    const fh = await open(tmp, "r");
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, dest);
+  } catch (err) {
+    await unlink(tmp).catch(() => {});
+    throw err;
+  }
+  return { path: dest, changed: true };
+}
+
+export interface ConflistOptions {
+  /** The agent's socket; omitted from the file when it is the default. */
+  socketPath?: string;
+  /** Pod MTU override; the agent derives it from the encapsulation interface when absent. */
+  mtu?: number;
+  /** The network name; default "zstack-ovn". */
+  networkName?: string;
+  /** The plugin type, i.e. the binary's name in the CNI bin directory; default zstack-ovn-cni. */
+  pluginType?: string;
+  /** The file name; default 10-zstack-ovn.conflist. */
+  fileName?: string;
+  /** Default 1.1.0; an older one for runtimes whose libcni cannot read 1.1.0 results. */
+  cniVersion?: CniVersion;
+}
+
+export function buildConflist(opts: ConflistOptions = {}): ConfList {
+  const plugin: Record<string, unknown> & { type: string } = { type: opts.pluginType ?? CNI_BINARY_NAME };
+  if (opts.socketPath && opts.socketPath !== DEFAULT_SERVER_SOCKET) plugin.serverSocket = opts.socketPath;
+  if (opts.mtu !== undefined) plugin.mtu = opts.mtu;
+  const cniVersion = opts.cniVersion ?? LATEST_VERSION;
+  return {
+    cniVersion,
+    // Runtimes whose libcni knows cniVersions pick the newest version they share with us from here.
+    cniVersions: SUPPORTED_VERSIONS.filter((v) => versionAtLeast(cniVersion, v)),
+    name: opts.networkName ?? DEFAULT_NETWORK_NAME,
+    plugins: [plugin],
+  };
+}
+
+/** Writes the conflist into `dir` atomically (mode 0644) and returns its path. */
+export async function writeConflist(dir: string, opts: ConflistOptions = {}): Promise<string> {
+  const text = `${JSON.stringify(buildConflist(opts), null, 2)}\n`;
+  return writeAtomically(dir, basename(opts.fileName ?? CONFLIST_NAME), text, 0o644);
+}

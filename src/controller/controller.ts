@@ -1,0 +1,442 @@
+// zstack-ovnkube-controller's reconcilers: Subnets, Nodes and Pods. Informer events only enqueue keys;
+// each reconcile reads the informer stores and the NB cache, computes what NB should hold and applies the
+// difference in one transaction. Runs only while this process leads (see cli/zstack-ovnkube-controller.ts).
+
+import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import type { ApiClient } from "../k8s/api-client.ts";
+import { isAlreadyExists, isNotFound } from "../k8s/api-client.ts";
+import type { EventRecorder } from "../k8s/events.ts";
+import { Informer } from "../k8s/informer.ts";
+import type { KubeObject } from "../k8s/object-key.ts";
+import { WorkQueue } from "../k8s/workqueue.ts";
+import type { Logger } from "../observability/log.ts";
+import type { Metrics } from "../observability/metrics.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
+import { idOf, KIND_KEY, POD_KEY } from "../ovn/ownership.ts";
+import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
+import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
+import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
+import { ANNOTATION_SUBNET, PodNetworks } from "./pod-network.ts";
+import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
+
+export interface ControllerOptions {
+  api: ApiClient;
+  nb: OvsdbClient<NbTables>;
+  clusterCIDR: string;
+  serviceCIDRs: readonly string[];
+  joinCIDR: string;
+  tunnel: "vxlan" | "geneve";
+  workers?: number;
+  /** Every object is enqueued again this often, catching anything a watch missed. Default 5 min. */
+  resyncMs?: number;
+  log: Logger;
+  metrics?: Metrics;
+  events?: EventRecorder;
+}
+
+interface PodLite extends KubeObject {
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+  spec: { nodeName?: string; hostNetwork?: boolean };
+  status: { phase?: string };
+}
+
+interface NodeLite extends KubeObject {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status: { addresses?: { type: string; address: string }[] };
+}
+
+/** Keeps only what the reconcilers read: pods are the bulk of the informer memory. */
+function slimPod(o: KubeObject): PodLite {
+  const p = o as unknown as {
+    metadata: PodLite["metadata"] & Record<string, unknown>;
+    spec?: PodLite["spec"];
+    status?: PodLite["status"];
+  };
+  const m = p.metadata;
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      ...(m.annotations ? { annotations: m.annotations } : {}),
+      ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
+    },
+    spec: { nodeName: p.spec?.nodeName, hostNetwork: p.spec?.hostNetwork },
+    status: { phase: p.status?.phase },
+  };
+}
+
+function firstAddress(cidr: string): string {
+  const [ip, prefix] = cidr.split("/");
+  if ((ip as string).includes(":")) return `${(ip as string).replace(/::$/, "::")}1`.replace(/:::1$/, "::1");
+  const parts = (ip as string).split(".").map(Number);
+  parts[3] = (parts[3] as number) + 1;
+  void prefix;
+  return parts.join(".");
+}
+
+export class OvnController {
+  readonly subnets: Informer<Subnet>;
+  readonly nodes: Informer<NodeLite>;
+  readonly pods: Informer<PodLite>;
+  private readonly subnetQ: WorkQueue;
+  private readonly nodeQ: WorkQueue;
+  private readonly podQ: WorkQueue;
+  private readonly podNets: PodNetworks;
+  private nodeNets: NodeNetworks | undefined;
+  private readonly net: ClusterNetworks;
+  private readonly loadedSpecs = new Map<string, string>();
+  private verdicts = new Map<string, Verdict>();
+  private resyncTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: ControllerOptions) {
+    this.net = {
+      clusterCIDRs: [o.clusterCIDR],
+      serviceCIDRs: o.serviceCIDRs,
+      joinCIDR: o.joinCIDR,
+      joinGateway: firstAddress(o.joinCIDR),
+    };
+    const log = o.log;
+    this.subnets = new Informer<Subnet>({
+      client: o.api,
+      path: SUBNET_PATH,
+      logger: log.child({ informer: "subnets" }),
+    });
+    this.nodes = new Informer<NodeLite>({
+      client: o.api,
+      path: "/api/v1/nodes",
+      logger: log.child({ informer: "nodes" }),
+    });
+    this.pods = new Informer<PodLite>({
+      client: o.api,
+      path: "/api/v1/pods",
+      transform: slimPod,
+      logger: log.child({ informer: "pods" }),
+    });
+    const queue = (
+      name: string,
+      reconcile: (key: string) => Promise<{ requeueAfterMs: number } | undefined>,
+    ) =>
+      new WorkQueue({
+        name,
+        reconcile,
+        workers: name === "pods" ? (o.workers ?? 8) : 2,
+        logger: log.child({ queue: name }),
+        ...(o.metrics ? { hooks: o.metrics.queueHooks(name) } : {}),
+      });
+    this.subnetQ = queue("subnets", (k) => this.reconcileSubnet(k));
+    this.nodeQ = queue("nodes", (k) => this.reconcileNode(k));
+    this.podQ = queue("pods", (k) => this.reconcilePod(k));
+    this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel });
+  }
+
+  /** Runs until `signal` aborts: waits for NB and the informers, syncs everything once, then follows events. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { nb, log } = this.o;
+    await nb.whenReady();
+    for (const inf of [this.subnets, this.nodes, this.pods]) inf.start();
+    await Promise.all([this.subnets.waitForSync(), this.nodes.waitForSync(), this.pods.waitForSync()]);
+    await this.ensureCore();
+    await this.ensureDefaultSubnet();
+    this.nodeNets = new NodeNetworks(nb, this.net);
+    const enqueueAllSubnets = () => {
+      for (const k of this.subnets.keys()) this.subnetQ.add(k);
+    };
+    this.subnets.addHandlers(
+      {
+        onAdd: enqueueAllSubnets,
+        onUpdate: enqueueAllSubnets,
+        onDelete: (s) => {
+          this.subnetQ.add(s.metadata.name);
+          enqueueAllSubnets();
+        },
+      },
+      { replay: true },
+    );
+    this.nodes.addHandlers(
+      {
+        onAdd: (n) => this.nodeQ.add(n.metadata.name),
+        onUpdate: (_o, n) => this.nodeQ.add(n.metadata.name),
+        onDelete: (n) => this.nodeQ.add(n.metadata.name),
+      },
+      { replay: true },
+    );
+    const podKey = (p: PodLite) => `${p.metadata.namespace}/${p.metadata.name}`;
+    this.pods.addHandlers(
+      {
+        onAdd: (p) => this.podQ.add(podKey(p)),
+        onUpdate: (a, b) => {
+          if (
+            a.spec.nodeName !== b.spec.nodeName ||
+            a.status.phase !== b.status.phase ||
+            a.metadata.uid !== b.metadata.uid ||
+            a.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !==
+              b.metadata.annotations?.[POD_NETWORKS_ANNOTATION]
+          ) {
+            this.podQ.add(podKey(b));
+          }
+        },
+        onDelete: (p) => this.podQ.add(podKey(p)),
+      },
+      { replay: true },
+    );
+    // Ports of pods deleted while we were not running: their keys are reconciled too, and removed.
+    for (const p of nb.cache.table("Logical_Switch_Port").values()) {
+      if (p.external_ids[KIND_KEY] === "pod-port" && p.external_ids[POD_KEY])
+        this.podQ.add(p.external_ids[POD_KEY]);
+    }
+    this.subnetQ.start();
+    this.nodeQ.start();
+    this.podQ.start();
+    this.resyncTimer = setInterval(() => {
+      for (const k of this.pods.keys()) this.podQ.add(k);
+      for (const k of this.nodes.keys()) this.nodeQ.add(k);
+      enqueueAllSubnets();
+    }, this.o.resyncMs ?? 300_000);
+    this.resyncTimer.unref();
+    log.info(
+      { subnets: this.subnets.size, nodes: this.nodes.size, pods: this.pods.size },
+      "controller running",
+    );
+    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await this.stop();
+  }
+
+  async stop(): Promise<void> {
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    await Promise.all([
+      this.subnetQ.shutdown({ timeoutMs: 5000 }),
+      this.nodeQ.shutdown({ timeoutMs: 5000 }),
+      this.podQ.shutdown({ timeoutMs: 5000 }),
+    ]);
+    await Promise.all([this.subnets.stop(), this.nodes.stop(), this.pods.stop()]);
+  }
+
+  private async ensureCore(): Promise<void> {
+    const { nb } = this.o;
+    const txn = nb.transaction();
+    const core: Scope = {
+      tables: ["Logical_Router", "Logical_Switch", "Logical_Router_Port", "Logical_Switch_Port"],
+      owns: (id) => id === "cluster-router" || id === "join" || id.startsWith("join-"),
+    };
+    const s = plan(nb.cache as never, nb.schema, txn as never, coreRows(this.net), core);
+    if (!s.empty) await txn.commit();
+  }
+
+  private async ensureDefaultSubnet(): Promise<void> {
+    if (this.subnets.list().some((s) => s.spec.default)) return;
+    const body: Subnet = {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      metadata: { name: "default" },
+      spec: { cidr: this.o.clusterCIDR, gateway: firstAddress(this.o.clusterCIDR), default: true },
+    };
+    try {
+      await this.o.api.request(SUBNET_PATH, { method: "POST", body });
+      this.o.log.info({ cidr: this.o.clusterCIDR }, "created the default Subnet from the cluster CIDR");
+    } catch (e) {
+      if (!isAlreadyExists(e)) throw e;
+    }
+  }
+
+  private facts(): ClusterFacts {
+    const nodeIPs = new Map<string, string[]>();
+    for (const n of this.nodes.list())
+      nodeIPs.set(
+        n.metadata.name,
+        (n.status.addresses ?? []).map((a) => a.address),
+      );
+    const ls = this.o.nb.cache.table("Logical_Switch");
+    return {
+      serviceCIDRs: this.o.serviceCIDRs,
+      joinCIDR: this.o.joinCIDR,
+      nodeIPs,
+      switchExists: (name) => ls.findOne((r) => r.name === name) !== undefined,
+      tunnel: this.o.tunnel,
+    };
+  }
+
+  async reconcileSubnet(name: string): Promise<{ requeueAfterMs: number } | undefined> {
+    const { nb } = this.o;
+    const facts = this.facts();
+    this.verdicts = judgeSubnets(
+      this.subnets.list().map((s) => ({
+        name: s.metadata.name,
+        creationTimestamp: String((s.metadata as { creationTimestamp?: string }).creationTimestamp ?? ""),
+        spec: s.spec as unknown as Record<string, unknown>,
+      })),
+      facts,
+    );
+    const subnet = this.subnets.get(name);
+    const v = this.verdicts.get(name);
+    const scope: Scope = {
+      tables: ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Switch"],
+      owns: (id, row) =>
+        id.startsWith(`subnet/${name}`) &&
+        (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",
+    };
+    const externalSwitch = subnet?.spec.externalLogicalSwitch;
+    const desired =
+      subnet && v?.definition && !externalSwitch
+        ? subnetRows({
+            name,
+            cidrs: subnet.spec.cidr.split(",").map((c) => c.trim()),
+            gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
+          })
+        : [];
+    // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone.
+    if (subnet === undefined || v?.definition) {
+      const txn = nb.transaction();
+      const s = plan(nb.cache as never, nb.schema, txn as never, desired, scope);
+      if (!s.empty) await txn.commit();
+    }
+    if (!subnet) {
+      this.loadedSpecs.delete(name);
+      this.o.metrics?.deleteSubnet(name);
+      return undefined;
+    }
+    if (v?.definition && !externalSwitch) {
+      const specKey = JSON.stringify(subnet.spec);
+      if (this.loadedSpecs.get(name) !== specKey) {
+        await nb.echo(); // the switch we just wrote is in the cache before the allocator is rebuilt from it
+        const problems = this.podNets.loadSubnet(name, v.definition);
+        for (const p of problems)
+          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the subnet's switch");
+        this.loadedSpecs.set(name, specKey);
+        for (const p of this.pods.list())
+          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+            this.podQ.add(`${p.metadata.namespace}/${p.metadata.name}`);
+      }
+    }
+    if (v && !v.ready) {
+      this.o.events?.warning(
+        { apiVersion: "network.zstack.io/v1", kind: "Subnet", name, uid: String(subnet.metadata.uid ?? "") },
+        v.reason,
+        v.message,
+      );
+    }
+    await this.writeSubnetStatus(subnet, v);
+    return undefined;
+  }
+
+  private async writeSubnetStatus(subnet: Subnet, v: Verdict | undefined): Promise<void> {
+    if (!v) return;
+    const name = subnet.metadata.name;
+    const alloc = this.podNets.allocatorOf(name);
+    const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    const capacity = alloc?.capacity();
+    const body = statusFor(
+      v,
+      {
+        ...(capacity ? { capacity } : {}),
+        ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
+        logicalSwitch: subnet.spec.externalLogicalSwitch || subnetSwitchName(name),
+      },
+      { tunnel: this.o.tunnel },
+      subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
+    );
+    if (capacity) this.o.metrics?.setSubnetUsage(name, { used: body.usedIPs, available: body.availableIPs });
+    const cur = subnet.status ?? {};
+    const same =
+      cur.phase === body.phase &&
+      cur.availableIPs === body.availableIPs &&
+      cur.usedIPs === body.usedIPs &&
+      cur.portCapacity === body.portCapacity &&
+      cur.logicalSwitch === body.logicalSwitch &&
+      (cur.message ?? "") === body.message &&
+      cur.conditions?.[0]?.status === body.conditions[0]?.status &&
+      cur.conditions?.[0]?.reason === body.conditions[0]?.reason;
+    if (same) return;
+    await this.o.api.request(`${SUBNET_PATH}/${name}/status`, {
+      method: "PATCH",
+      body: { status: body as unknown as SubnetStatus },
+    });
+  }
+
+  async reconcileNode(name: string): Promise<undefined> {
+    const nn = this.nodeNets as NodeNetworks;
+    const node = this.nodes.get(name);
+    if (!node) {
+      await nn.remove(name);
+      return undefined;
+    }
+    const mgmt = await nn.ensure(name);
+    const value = JSON.stringify(mgmt);
+    if (node.metadata.annotations?.[MGMT_PORT_ANNOTATION] !== value) {
+      await this.o.api.request(`/api/v1/nodes/${name}`, {
+        method: "PATCH",
+        body: { metadata: { annotations: { [MGMT_PORT_ANNOTATION]: value } } },
+      });
+    }
+    return undefined;
+  }
+
+  private subnetFor(pod: PodLite): string | undefined {
+    const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET];
+    if (wanted) return wanted;
+    const all = this.subnets.list();
+    return (
+      all.find((s) => s.spec.namespaces?.includes(pod.metadata.namespace))?.metadata.name ??
+      all.find((s) => s.spec.default)?.metadata.name
+    );
+  }
+
+  async reconcilePod(key: string): Promise<{ requeueAfterMs: number } | undefined> {
+    const slash = key.indexOf("/");
+    const ns = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    const pod = this.pods.get(key);
+    if (!pod) {
+      await this.podNets.remove(ns, name);
+      return undefined;
+    }
+    if (pod.spec.hostNetwork) return undefined;
+    if (pod.status.phase === "Succeeded" || pod.status.phase === "Failed") {
+      // Finished pods (Jobs) give their address back at once; nothing blocks their deletion.
+      await this.podNets.remove(ns, name, pod.metadata.uid);
+      return undefined;
+    }
+    const subnet = this.subnetFor(pod);
+    if (!subnet || !this.loadedSpecs.has(subnet)) return { requeueAfterMs: 500 };
+    const res = await this.podNets.ensure(
+      {
+        namespace: ns,
+        name,
+        uid: pod.metadata.uid,
+        ...(pod.spec.nodeName ? { node: pod.spec.nodeName } : {}),
+        ...(pod.metadata.annotations ? { annotations: pod.metadata.annotations } : {}),
+      },
+      subnet,
+    );
+    if (!res.ok) {
+      this.o.log.warn({ pod: key, reason: res.reason, message: res.message }, "pod network not set up");
+      this.o.events?.warning(
+        { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
+        res.reason,
+        res.message,
+      );
+      return { requeueAfterMs: res.reason === "SubnetNotReady" ? 1000 : 30_000 };
+    }
+    if (pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !== res.annotation) {
+      try {
+        await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {
+          method: "PATCH",
+          body: { metadata: { annotations: { [POD_NETWORKS_ANNOTATION]: res.annotation } } },
+        });
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+    }
+    return undefined;
+  }
+}
+
+export { idOf };

@@ -1,0 +1,286 @@
+// Leader election on a coordination.k8s.io/v1 Lease, as client-go does it: a candidate takes the Lease when
+// it is free or its holder has not renewed it for leaseDuration; the leader renews it every retryPeriod and
+// gives up leading if it could not renew for renewDeadline (shorter than leaseDuration, so it stops before
+// anyone else may start). Every write carries the resourceVersion read just before, so two candidates can
+// never both win. Expiry is measured on this process's clock from when it saw the Lease last change, so
+// clock skew between machines does not matter. A graceful stop releases the Lease and a successor takes over
+// on its next retry instead of waiting out the lease.
+
+import { type Logger, silentLogger } from "../observability/log.ts";
+import { type ApiClient, isConflict, isNotFound } from "./api-client.ts";
+
+export interface LeaderElectionOptions {
+  client: ApiClient;
+  namespace: string;
+  /** Lease name. */
+  name: string;
+  /** Unique per process; the pod name is the usual choice. */
+  identity: string;
+  /** How long a Lease stays valid after its last renewal. Default 15 s; whole seconds on the wire. */
+  leaseDurationMs?: number;
+  /** How long the leader keeps trying to renew before it stops leading. Default 10 s. */
+  renewDeadlineMs?: number;
+  /** Pause between attempts, for candidates and for the leader's renewals. Default 2 s. */
+  retryPeriodMs?: number;
+  /**
+   * Runs when this process becomes leader. `signal` aborts when leadership ends; a returned promise
+   * should settle soon after that, because a graceful stop waits for it before releasing the Lease.
+   */
+  onStartedLeading(signal: AbortSignal): void | Promise<void>;
+  /** Runs when leadership ends, lost or given up. */
+  onStoppedLeading?(): void;
+  /** Runs when the observed holder changes (including to this process). */
+  onNewLeader?(identity: string): void;
+  logger?: Logger;
+}
+
+export interface LeaseSpec {
+  holderIdentity?: string | null;
+  leaseDurationSeconds?: number;
+  acquireTime?: string | null;
+  renewTime?: string | null;
+  leaseTransitions?: number;
+}
+
+export interface Lease {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  spec?: LeaseSpec;
+}
+
+/** metav1.MicroTime's wire format; the apiserver refuses the millisecond form Date.toISOString() gives. */
+export function microTime(d: Date): string {
+  return d.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+export class LeaderElector {
+  private readonly leaseDurationMs: number;
+  private readonly renewDeadlineMs: number;
+  private readonly retryPeriodMs: number;
+  private readonly log: Logger;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private release = true;
+  private leading = false;
+  private wake: (() => void) | undefined;
+  private observed: { holder: string; renewTime: string; at: number; durationMs: number } | undefined;
+  private lastLeader = "";
+
+  constructor(private readonly opts: LeaderElectionOptions) {
+    this.leaseDurationMs = opts.leaseDurationMs ?? 15_000;
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? 10_000;
+    this.retryPeriodMs = opts.retryPeriodMs ?? 2_000;
+    if (this.leaseDurationMs < 1000 || this.leaseDurationMs % 1000 !== 0)
+      throw new Error(
+        `leaseDurationMs=${this.leaseDurationMs}: must be a whole number of seconds, at least 1000`,
+      );
+    if (this.renewDeadlineMs >= this.leaseDurationMs)
+      throw new Error(
+        `renewDeadlineMs=${this.renewDeadlineMs}: must be less than leaseDurationMs=${this.leaseDurationMs}`,
+      );
+    if (this.retryPeriodMs * 1.2 > this.renewDeadlineMs)
+      throw new Error(
+        `retryPeriodMs=${this.retryPeriodMs}: must be at most renewDeadlineMs/1.2 (${this.renewDeadlineMs / 1.2})`,
+      );
+    if (!opts.identity) throw new Error("leader election needs a non-empty identity");
+    this.log = (opts.logger ?? silentLogger).child({
+      lease: `${opts.namespace}/${opts.name}`,
+      identity: opts.identity,
+    });
+  }
+
+  /** Starts campaigning in the background; returns at once. */
+  start(): void {
+    if (this.running || this.stopped) return;
+    this.running = this.run();
+  }
+
+  /**
+   * Stops campaigning. A leader first ends its leadership (aborts the signal, waits for onStartedLeading's
+   * promise, calls onStoppedLeading) and then releases the Lease unless release is false, which leaves the
+   * Lease to expire as if this process had crashed.
+   */
+  async stop(opts: { release?: boolean } = {}): Promise<void> {
+    this.release = opts.release ?? true;
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** The holder this process last saw in the Lease ("" when free or not read yet). */
+  get leader(): string {
+    return this.lastLeader;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      if (!(await this.tryAcquireOrRenew(this.renewDeadlineMs))) {
+        await this.pause(this.retryPeriodMs * (1 + 0.2 * Math.random()));
+        continue;
+      }
+      await this.lead();
+    }
+  }
+
+  private async lead(): Promise<void> {
+    this.leading = true;
+    this.log.info({}, "became leader");
+    const leadership = new AbortController();
+    const task = (async () => this.opts.onStartedLeading(leadership.signal))().catch((err: unknown) => {
+      this.log.error({ err }, "onStartedLeading failed");
+    });
+    let lastRenew = Date.now();
+    while (!this.stopped) {
+      await this.pause(this.retryPeriodMs);
+      if (this.stopped) break;
+      const left = this.renewDeadlineMs - (Date.now() - lastRenew);
+      if (await this.tryAcquireOrRenew(Math.max(200, left))) {
+        lastRenew = Date.now();
+        continue;
+      }
+      if (Date.now() - lastRenew >= this.renewDeadlineMs) {
+        this.log.error(
+          { renewDeadlineMs: this.renewDeadlineMs },
+          "could not renew the lease in time; stopping leading",
+        );
+        break;
+      }
+    }
+    leadership.abort(new Error("leadership ended"));
+    await task;
+    this.leading = false;
+    try {
+      this.opts.onStoppedLeading?.();
+    } catch (err) {
+      this.log.error({ err }, "onStoppedLeading failed");
+    }
+    if (this.stopped && this.release) await this.releaseLease();
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  private path(name?: string): string {
+    const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.opts.namespace)}/leases`;
+    return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+  }
+
+  private observe(spec: LeaseSpec): void {
+    const holder = spec.holderIdentity ?? "";
+    const renewTime = spec.renewTime ?? "";
+    if (!this.observed || this.observed.holder !== holder || this.observed.renewTime !== renewTime) {
+      this.observed = {
+        holder,
+        renewTime,
+        at: Date.now(),
+        durationMs: (spec.leaseDurationSeconds ?? this.leaseDurationMs / 1000) * 1000,
+      };
+    }
+    if (holder !== this.lastLeader) {
+      this.lastLeader = holder;
+      if (holder) {
+        this.log.info({ leader: holder }, "new leader observed");
+        try {
+          this.opts.onNewLeader?.(holder);
+        } catch (err) {
+          this.log.error({ err }, "onNewLeader failed");
+        }
+      }
+    }
+  }
+
+  /** One attempt; true when this process holds the Lease afterwards. */
+  private async tryAcquireOrRenew(timeoutMs: number): Promise<boolean> {
+    const now = new Date();
+    const me = this.opts.identity;
+    const ownSpec = (prev?: LeaseSpec): LeaseSpec => ({
+      holderIdentity: me,
+      leaseDurationSeconds: this.leaseDurationMs / 1000,
+      acquireTime: prev?.holderIdentity === me && prev.acquireTime ? prev.acquireTime : microTime(now),
+      renewTime: microTime(now),
+      leaseTransitions:
+        prev === undefined
+          ? 0
+          : (prev.leaseTransitions ?? 0) + (prev.holderIdentity === me || !prev.holderIdentity ? 0 : 1),
+    });
+    try {
+      let lease: Lease;
+      try {
+        lease = await this.opts.client.request<Lease>(this.path(this.opts.name), { timeoutMs });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        const created = await this.opts.client.request<Lease>(this.path(), {
+          method: "POST",
+          timeoutMs,
+          body: {
+            apiVersion: "coordination.k8s.io/v1",
+            kind: "Lease",
+            metadata: { name: this.opts.name, namespace: this.opts.namespace },
+            spec: ownSpec(),
+          },
+        });
+        this.observe(created.spec ?? {});
+        return true;
+      }
+      const spec = lease.spec ?? {};
+      this.observe(spec);
+      const holder = spec.holderIdentity ?? "";
+      const observed = this.observed;
+      if (holder && holder !== me && observed && Date.now() < observed.at + observed.durationMs) return false;
+      const updated = await this.opts.client.request<Lease>(this.path(this.opts.name), {
+        method: "PUT",
+        timeoutMs,
+        body: { ...lease, spec: ownSpec(spec) },
+      });
+      this.observe(updated.spec ?? {});
+      return true;
+    } catch (err) {
+      // A conflict means someone else wrote first: an ordinary lost race, not worth a warning.
+      if (isConflict(err)) this.log.debug({}, "lost a race for the lease");
+      else this.log.warn({ err }, "lease request failed");
+      return false;
+    }
+  }
+
+  /** Gives the Lease up so that a successor does not wait out leaseDuration. */
+  private async releaseLease(): Promise<void> {
+    try {
+      const lease = await this.opts.client.request<Lease>(this.path(this.opts.name), {
+        timeoutMs: this.renewDeadlineMs,
+      });
+      if (lease.spec?.holderIdentity !== this.opts.identity) return;
+      const now = microTime(new Date());
+      await this.opts.client.request<Lease>(this.path(this.opts.name), {
+        method: "PUT",
+        timeoutMs: this.renewDeadlineMs,
+        body: {
+          ...lease,
+          spec: {
+            ...lease.spec,
+            holderIdentity: null,
+            leaseDurationSeconds: 1,
+            acquireTime: now,
+            renewTime: now,
+          },
+        },
+      });
+      this.log.info({}, "released the lease");
+    } catch (err) {
+      this.log.warn({ err }, "could not release the lease; a successor waits for it to expire");
+    }
+  }
+}

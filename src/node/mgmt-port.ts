@@ -1,0 +1,161 @@
+// The management port: an OVS internal interface on br-int bound to the node's logical port on the join
+// switch. It is how the node reaches pods (kubelet probes: routes to the cluster and service CIDRs via the join
+// gateway, with the management address as source) and how pods' egress reaches the node to be SNATed. With the
+// userspace datapath an internal interface is a tap device that ovs-vswitchd creates, and recreates when it
+// restarts, without the address: so the address is configured after OVS reports the device, and again
+// whenever its ifindex changes.
+
+import { isIP } from "node:net";
+import { TimeoutError } from "../ovsdb/errors.ts";
+import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
+import { byUuid } from "../ovsdb/transaction.ts";
+import { StepError, StepTimeoutError } from "./errors.ts";
+import { ipBatch, requireSuccess } from "./ip-batch.ts";
+import { findBridge } from "./ovs-bridge.ts";
+import { IFACE_ID_KEY } from "./ovs-port.ts";
+import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
+
+/** Node annotation written by the controller: {"name","ip","mac","gateway"}. */
+export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";
+/** The device name; the logical port name (`zovn-mgmt-<node>`) would not fit in 15 characters. */
+export const MGMT_IFNAME = "zovn-mgmt";
+export const KIND_KEY = "zstack.io/kind";
+
+export interface MgmtPortAnnotation {
+  /** The logical switch port, e.g. zovn-mgmt-node1. */
+  name: string;
+  /** With prefix, e.g. 100.64.0.2/16. */
+  ip: string;
+  mac: string;
+  /** The join switch's router address, e.g. 100.64.0.1. */
+  gateway: string;
+}
+
+const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
+
+/** The annotation's value, or undefined when it is absent or malformed (the controller has not written it yet). */
+export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnotation | undefined {
+  if (!text) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== "object" || v === null) return undefined;
+  const { name, ip, mac, gateway } = v as Record<string, unknown>;
+  if (typeof name !== "string" || !name) return undefined;
+  if (typeof ip !== "string" || isIP(ip.split("/")[0] ?? "") === 0 || !ip.includes("/")) return undefined;
+  if (typeof mac !== "string" || !MAC_RE.test(mac)) return undefined;
+  if (typeof gateway !== "string" || isIP(gateway) === 0) return undefined;
+  return { name, ip, mac, gateway };
+}
+
+export interface MgmtPortSpec {
+  bridge: string;
+  /** Default MGMT_IFNAME. */
+  ifname?: string;
+  /** iface-id: the management logical switch port. */
+  lspName: string;
+  mac: string;
+  /** With prefix. */
+  ip: string;
+  gateway: string;
+  /** Routed via the gateway: the cluster CIDRs and the service CIDRs. */
+  routeCidrs: readonly string[];
+  mtu: number;
+}
+
+function family(cidrOrIp: string): number {
+  return isIP(cidrOrIp.split("/")[0] ?? "");
+}
+
+/** The ip lines that give the device its MAC, MTU, address and routes; `flush` drops addresses set before. */
+export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): string[] {
+  const dev = spec.ifname ?? MGMT_IFNAME;
+  const addr = spec.ip.split("/")[0] as string;
+  const v6 = family(addr) === 6;
+  const lines = [`link set dev ${dev} address ${spec.mac} mtu ${spec.mtu} up`];
+  if (flush) lines.push(`addr flush dev ${dev} scope global`);
+  lines.push(`addr replace ${spec.ip} dev ${dev}${v6 ? " nodad" : ""}`);
+  for (const cidr of spec.routeCidrs) {
+    if (family(cidr) !== family(addr)) continue;
+    lines.push(`route replace ${cidr} via ${spec.gateway} dev ${dev} src ${addr}`);
+  }
+  return lines;
+}
+
+/** The Port and internal Interface on the bridge, bound to the management logical port; returns what changed. */
+export async function ensureMgmtOvsPort(
+  client: VswitchClient,
+  spec: MgmtPortSpec,
+): Promise<{ interfaceUuid: string; changed: string[] }> {
+  const name = spec.ifname ?? MGMT_IFNAME;
+  const br = findBridge(client, spec.bridge);
+  if (!br) throw new StepError("mgmt-port", `bridge ${spec.bridge} does not exist`);
+  const ids = { [IFACE_ID_KEY]: spec.lspName, [OWNER_KEY]: NODE_AGENT, [KIND_KEY]: "mgmt-port" };
+  const existing = client.cache.table("Interface").lookupOne("name", name);
+  const txn = client.transaction();
+  const changed: string[] = [];
+  if (!existing) {
+    const iface = txn.insert("Interface", {
+      name,
+      type: "internal",
+      mac: spec.mac,
+      mtu_request: spec.mtu,
+      external_ids: ids,
+    });
+    const port = txn.insert("Port", { name, interfaces: [iface], external_ids: { [OWNER_KEY]: NODE_AGENT } });
+    txn.mutate("Bridge", byUuid(br._uuid), [["ports", "insert", [port]]]);
+    const res = await txn.commit();
+    return { interfaceUuid: res.uuid(iface), changed: ["created"] };
+  }
+  const cols: { type?: string; mac?: string; mtu_request?: number } = {};
+  if (existing.type !== "internal") cols.type = "internal";
+  if (existing.mac !== spec.mac) cols.mac = spec.mac;
+  if (existing.mtu_request !== spec.mtu) cols.mtu_request = spec.mtu;
+  if (Object.keys(cols).length > 0) {
+    txn.update("Interface", byUuid(existing._uuid), cols);
+    changed.push(...Object.keys(cols));
+  }
+  const keys = setMapKeys(txn, "Interface", existing._uuid, "external_ids", existing.external_ids, ids);
+  changed.push(...keys.map((k) => `external_ids:${k}`));
+  const port = ensureIndex(client.cache.table("Port"), "interfaces", (r) => r.interfaces).lookupOne(
+    "interfaces",
+    existing._uuid,
+  );
+  if (port && !br.ports.includes(port._uuid)) {
+    txn.mutate("Bridge", byUuid(br._uuid), [["ports", "insert", [port._uuid]]]);
+    changed.push("linked");
+  }
+  if (changed.length > 0) await txn.commit();
+  return { interfaceUuid: existing._uuid, changed };
+}
+
+/** Resolves with the Interface once ovs-vswitchd has created the device (it has an ifindex). */
+export async function waitMgmtDevice(
+  client: VswitchClient,
+  interfaceUuid: string,
+  budgetMs: number,
+): Promise<Interface> {
+  try {
+    return await client.waitForRow(
+      "Interface",
+      (r) => r._uuid === interfaceUuid && (r.ifindex ?? 0) > 0 && (r.ofport ?? -1) > 0,
+      { timeoutMs: budgetMs, description: "with an ifindex (the device created)" },
+    );
+  } catch (e) {
+    if (!(e instanceof TimeoutError)) throw e;
+    const row = client.cache.table("Interface").get(interfaceUuid);
+    throw new StepTimeoutError("mgmt-port", budgetMs, row?.error ?? "ovs-vswitchd did not create the device");
+  }
+}
+
+/** Configures the device in the node's netns (one process). */
+export async function configureMgmtInterface(
+  spec: MgmtPortSpec,
+  opts: { netns?: string; flush?: boolean } = {},
+): Promise<void> {
+  const r = await ipBatch(mgmtInterfaceLines(spec, opts.flush ?? false), opts.netns ? { netns: opts.netns } : {});
+  requireSuccess("configuring the management port", r);
+}

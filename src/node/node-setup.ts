@@ -1,0 +1,200 @@
+// The node's own networking, reconciled continuously: br-int, ovn-controller's settings, the management
+// port (OVS side, then the device's address and routes), and egress SNAT with forwarding. A pass changes only
+// what differs. Changes others make in the Open_vSwitch database (a key overwritten, br-int deleted,
+// ovs-vswitchd recreating the management tap after a restart) are seen through the monitor and trigger a pass;
+// what OVSDB cannot show (routes, nftables) is re-applied on a periodic resync.
+
+import { performance } from "node:perf_hooks";
+import { Backoff } from "../ovsdb/backoff.ts";
+import type { RowEvent } from "../ovsdb/cache.ts";
+import { type ChassisConfig, chassisExternalIds, ensureChassisConfig } from "./chassis-config.ts";
+import {
+  configureMgmtInterface,
+  ensureMgmtOvsPort,
+  MGMT_IFNAME,
+  type MgmtPortSpec,
+  waitMgmtDevice,
+} from "./mgmt-port.ts";
+import { type BridgeSpec, ensureBridge } from "./ovs-bridge.ts";
+import { applyEgressSnat, type EgressSnatSpec, enableForwarding } from "./snat.ts";
+import { changedKeys, rootRow, type VswitchClient } from "./vswitch-db.ts";
+
+export interface NodeSetupLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface NodeSetupConfig {
+  client: VswitchClient;
+  bridge: BridgeSpec;
+  chassis: ChassisConfig;
+  /** Absent until the controller has annotated the node. */
+  mgmt?: MgmtPortSpec;
+  /** Present in gateway mode "local". */
+  egress?: EgressSnatSpec;
+  /** The node's netns path when it is not the agent's own (tests). */
+  hostNetns?: string;
+  /** Budget of each wait (the management device to appear); default 10 s. */
+  budgetMs?: number;
+  /** Re-apply routes and nftables this often; default 60 s, 0 disables. */
+  resyncIntervalMs?: number;
+  logger?: NodeSetupLogger;
+}
+
+export interface ReconcileReport {
+  bridge: string[];
+  chassis: string[];
+  mgmt: string[];
+  /** True when the nftables table and forwarding were (re)applied. */
+  egress: boolean;
+  ms: number;
+}
+
+function rowOf(e: RowEvent): Readonly<Record<string, unknown>> {
+  return e.kind === "delete" ? e.old : e.row;
+}
+
+const silent: NodeSetupLogger = { info() {}, warn() {} };
+
+export class NodeSetup {
+  private cfg: NodeSetupConfig;
+  private running: Promise<ReconcileReport> | undefined;
+  private forceApply = false;
+  private mgmtApplied: { key: string; ifindex: number } | undefined;
+  private egressApplied: string | undefined;
+  private unsubscribe: (() => void)[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private resync: NodeJS.Timeout | undefined;
+  private readonly backoff = new Backoff({ initialMs: 200, maxMs: 10_000 });
+  private stopped = false;
+  private readonly log: NodeSetupLogger;
+
+  constructor(cfg: NodeSetupConfig) {
+    this.cfg = cfg;
+    this.log = cfg.logger ?? silent;
+  }
+
+  /** Changes the desired state (e.g. the management port annotation appeared) and schedules a pass. */
+  update(patch: Partial<Pick<NodeSetupConfig, "chassis" | "mgmt" | "egress" | "bridge">>): void {
+    this.cfg = { ...this.cfg, ...patch };
+    this.schedule(0);
+  }
+
+  /** One pass; concurrent calls share a pass, and a call during a pass gets a fresh one after it. */
+  reconcile(): Promise<ReconcileReport> {
+    if (this.running) return this.running.then(() => this.reconcile());
+    this.running = this.pass().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async pass(): Promise<ReconcileReport> {
+    const start = performance.now();
+    const force = this.forceApply;
+    this.forceApply = false;
+    const { client } = this.cfg;
+    const host = this.cfg.hostNetns ? { netns: this.cfg.hostNetns } : {};
+    const bridge = await ensureBridge(client, this.cfg.bridge);
+    const chassis = await ensureChassisConfig(client, this.cfg.chassis);
+    const mgmt: string[] = [];
+    if (this.cfg.mgmt) {
+      const spec = this.cfg.mgmt;
+      const port = await ensureMgmtOvsPort(client, spec);
+      mgmt.push(...port.changed);
+      const row = await waitMgmtDevice(client, port.interfaceUuid, this.cfg.budgetMs ?? 10_000);
+      const key = JSON.stringify(spec);
+      const ifindex = row.ifindex ?? 0;
+      const applied = this.mgmtApplied;
+      if (force || !applied || applied.key !== key || applied.ifindex !== ifindex) {
+        // A new device starts empty; an old one may carry an address from a previous spec (or agent run).
+        const flush = !applied || JSON.parse(applied.key).ip !== spec.ip;
+        await configureMgmtInterface(spec, { ...host, flush });
+        this.mgmtApplied = { key, ifindex };
+        mgmt.push(applied?.ifindex !== ifindex ? "configured" : "reconfigured");
+      }
+    }
+    let egress = false;
+    if (this.cfg.egress) {
+      const key = JSON.stringify(this.cfg.egress);
+      if (force || this.egressApplied !== key) {
+        const families = new Set(this.cfg.egress.insideCidrs.map((c) => (c.includes(":") ? 6 : 4) as 4 | 6));
+        await enableForwarding([...families], host);
+        await applyEgressSnat(this.cfg.egress, host);
+        this.egressApplied = key;
+        egress = true;
+      }
+    }
+    const report = { bridge, chassis, mgmt, egress, ms: performance.now() - start };
+    if (bridge.length + chassis.length + mgmt.length > 0 || egress) this.log.info(report, "node setup changed");
+    return report;
+  }
+
+  /** Keeps the state reconciled until stop(): OVSDB changes trigger a pass, failures retry with backoff. */
+  start(): void {
+    const { client } = this.cfg;
+    const onRoot = () => {
+      const root = rootRow(client);
+      if (!root || changedKeys(root.external_ids, chassisExternalIds(this.cfg.chassis)).length > 0)
+        this.schedule(50);
+    };
+    const onBridge = (events: readonly RowEvent[]) => {
+      // Pod ports change br-int's ports all the time; only its own settings matter here.
+      const drifted = (r: Readonly<Record<string, unknown>>) =>
+        r.fail_mode !== "secure" ||
+        r.datapath_type !== this.cfg.bridge.datapathType ||
+        (r.other_config as Record<string, string>)["disable-in-band"] !== "true";
+      if (events.some((e) => rowOf(e).name === this.cfg.bridge.name && (e.kind === "delete" || drifted(e.row))))
+        this.schedule(50);
+    };
+    const onInterface = (events: readonly RowEvent[]) => {
+      if (!this.cfg.mgmt) return;
+      const name = this.cfg.mgmt.ifname ?? MGMT_IFNAME;
+      // ovs-vswitchd recreating the tap shows as a new ifindex; the agent's own update does not.
+      const touched = events.some(
+        (e) =>
+          rowOf(e).name === name &&
+          (e.kind === "delete" || (rowOf(e).ifindex ?? 0) !== (this.mgmtApplied?.ifindex ?? 0)),
+      );
+      if (touched) this.schedule(50);
+    };
+    this.unsubscribe = [
+      client.cache.subscribe("Open_vSwitch", onRoot),
+      client.cache.subscribe("Bridge", onBridge),
+      client.cache.subscribe("Interface", onInterface),
+    ];
+    const every = this.cfg.resyncIntervalMs ?? 60_000;
+    if (every > 0) {
+      this.resync = setInterval(() => {
+        this.forceApply = true;
+        this.schedule(0);
+      }, every);
+      this.resync.unref();
+    }
+    this.schedule(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const u of this.unsubscribe) u();
+    this.unsubscribe = [];
+    if (this.timer) clearTimeout(this.timer);
+    if (this.resync) clearInterval(this.resync);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.reconcile().then(
+        () => this.backoff.reset(),
+        (err: Error) => {
+          const retryMs = this.backoff.next();
+          this.log.warn({ err: err.message, retryMs }, "node setup failed; retrying");
+          this.schedule(retryMs);
+        },
+      );
+    }, delayMs);
+    this.timer.unref();
+  }
+}

@@ -1,0 +1,92 @@
+// Egress in gateway mode "local": the cluster router's per-node reroute policy sends pod traffic bound outside
+// the cluster to this node's management port; the node forwards it and SNATs it to the node IP, so the outside
+// sees the node, and the reply is de-SNATed by conntrack and routed back through the management port. The
+// rules live in their own nftables table, replaced as a whole in one atomic `nft -f` transaction.
+
+import { writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
+import { runTool, ToolError } from "./tool.ts";
+
+export const NFT_TABLE = "zstack_ovn";
+
+export interface EgressSnatSpec {
+  /** The management port device; only traffic arriving from it is SNATed. */
+  mgmtIfname: string;
+  /** Destinations that stay inside: cluster, service and join CIDRs. */
+  insideCidrs: readonly string[];
+  /** SNAT to these addresses per family; a family without one is masqueraded to the outgoing interface's. */
+  nodeIps?: readonly string[];
+}
+
+function family(cidrOrIp: string): 4 | 6 {
+  return isIP(cidrOrIp.split("/")[0] ?? "") === 6 ? 6 : 4;
+}
+
+/**
+ * The nft script. Declaring the table before deleting it makes the delete valid when the table is absent,
+ * and the whole script is one transaction: the rules are never missing in between.
+ */
+export function snatRuleset(spec: EgressSnatSpec): string {
+  const dev = JSON.stringify(spec.mgmtIfname);
+  const lines = [`table inet ${NFT_TABLE}`, `delete table inet ${NFT_TABLE}`, `table inet ${NFT_TABLE} {`];
+  const rules: string[] = [];
+  for (const fam of [4, 6] as const) {
+    const inside = spec.insideCidrs.filter((c) => family(c) === fam);
+    const nodeIp = spec.nodeIps?.find((ip) => family(ip) === fam);
+    const proto = fam === 4 ? "ip" : "ip6";
+    const set = `inside_v${fam}`;
+    const setType = fam === 4 ? "ipv4_addr" : "ipv6_addr";
+    if (inside.length > 0) {
+      lines.push(`  set ${set} {`, `    type ${setType}; flags interval;`, `    elements = { ${inside.join(", ")} }`, "  }");
+    }
+    const notInside = inside.length > 0 ? ` ${proto} daddr != @${set}` : "";
+    const action = nodeIp ? `snat ${proto} to ${nodeIp}` : "masquerade";
+    // Without an inside CIDR of this family there is no cluster traffic of it to tell apart: only egress.
+    if (fam === 4 || inside.length > 0 || nodeIp) {
+      rules.push(`    iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside} ${action}`);
+    }
+  }
+  lines.push(
+    "  chain postrouting {",
+    "    type nat hook postrouting priority srcnat; policy accept;",
+    ...rules,
+    "  }",
+    "}",
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+/** Installs (or replaces) the table in the node's netns: one process. */
+export async function applyEgressSnat(spec: EgressSnatSpec, opts: { netns?: string } = {}): Promise<void> {
+  const r = await runTool("nft", ["-f", "-"], { input: snatRuleset(spec), ...opts });
+  if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
+}
+
+/** Removes the table; absent is fine. */
+export async function removeEgressSnat(opts: { netns?: string } = {}): Promise<void> {
+  const script = `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n`;
+  const r = await runTool("nft", ["-f", "-"], { input: script, ...opts });
+  if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
+}
+
+/** The table as nft lists it, or undefined when absent. */
+export async function listEgressSnat(opts: { netns?: string } = {}): Promise<string | undefined> {
+  const r = await runTool("nft", ["list", "table", "inet", NFT_TABLE], opts);
+  return r.code === 0 ? r.stdout : undefined;
+}
+
+/**
+ * Turns on forwarding for the families used. The sysctl files belong to the netns of whoever opens them, so in
+ * the agent's own netns they are written directly, and elsewhere through one sysctl process.
+ */
+export async function enableForwarding(families: readonly (4 | 6)[], opts: { netns?: string } = {}): Promise<void> {
+  const keys = families.map((f) => (f === 4 ? "net.ipv4.ip_forward" : "net.ipv6.conf.all.forwarding"));
+  if (keys.length === 0) return;
+  if (!opts.netns) {
+    for (const k of keys) await writeFile(`/proc/sys/${k.replaceAll(".", "/")}`, "1\n");
+    return;
+  }
+  const args = ["-q", "-w", ...keys.map((k) => `${k}=1`)];
+  const r = await runTool("sysctl", args, { netns: opts.netns });
+  if (r.code !== 0) throw new ToolError(["sysctl", ...args], r);
+}

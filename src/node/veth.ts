@@ -1,0 +1,210 @@
+// The pod's veth pair: the pod end (eth0) with its MAC, addresses, routes and MTU inside the pod's netns, the
+// host end in the node's netns named after the container id. An ADD costs a fixed number of processes: one
+// `ip -batch` inside the pod netns that creates the pair (the host end lands in the node's netns directly) and
+// configures the pod end, one in the node's netns to bring the host end up, and in userspace-datapath mode one
+// ethtool. Every step tolerates what an earlier, interrupted attempt left behind.
+
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { isIP } from "node:net";
+import {
+  type IpBatchFailure,
+  IpBatchError,
+  ipBatch,
+  isAlreadyExists,
+  isNoSuchDevice,
+  requireSuccess,
+} from "./ip-batch.ts";
+import { runTool, ToolError } from "./tool.ts";
+
+/** Host ends are `<12 hex>_zv`: IFNAMSIZ allows 15 characters, and the suffix marks the veths this agent owns. */
+export const HOST_VETH_SUFFIX = "_zv";
+const HOST_VETH_RE = /^[0-9a-f]{12}_zv$/;
+
+/** Deterministic host-side name: the id's first 12 hex digits (as runtimes abbreviate ids), else a hash of it. */
+export function hostVethName(containerId: string): string {
+  const prefix = /^[0-9a-f]{12}/.exec(containerId)?.[0];
+  const hex = prefix ?? createHash("sha256").update(containerId).digest("hex").slice(0, 12);
+  return `${hex}${HOST_VETH_SUFFIX}`;
+}
+
+export function isHostVethName(name: string): boolean {
+  return HOST_VETH_RE.test(name);
+}
+
+export interface PodRoute {
+  /** CIDR. */
+  dest: string;
+  nextHop: string;
+}
+
+export interface PodInterfaceSpec {
+  containerId: string;
+  /** Path of the pod's netns (CNI_NETNS). */
+  netns: string;
+  /** Interface name inside the pod (CNI_IFNAME), usually eth0. */
+  ifname: string;
+  mac: string;
+  /** Addresses with prefix, e.g. ["10.244.0.5/16"]. */
+  ips: readonly string[];
+  /** Default gateways, at most one per family. */
+  gateways: readonly string[];
+  routes?: readonly PodRoute[];
+  mtu: number;
+  /** Userspace datapath: TCP and UDP from the pod fail unless the pod end computes its own checksums. */
+  txChecksumOff: boolean;
+}
+
+/** Where the host ends live: the agent's own netns unless a path is given (tests use a netns of their own). */
+export interface HostNetns {
+  netns?: string;
+}
+
+function ownNetnsPath(host: HostNetns): string {
+  // Seen from the ip process inside the pod netns, /proc/self would be the pod's own namespace.
+  return host.netns ?? `/proc/${process.pid}/ns/net`;
+}
+
+function familyOf(cidrOrIp: string): 4 | 6 {
+  const slash = cidrOrIp.indexOf("/");
+  return isIP(slash < 0 ? cidrOrIp : cidrOrIp.slice(0, slash)) === 6 ? 6 : 4;
+}
+
+/** The ip lines that configure the pod end once it exists; each is idempotent. */
+export function podSideLines(spec: PodInterfaceSpec): string[] {
+  const dev = spec.ifname;
+  const lines = [
+    "link set dev lo up",
+    `link set dev ${dev} address ${spec.mac} mtu ${spec.mtu}`,
+    `link set dev ${dev} up`,
+  ];
+  for (const ip of spec.ips) {
+    // IPv6 duplicate address detection would hold the address "tentative" for a second; OVN's port
+    // security already guarantees uniqueness.
+    lines.push(`addr replace ${ip} dev ${dev}${familyOf(ip) === 6 ? " nodad" : ""}`);
+  }
+  for (const gw of spec.gateways) {
+    lines.push(`route replace ${familyOf(gw) === 6 ? "::/0" : "0.0.0.0/0"} via ${gw} dev ${dev}`);
+  }
+  for (const r of spec.routes ?? []) lines.push(`route replace ${r.dest} via ${r.nextHop} dev ${dev}`);
+  return lines;
+}
+
+export interface PodInterfaceResult {
+  hostIfname: string;
+  /** True when the pair already existed (a retried ADD). */
+  existed: boolean;
+}
+
+/**
+ * Creates (or completes) the veth pair and configures the pod end. Re-running it with the same spec changes
+ * nothing, so a runtime retrying an interrupted ADD gets the same interface.
+ */
+export async function ensurePodInterface(
+  spec: PodInterfaceSpec,
+  host: HostNetns = {},
+): Promise<PodInterfaceResult> {
+  if (!existsSync(spec.netns)) throw new Error(`the pod netns ${spec.netns} does not exist`);
+  const hostIfname = hostVethName(spec.containerId);
+  const create =
+    `link add ${spec.ifname} mtu ${spec.mtu} address ${spec.mac} type veth ` +
+    `peer name ${hostIfname} mtu ${spec.mtu} netns ${ownNetnsPath(host)}`;
+  const podLines = [create, ...podSideLines(spec)];
+  const pod = await ipBatch(podLines, { netns: spec.netns });
+  const existed = pod.failures.some((f) => f.line === 0 && isAlreadyExists(f));
+  requireSuccess("configuring the pod interface", pod, (f) => f.line === 0 && isAlreadyExists(f));
+
+  const up = await ipBatch([`link set dev ${hostIfname} up`], host);
+  if (existed && up.failures.some(isNoSuchDevice)) {
+    // The pod's ifname existed but is not the peer of our host end: an interface we did not create.
+    throw new IpBatchError(
+      `the pod netns already has ${spec.ifname}, and its peer is not ${hostIfname}`,
+      up.failures,
+    );
+  }
+  requireSuccess("bringing the host end up", up);
+
+  if (spec.txChecksumOff) {
+    const r = await runTool("ethtool", ["-K", spec.ifname, "tx", "off"], { netns: spec.netns });
+    if (r.code !== 0) throw new ToolError(["ethtool", "-K", spec.ifname, "tx", "off"], r);
+  }
+  return { hostIfname, existed };
+}
+
+/** Deletes the pair by its host end (the pod end goes with it). False when it was gone already. */
+export async function removePodInterface(containerId: string, host: HostNetns = {}): Promise<boolean> {
+  const name = hostVethName(containerId);
+  const r = await ipBatch([`link del dev ${name}`], host);
+  requireSuccess(`deleting ${name}`, r, isNoSuchDevice);
+  return r.failures.length === 0;
+}
+
+interface IpLink {
+  ifname: string;
+  address?: string;
+  mtu?: number;
+  flags?: string[];
+  linkinfo?: { info_kind?: string };
+  addr_info?: { family: string; local: string; prefixlen: number }[];
+}
+
+interface IpRoute {
+  dst: string;
+  gateway?: string;
+  dev?: string;
+}
+
+export interface PodInterfaceState {
+  ifname: string;
+  mac: string;
+  mtu: number;
+  up: boolean;
+  kind: string | undefined;
+  /** With prefix. */
+  ips: string[];
+  /** IPv4 default gateway, if any. */
+  gateway4: string | undefined;
+}
+
+/** What the pod end looks like now (one process), or undefined when the netns or the interface is gone. */
+export async function readPodInterface(netns: string, ifname: string): Promise<PodInterfaceState | undefined> {
+  if (!existsSync(netns)) return undefined;
+  const r = await ipBatch([`addr show dev ${ifname}`, "route show 0.0.0.0/0"], {
+    netns,
+    globalArgs: ["-j", "-d"],
+  });
+  if (r.failures.some((f: IpBatchFailure) => f.line === 0)) return undefined;
+  requireSuccess("reading the pod interface", r);
+  const [linkJson, routeJson] = r.stdout.split("\n").filter((l) => l.trim());
+  const link = (JSON.parse(linkJson ?? "[]") as IpLink[])[0];
+  if (!link) return undefined;
+  const routes = JSON.parse(routeJson ?? "[]") as IpRoute[];
+  return {
+    ifname: link.ifname,
+    mac: link.address ?? "",
+    mtu: link.mtu ?? 0,
+    up: (link.flags ?? []).includes("UP"),
+    kind: link.linkinfo?.info_kind,
+    ips: (link.addr_info ?? [])
+      .filter((a) => a.family === "inet" || a.family === "inet6")
+      .map((a) => `${a.local}/${a.prefixlen}`),
+    gateway4: routes.find((rt) => rt.dst === "default" && rt.dev === ifname)?.gateway,
+  };
+}
+
+/** Host ends this agent created (by name), in the node's netns. */
+export async function listHostVeths(host: HostNetns = {}): Promise<string[]> {
+  const r = await ipBatch(["link show type veth"], { ...host, globalArgs: ["-j"] });
+  requireSuccess("listing veths", r);
+  const links = JSON.parse(r.stdout.trim() || "[]") as IpLink[];
+  return links.map((l) => l.ifname).filter(isHostVethName);
+}
+
+/** Deletes the given host ends in one process; absent ones are fine. */
+export async function removeHostVeths(names: readonly string[], host: HostNetns = {}): Promise<void> {
+  const r = await ipBatch(
+    names.map((n) => `link del dev ${n}`),
+    host,
+  );
+  requireSuccess("deleting veths", r, isNoSuchDevice);
+}

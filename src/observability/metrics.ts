@@ -1,0 +1,128 @@
+// The Prometheus metrics of the controller and the node agent, in one Registry that /metrics serves. Metric
+// names follow the Prometheus conventions (unit suffixes, _total counters) under the zstack_ovn_ prefix.
+
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+export interface MetricsOptions {
+  /** Process metrics (CPU, memory, event-loop lag, GC). Default true. */
+  processMetrics?: boolean;
+  /** Labels on every metric, e.g. { component: "controller" }. */
+  defaultLabels?: Record<string, string>;
+}
+
+/** What a workqueue reports; structurally WorkQueueHooks from src/k8s/workqueue.ts. */
+export interface QueueObserver {
+  onAdd(key: string): void;
+  onDepth(depth: number): void;
+  onRetry(key: string, attempt: number, delayMs: number): void;
+  onReconciled(key: string, durationMs: number, outcome: string, queuedMs: number): void;
+}
+
+const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly reconcileTotal: Counter<"controller" | "result">;
+  readonly reconcileErrors: Counter<"controller">;
+  readonly reconcileDuration: Histogram<"controller">;
+  readonly queueDepth: Gauge<"queue">;
+  readonly queueAdds: Counter<"queue">;
+  readonly queueRetries: Counter<"queue">;
+  readonly queueLatency: Histogram<"queue">;
+  readonly ipamAddresses: Gauge<"subnet" | "state">;
+  readonly leader: Gauge;
+
+  constructor(opts: MetricsOptions = {}) {
+    if (opts.defaultLabels) this.registry.setDefaultLabels(opts.defaultLabels);
+    if (opts.processMetrics ?? true)
+      collectDefaultMetrics({ register: this.registry, prefix: "zstack_ovn_" });
+    const registers = [this.registry];
+    this.reconcileTotal = new Counter({
+      name: "zstack_ovn_reconcile_total",
+      help: "Reconciles run, by controller and result (success, requeue, error, terminal).",
+      labelNames: ["controller", "result"],
+      registers,
+    });
+    this.reconcileErrors = new Counter({
+      name: "zstack_ovn_reconcile_errors_total",
+      help: "Reconciles that failed (retried or terminal), by controller.",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.reconcileDuration = new Histogram({
+      name: "zstack_ovn_reconcile_duration_seconds",
+      help: "Time one reconcile took, by controller.",
+      labelNames: ["controller"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.queueDepth = new Gauge({
+      name: "zstack_ovn_workqueue_depth",
+      help: "Keys waiting in a workqueue.",
+      labelNames: ["queue"],
+      registers,
+    });
+    this.queueAdds = new Counter({
+      name: "zstack_ovn_workqueue_adds_total",
+      help: "Keys added to a workqueue, duplicates included.",
+      labelNames: ["queue"],
+      registers,
+    });
+    this.queueRetries = new Counter({
+      name: "zstack_ovn_workqueue_retries_total",
+      help: "Keys requeued with backoff after a failed reconcile.",
+      labelNames: ["queue"],
+      registers,
+    });
+    this.queueLatency = new Histogram({
+      name: "zstack_ovn_workqueue_queue_duration_seconds",
+      help: "Time a key waited in a workqueue before a worker took it.",
+      labelNames: ["queue"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.ipamAddresses = new Gauge({
+      name: "zstack_ovn_ipam_addresses",
+      help: "Addresses of a subnet by state: used, available, excluded.",
+      labelNames: ["subnet", "state"],
+      registers,
+    });
+    this.leader = new Gauge({
+      name: "zstack_ovn_leader",
+      help: "1 while this process holds the leader lease, else 0.",
+      registers,
+    });
+  }
+
+  /** Hooks for a WorkQueue named `queue`; the queue name doubles as the controller label. */
+  queueHooks(queue: string): QueueObserver {
+    return {
+      onAdd: () => this.queueAdds.inc({ queue }),
+      onDepth: (depth) => this.queueDepth.set({ queue }, depth),
+      onRetry: () => this.queueRetries.inc({ queue }),
+      onReconciled: (_key, durationMs, outcome, queuedMs) => {
+        this.reconcileTotal.inc({ controller: queue, result: outcome });
+        if (outcome === "error" || outcome === "terminal") this.reconcileErrors.inc({ controller: queue });
+        this.reconcileDuration.observe({ controller: queue }, durationMs / 1000);
+        this.queueLatency.observe({ queue }, queuedMs / 1000);
+      },
+    };
+  }
+
+  /** IPAM usage of one subnet. */
+  setSubnetUsage(subnet: string, usage: { used: number; available: number; excluded?: number }): void {
+    this.ipamAddresses.set({ subnet, state: "used" }, usage.used);
+    this.ipamAddresses.set({ subnet, state: "available" }, usage.available);
+    if (usage.excluded !== undefined) this.ipamAddresses.set({ subnet, state: "excluded" }, usage.excluded);
+  }
+
+  /** Drops a deleted subnet's series, so it does not linger with its last values. */
+  deleteSubnet(subnet: string): void {
+    for (const state of ["used", "available", "excluded"]) this.ipamAddresses.remove({ subnet, state });
+  }
+
+  /** The text exposition format for /metrics. */
+  async expose(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,189 @@
+// A one-node OVN cluster for the node agent's integration tests: a rig node (its netns, OVS on the userspace
+// datapath, NB, SB, northd, ovn-controller), our OVSDB clients to its Open_vSwitch and NB databases, an
+// "external host" netns on the node's underlay link, and the controller's real logical topology (cluster
+// router, join switch, the default subnet, this node's management port and egress policy). Pod logical
+// ports are created the way the controller does. Plus the traffic probes the tests use: ping, a TCP payload
+// and a UDP datagram between namespaces, and who an external host sees as the source.
+
+import { execFile } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
+import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
+import { podPortRow } from "../../../src/ovn/pod-port.ts";
+import {
+  type ClusterNetworks,
+  desiredTopology,
+  macFromIPv4,
+  mgmtPortName,
+  nodePodsAddressSet,
+  type SubnetTopology,
+  topologyScope,
+} from "../../../src/ovn/topology.ts";
+import { type AfterHook, type NetnsHandle, type OvsNode, useOvsNode } from "../../rig/ovs-node.ts";
+
+export const NODE = "node1";
+export const NODE_IP = "192.168.250.1";
+export const EXT_IP = "192.168.250.2";
+export const UNDERLAY_PREFIX = 24;
+export const NET: ClusterNetworks = {
+  clusterCIDRs: ["10.244.0.0/16"],
+  serviceCIDRs: ["10.96.0.0/16"],
+  joinCIDR: "100.64.0.0/16",
+  joinGateway: "100.64.0.1",
+};
+export const SUBNET: SubnetTopology = { name: "default", cidrs: ["10.244.0.0/16"], gateways: ["10.244.0.1"] };
+export const MGMT = { ip: "100.64.0.2/16", mac: macFromIPv4("100.64.0.2"), lsp: mgmtPortName(NODE) };
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export interface OneNodeCluster {
+  node: OvsNode;
+  ovs: OvsdbClient<VswitchTables>;
+  nb: OvsdbClient<NbTables>;
+  /** The external host, 192.168.250.2 on the node's underlay link ul0 (192.168.250.1). */
+  ext: NetnsHandle;
+  /** Creates the pod's logical port on the default subnet (and adds its IP to the node's address set). */
+  addPodLsp(pod: PodRef, ip: string): Promise<{ mac: string; ipWithPrefix: string }>;
+}
+
+export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster> {
+  const node = await useOvsNode(t, { ovn: true });
+  const ext = await node.addNetns("ext");
+  // The underlay: the node's address lives on ul0, the external host is its peer.
+  await node.exec("ip", ["link", "add", "ul0", "type", "veth", "peer", "name", "eth0", "netns", ext.path]);
+  await node.exec("ip", ["addr", "add", `${NODE_IP}/${UNDERLAY_PREFIX}`, "dev", "ul0"]);
+  await node.exec("ip", ["link", "set", "ul0", "up"]);
+  await node.execIn(ext.path, "ip", ["addr", "add", `${EXT_IP}/${UNDERLAY_PREFIX}`, "dev", "eth0"]);
+  await node.execIn(ext.path, "ip", ["link", "set", "eth0", "up"]);
+
+  const ovs = new OvsdbClient<VswitchTables>({ remotes: node.ovsRemote, model: vswitchModel });
+  t.after(() => ovs.close());
+  await ovs.connect();
+  const nb = new OvsdbClient<NbTables>({ remotes: node.nb?.unix ?? "", model: nbModel });
+  t.after(() => nb.close());
+  await nb.connect();
+
+  const txn = nb.transaction();
+  plan(
+    nb.cache as never,
+    nb.schema,
+    txn as never,
+    desiredTopology(NET, [SUBNET], [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }]),
+    topologyScope,
+  );
+  await txn.commit();
+
+  const addPodLsp = async (pod: PodRef, ip: string) => {
+    const mac = macFromIPv4(ip);
+    const ipWithPrefix = `${ip}/16`;
+    const ls = findOwned(nb.cache as never, "Logical_Switch", `subnet/${SUBNET.name}`);
+    const set = nb.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet(NODE, 4));
+    if (!ls || !set) throw new Error("the topology is not in the NB cache");
+    const row = podPortRow(
+      pod,
+      {
+        subnet: SUBNET.name,
+        logicalSwitch: `subnet-${SUBNET.name}`,
+        mac,
+        ipsWithPrefix: [ipWithPrefix],
+        gateways: SUBNET.gateways,
+        node: NODE,
+      },
+      { table: "Logical_Switch", column: "ports", uuid: ls._uuid },
+    );
+    await nb.transact((tx) => {
+      const p = tx.insert("Logical_Switch_Port", row.row as never);
+      tx.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", [p]]]);
+      tx.mutate("Address_Set", [["_uuid", "==", set._uuid]], [["addresses", "insert", [ip]]]);
+    });
+    return { mac, ipWithPrefix };
+  };
+
+  return { node, ovs, nb, ext, addPodLsp };
+}
+
+export interface Exec {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command inside a netns and resolves with its status and output, whatever the status. */
+export function execIn(
+  netns: string,
+  command: string,
+  args: readonly string[],
+  opts: { input?: string | Buffer; timeoutMs?: number } = {},
+): Promise<Exec> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      "nsenter",
+      [`--net=${netns}`, "--", command, ...args],
+      { timeout: opts.timeoutMs ?? 15_000, killSignal: "SIGKILL", maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : null) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+    child.stdin?.on("error", () => {});
+    child.stdin?.end(opts.input ?? "");
+  });
+}
+
+export async function ping(from: string, ip: string, count = 2): Promise<Exec> {
+  return execIn(from, "ping", ["-c", String(count), "-i", "0.2", "-W", "2", ip]);
+}
+
+/** Starts `nc -l` on ip:port in `to`; resolves with what it received and its stderr (the peer, with -v). */
+function listen(to: string, ip: string, port: number, udp: boolean): Promise<Exec> {
+  const args = udp ? ["-u", "-l", "-W", "1", ip, String(port)] : ["-n", "-v", "-l", ip, String(port)];
+  return execIn(to, "timeout", ["10", "nc", ...args], { timeoutMs: 12_000 });
+}
+
+async function untilListening(netns: string, port: number, udp: boolean): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const r = await execIn(netns, "ss", [udp ? "-uln" : "-tln", `sport = :${port}`]);
+    if (r.stdout.includes(`:${port}`)) return;
+    await sleep(20);
+  }
+  throw new Error(`nothing listens on port ${port}`);
+}
+
+function sha(s: string): string {
+  return createHash("sha256").update(s).digest("hex");
+}
+
+/**
+ * Sends `bytes` of random text over TCP from one netns to a listener in another; resolves with the digests of
+ * what was sent and what arrived, and the peer address the listener saw.
+ */
+export async function tcpTransfer(
+  from: string,
+  to: string,
+  ip: string,
+  port: number,
+  bytes = 256 * 1024,
+): Promise<{ sent: string; received: string; peer: string | undefined; client: Exec }> {
+  const payload = randomBytes(Math.ceil((bytes * 3) / 4)).toString("base64");
+  const server = listen(to, ip, port, false);
+  await untilListening(to, port, false);
+  const client = await execIn(from, "nc", ["-N", "-w", "5", ip, String(port)], { input: payload });
+  const got = await server;
+  const peer = /Connection received on (\S+)/.exec(got.stderr)?.[1];
+  return { sent: sha(payload), received: sha(got.stdout), peer, client };
+}
+
+/** One UDP datagram; resolves with what the listener printed. */
+export async function udpTransfer(from: string, to: string, ip: string, port: number, text: string): Promise<string> {
+  const server = listen(to, ip, port, true);
+  await untilListening(to, port, true);
+  await execIn(from, "nc", ["-u", "-w", "1", ip, String(port)], { input: text });
+  return (await server).stdout;
+}

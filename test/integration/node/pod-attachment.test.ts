@@ -1,0 +1,276 @@
+// CNI ADD/DEL/CHECK/GC's networking against real OVS (userspace datapath) and a real OVN control plane, in
+// network namespaces the rig creates and removes.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { CheckFailedError, StepError, StepTimeoutError } from "../../../src/node/errors.ts";
+import { interfaceWithAddress, podMtu } from "../../../src/node/mtu.ts";
+import { NodeSetup } from "../../../src/node/node-setup.ts";
+import { findPodPort, listPodPorts } from "../../../src/node/ovs-port.ts";
+import { type AddOutcome, type AddRequest, PodAttacher } from "../../../src/node/pod-attachment.ts";
+import { spawnedTools } from "../../../src/node/tool.ts";
+import { hostVethName, listHostVeths } from "../../../src/node/veth.ts";
+import type { NetnsHandle } from "../../rig/ovs-node.ts";
+import {
+  execIn,
+  NODE,
+  NODE_IP,
+  type OneNodeCluster,
+  ping,
+  SUBNET,
+  startOneNodeCluster,
+  tcpTransfer,
+  udpTransfer,
+} from "./one-node-cluster.ts";
+
+const cleanups: (() => unknown)[] = [];
+let c: OneNodeCluster;
+let attacher: PodAttacher;
+let mtu: number;
+
+function containerId(): string {
+  return [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+interface Pod {
+  req: AddRequest;
+  netns: NetnsHandle;
+  ip: string;
+}
+
+let podSeq = 0;
+/** A pod with its logical port in NB and a fresh sandbox netns; not yet added. */
+async function newPod(name: string): Promise<Pod> {
+  const ip = `10.244.0.${10 + podSeq++}`;
+  const uid = `uid-${name}`;
+  const { mac, ipWithPrefix } = await c.addPodLsp({ namespace: "default", name, uid }, ip);
+  const netns = await c.node.addNetns(name);
+  return {
+    ip,
+    netns,
+    req: {
+      containerId: containerId(),
+      ifname: "eth0",
+      netns: netns.path,
+      podNamespace: "default",
+      podName: name,
+      podUid: uid,
+      network: { ips: [ipWithPrefix], mac, gateways: SUBNET.gateways },
+    },
+  };
+}
+
+describe("pod attachment on a real OVS and OVN node", () => {
+  before(async () => {
+    c = await startOneNodeCluster({ after: (fn) => cleanups.push(fn) });
+    const setup = new NodeSetup({
+      client: c.ovs,
+      hostNetns: c.node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: {
+        ovnRemote: c.node.sb?.unix ?? "",
+        encapType: "vxlan",
+        encapIp: NODE_IP,
+        systemId: NODE,
+        bridgeDatapathType: "netdev",
+      },
+    });
+    await setup.reconcile();
+    const encap = await interfaceWithAddress(NODE_IP, { netns: c.node.netns.path });
+    mtu = podMtu({ encapMtu: encap.mtu, encapType: "vxlan" });
+    attacher = new PodAttacher({
+      client: c.ovs,
+      mtu,
+      userspaceDatapath: true,
+      hostNetns: c.node.netns.path,
+      ovnInstalledBudgetMs: 15_000,
+    });
+  });
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+  });
+
+  let pa: Pod;
+  let pb: Pod;
+  const adds: AddOutcome[] = [];
+
+  test("two pods on one node exchange ping, a 256 KiB TCP payload and a UDP datagram through OVN", async (t) => {
+    pa = await newPod("pa");
+    pb = await newPod("pb");
+    adds.push(await attacher.add(pa.req));
+    adds.push(await attacher.add(pb.req));
+    assert.equal(mtu, 1450, "VXLAN over a 1500-byte underlay");
+
+    for (const [from, to] of [
+      [pa, pb],
+      [pb, pa],
+    ] as const) {
+      const r = await ping(from.netns.path, to.ip);
+      assert.equal(r.code, 0, `ping ${to.ip}: ${r.stdout}${r.stderr}`);
+    }
+    const tcp = await tcpTransfer(pa.netns.path, pb.netns.path, pb.ip, 5001);
+    assert.equal(tcp.client.code, 0, tcp.client.stderr);
+    assert.equal(tcp.received, tcp.sent, "the TCP payload arrives intact (TX checksum offload is off)");
+    assert.equal(tcp.peer, pa.ip);
+    assert.equal(await udpTransfer(pb.netns.path, pa.netns.path, pa.ip, 5002, "hello over udp\n"), "hello over udp\n");
+
+    const result = adds[0]?.result;
+    assert.equal(result?.interfaces[0]?.name, hostVethName(pa.req.containerId));
+    assert.match(result?.interfaces[0]?.mac ?? "", /^[0-9a-f:]{17}$/);
+    assert.deepEqual(result?.interfaces[1], { name: "eth0", mac: pa.req.network.mac, mtu, sandbox: pa.netns.path });
+    assert.deepEqual(result?.ips, [{ address: pa.req.network.ips[0], gateway: "10.244.0.1", interface: 1 }]);
+    assert.deepEqual(result?.routes, [{ dst: "0.0.0.0/0", gw: "10.244.0.1" }]);
+    const port = findPodPort(c.ovs, pa.req.containerId);
+    assert.equal(port?.ifaceId, "default_pa");
+    assert.equal(port?.ovnInstalled, true);
+    for (const a of adds) t.diagnostic(`ADD timings (ms): ${JSON.stringify(roundAll(a.timings))}`);
+  });
+
+  test("a pod ADD spawns three processes: the pod-side ip batch, the host-side ip batch and ethtool", async (t) => {
+    const pod = await newPod("pc");
+    const before = spawnedTools();
+    const out = await attacher.add(pod.req);
+    assert.equal(spawnedTools() - before, 3);
+    t.diagnostic(`ADD timings (ms): ${JSON.stringify(roundAll(out.timings))}`);
+    await attacher.del(pod.req);
+  });
+
+  test("ADD repeated with the same request keeps one port and one veth and the pod stays reachable", async () => {
+    const again = await attacher.add(pa.req);
+    assert.equal(again.portName, hostVethName(pa.req.containerId));
+    assert.equal(listPodPorts(c.ovs).filter((p) => p.ifaceId === "default_pa").length, 1);
+    const veths = await listHostVeths({ netns: c.node.netns.path });
+    assert.equal(veths.filter((v) => v === again.portName).length, 1);
+    const r = await ping(pb.netns.path, pa.ip);
+    assert.equal(r.code, 0, r.stdout);
+    await attacher.check(pa.req);
+  });
+
+  test("CHECK passes for a wired pod and names what differs once the pod's address is gone", async () => {
+    await attacher.check(pb.req);
+    await execIn(pb.netns.path, "ip", ["addr", "del", pb.req.network.ips[0] as string, "dev", "eth0"]);
+    await assert.rejects(attacher.check(pb.req), (e: unknown) => {
+      assert.ok(e instanceof CheckFailedError);
+      assert.deepEqual(e.problems, [`eth0 lacks address ${pb.req.network.ips[0]}`, "default route via nothing, expected 10.244.0.1"]);
+      return true;
+    });
+    // ADD again repairs it.
+    await attacher.add(pb.req);
+    await attacher.check(pb.req);
+  });
+
+  test("a DEL carrying the old container id keeps the port of the pod's newer sandbox", async () => {
+    const old = await newPod("pd");
+    await attacher.add(old.req);
+    const oldPort = hostVethName(old.req.containerId);
+    // The runtime recreates the sandbox under a new container id, in a new netns, before the old DEL arrives.
+    const netns2 = await c.node.addNetns("pd2");
+    const fresh: AddRequest = { ...old.req, containerId: containerId(), netns: netns2.path };
+    const added = await attacher.add(fresh);
+    const newPort = hostVethName(fresh.containerId);
+    assert.deepEqual(
+      listPodPorts(c.ovs)
+        .filter((p) => p.ifaceId === "default_pd")
+        .map((p) => p.portName),
+      [newPort],
+      "the new sandbox's ADD replaced the old port: one interface per logical port",
+    );
+    assert.equal(added.portName, newPort);
+
+    const del = await attacher.del(old.req);
+    assert.deepEqual(del.portsRemoved, []);
+    assert.equal(del.vethRemoved, true, "the old sandbox's veth goes");
+    const port = findPodPort(c.ovs, fresh.containerId);
+    assert.equal(port?.portName, newPort);
+    assert.equal(port?.ovnInstalled, true);
+    const veths = await listHostVeths({ netns: c.node.netns.path });
+    assert.ok(veths.includes(newPort) && !veths.includes(oldPort), veths.join(","));
+    const r = await ping(netns2.path, pa.ip);
+    assert.equal(r.code, 0, r.stdout);
+    await attacher.del(fresh);
+  });
+
+  test("DEL succeeds and changes nothing when the port, the veth and the netns are gone already", async () => {
+    const pod = await newPod("pe");
+    await attacher.add(pod.req);
+    await c.node.deleteNetns(pod.netns);
+    const first = await attacher.del(pod.req);
+    assert.deepEqual(first.portsRemoved, [hostVethName(pod.req.containerId)]);
+    assert.equal(first.vethRemoved, false, "the veth went with the netns");
+    const second = await attacher.del(pod.req);
+    assert.deepEqual(second, { portsRemoved: [], vethRemoved: false });
+    const unknown = await attacher.del({ containerId: containerId(), ifname: "eth0" });
+    assert.deepEqual(unknown, { portsRemoved: [], vethRemoved: false });
+  });
+
+  test("GC removes exactly the ports and veths of attachments not in the valid list", async () => {
+    const pf = await newPod("pf");
+    await attacher.add(pf.req);
+    // An orphan veth of ours (an ADD that died before its OVS port), a foreign veth and a foreign OVS port.
+    const orphan = hostVethName(containerId());
+    await c.node.exec("ip", ["link", "add", orphan, "type", "veth", "peer", "name", "zz-orphan"]);
+    await c.node.exec("ip", ["link", "add", "foreign0", "type", "veth", "peer", "name", "foreign1"]);
+    await c.node.vsctl("add-port", "br-int", "foreign0");
+    const before = listPodPorts(c.ovs).map((p) => p.portName);
+    assert.ok(before.includes(hostVethName(pf.req.containerId)));
+
+    const out = await attacher.gc([pa.req, pb.req]);
+    assert.deepEqual(out.portsRemoved, [hostVethName(pf.req.containerId)]);
+    assert.deepEqual(out.vethsRemoved.sort(), [hostVethName(pf.req.containerId), orphan].sort());
+    const ports = listPodPorts(c.ovs).map((p) => p.portName).sort();
+    assert.deepEqual(ports, [hostVethName(pa.req.containerId), hostVethName(pb.req.containerId)].sort());
+    const bridgePorts = (await c.node.vsctl("list-ports", "br-int")).trim().split("\n").sort();
+    assert.deepEqual(bridgePorts, [...ports, "foreign0"].sort());
+    const links = await c.node.exec("ip", ["-o", "link", "show"]);
+    assert.match(links, /foreign0@foreign1/);
+    assert.doesNotMatch(links, new RegExp(orphan));
+    const r = await ping(pa.netns.path, pb.ip);
+    assert.equal(r.code, 0, "the valid pods still talk");
+  });
+
+  test("ADD of a pod without a logical port times out naming ovn-installed, and leaves no port or veth", async () => {
+    const netns = await c.node.addNetns("pg");
+    const short = new PodAttacher({
+      client: c.ovs,
+      mtu,
+      userspaceDatapath: true,
+      hostNetns: c.node.netns.path,
+      ovnInstalledBudgetMs: 1000,
+    });
+    const req: AddRequest = {
+      containerId: containerId(),
+      ifname: "eth0",
+      netns: netns.path,
+      podNamespace: "default",
+      podName: "no-lsp",
+      podUid: "uid-no-lsp",
+      network: { ips: ["10.244.0.99/16"], mac: "0a:58:0a:f4:00:63", gateways: ["10.244.0.1"] },
+    };
+    const started = Date.now();
+    await assert.rejects(short.add(req), (e: unknown) => {
+      assert.ok(e instanceof StepTimeoutError, String(e));
+      assert.equal(e.step, "ovn-installed");
+      assert.match(e.message, /timed out after 1000 ms in step ovn-installed/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 3000);
+    assert.equal(findPodPort(c.ovs, req.containerId), undefined);
+    assert.ok(!(await listHostVeths({ netns: c.node.netns.path })).includes(hostVethName(req.containerId)));
+  });
+
+  test("ADD into a missing netns fails naming the veth step", async () => {
+    const pod = await newPod("ph");
+    await c.node.deleteNetns(pod.netns);
+    await assert.rejects(attacher.add(pod.req), (e: unknown) => {
+      assert.ok(e instanceof StepError, String(e));
+      assert.equal(e.step, "veth");
+      assert.match(e.message, /does not exist/);
+      return true;
+    });
+    assert.equal(findPodPort(c.ovs, pod.req.containerId), undefined);
+  });
+});
+
+function roundAll(o: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(v * 10) / 10]));
+}

@@ -1,0 +1,145 @@
+// Builds the zstack-ovn-cni single executable (Node SEA). On Node 20 the SEA entry must be one CommonJS
+// file, so esbuild bundles the shim first; the blob carries V8's code cache so the shim starts fast; the
+// blob goes into a copy of this node binary with postject. The result needs no node and no PATH.
+//
+//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--no-strip]
+
+import { spawn } from "node:child_process";
+import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
+/** The fuse Node's SEA loader looks for; postject flips it when it injects the blob. */
+const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+export interface BuildSeaOptions {
+  /** Where the executable goes; written under a temporary name first, then renamed. */
+  outFile: string;
+  /** Strip debug symbols from the node binary copy (about 12 MB less). Default true when `strip` exists. */
+  strip?: boolean;
+  /** Progress lines; silent by default. */
+  log?: (line: string) => void;
+}
+
+export interface BuildSeaResult {
+  path: string;
+  bytes: number;
+  bundleBytes: number;
+  blobBytes: number;
+  stripped: boolean;
+  ms: number;
+}
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (output += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (output += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolvePromise({ code, output }));
+  });
+}
+
+async function must(cmd: string, args: string[], what: string): Promise<void> {
+  const { code, output } = await run(cmd, args);
+  if (code !== 0)
+    throw new Error(`${what} failed (exit ${code}): ${cmd} ${args.join(" ")}\n${output.trim()}`);
+}
+
+async function hasStrip(): Promise<boolean> {
+  try {
+    return (await run("strip", ["--version"])).code === 0;
+  } catch {
+    return false;
+  }
+}
+
+export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
+  const started = Date.now();
+  const log = opts.log ?? (() => {});
+  const outFile = resolve(opts.outFile);
+  const work = await mkdtemp(join(tmpdir(), "zovn-sea-"));
+  try {
+    const bundle = join(work, "zstack-ovn-cni.cjs");
+    const blob = join(work, "zstack-ovn-cni.blob");
+    const exe = join(work, "zstack-ovn-cni");
+
+    await build({
+      entryPoints: [ENTRY],
+      outfile: bundle,
+      bundle: true,
+      platform: "node",
+      format: "cjs",
+      target: "node20",
+      minify: true,
+      legalComments: "none",
+      logLevel: "error",
+    });
+    const bundleBytes = (await stat(bundle)).size;
+    log(`bundled ${ENTRY} into ${bundleBytes} bytes of CommonJS`);
+
+    const seaConfig = join(work, "sea-config.json");
+    await writeFile(
+      seaConfig,
+      JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+    );
+    // The code cache is only valid for the V8 that made it, so the blob is made by the node we copy.
+    await must(process.execPath, ["--experimental-sea-config", seaConfig], "making the SEA blob");
+    const blobBytes = (await stat(blob)).size;
+
+    await copyFile(process.execPath, exe);
+    await chmod(exe, 0o755);
+    const stripped = (opts.strip ?? true) && (await hasStrip());
+    if (stripped) await must("strip", [exe], "stripping the node binary copy");
+
+    const postject = createRequire(import.meta.url).resolve("postject/dist/cli.js");
+    await must(
+      process.execPath,
+      [postject, exe, "NODE_SEA_BLOB", blob, "--sentinel-fuse", SEA_FUSE],
+      "injecting the blob with postject",
+    );
+
+    await mkdir(dirname(outFile), { recursive: true });
+    const tmpOut = `${outFile}.tmp-${process.pid}`;
+    await copyFile(exe, tmpOut);
+    await chmod(tmpOut, 0o755);
+    await rename(tmpOut, outFile);
+    const bytes = (await stat(outFile)).size;
+    const ms = Date.now() - started;
+    log(
+      `wrote ${outFile}: ${(bytes / 1e6).toFixed(1)} MB (blob ${blobBytes} bytes, stripped ${stripped}) in ${ms} ms`,
+    );
+    return { path: outFile, bytes, bundleBytes, blobBytes, stripped, ms };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  let outFile = join(repo, "dist", "zstack-ovn-cni");
+  let strip: boolean | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === "--out" && argv[i + 1]) outFile = argv[++i] as string;
+    else if (arg === "--no-strip") strip = false;
+    else throw new Error(`unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--no-strip]`);
+  }
+  await buildSea({
+    outFile,
+    ...(strip === undefined ? {} : { strip }),
+    log: (l) => process.stderr.write(`build-sea: ${l}\n`),
+  });
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`build-sea: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}
