@@ -7,8 +7,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { load as loadYaml } from "js-yaml";
-import { parseCidr } from "../ipam/cidr.ts";
-import { overlaps } from "../ipam/cidr.ts";
+import { overlaps, parseCidr } from "../ipam/cidr.ts";
 import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from "../observability/log.ts";
 import { parseRemote } from "../ovsdb/transport.ts";
 
@@ -76,31 +75,206 @@ export interface Setting {
 const PORT = { type: "int", min: 1, max: 65535 } as const;
 
 export const CONTROLLER_SETTINGS: readonly Setting[] = [
-  { key: "ovn.mode", env: "ZSTACK_OVN_MODE", flag: "ovn-mode", kind: { type: "enum", values: ["standalone", "external"] }, default: "standalone", doc: "standalone: the chart runs OVN central; external: use the NB/SB of an existing OVN (ZStack)." },
-  { key: "ovn.nbdbAddress", env: "ZSTACK_OVN_NBDB_ADDRESS", flag: "nbdb-address", kind: { type: "remotes" }, default: "", doc: "Northbound DB remotes, comma-separated tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH. Required in external mode." },
-  { key: "ovn.sbdbAddress", env: "ZSTACK_OVN_SBDB_ADDRESS", flag: "sbdb-address", kind: { type: "remotes" }, default: "", doc: "Southbound DB remotes, same form. Required in external mode." },
-  { key: "ovn.ssl.enabled", env: "ZSTACK_OVN_SSL_ENABLED", flag: "ovn-ssl", kind: { type: "bool" }, default: false, doc: "Use TLS (ssl: remotes) with the three files below." },
-  { key: "ovn.ssl.caCert", env: "ZSTACK_OVN_SSL_CA", flag: "ovn-ssl-ca", kind: { type: "string" }, default: "", doc: "CA certificate file that signed the OVN servers' certificates." },
-  { key: "ovn.ssl.clientCert", env: "ZSTACK_OVN_SSL_CERT", flag: "ovn-ssl-cert", kind: { type: "string" }, default: "", doc: "Client certificate file." },
-  { key: "ovn.ssl.clientKey", env: "ZSTACK_OVN_SSL_KEY", flag: "ovn-ssl-key", kind: { type: "string" }, default: "", doc: "Client private key file." },
-  { key: "network.clusterCIDR", env: "ZSTACK_CLUSTER_CIDR", flag: "cluster-cidr", kind: { type: "cidrs" }, default: "10.244.0.0/16", doc: "Pod network; an IPv4 and an IPv6 CIDR separated by a comma for dual stack." },
-  { key: "network.serviceCIDR", env: "ZSTACK_SERVICE_CIDR", flag: "service-cidr", kind: { type: "cidrs" }, default: "10.96.0.0/16", doc: "Service network; must match kube-apiserver's --service-cluster-ip-range." },
-  { key: "network.joinCIDR", env: "ZSTACK_JOIN_CIDR", flag: "join-cidr", kind: { type: "cidrs" }, default: "100.64.0.0/16", doc: "Join network between the cluster router and the nodes' management ports." },
-  { key: "network.nodeSubnetSize", env: "ZSTACK_NODE_SUBNET_SIZE", flag: "node-subnet-size", kind: { type: "int", min: 8, max: 30 }, default: 24, doc: "IPv4 prefix length of a per-node pod subnet." },
-  { key: "network.mtu", env: "ZSTACK_MTU", flag: "mtu", kind: { type: "int", min: 0, max: 9000, note: "0 (detect) or 576 to 9000" }, default: 0, doc: "Pod interface MTU; 0 detects it from the uplink minus the tunnel overhead." },
-  { key: "gateway.mode", env: "ZSTACK_GATEWAY_MODE", flag: "gateway-mode", kind: { type: "enum", values: ["local", "shared"] }, default: "local", doc: "local: egress through the node's kernel; shared: through OVS on the node's uplink." },
-  { key: "gateway.interface", env: "ZSTACK_GATEWAY_INTERFACE", flag: "gateway-interface", kind: { type: "string" }, default: "", doc: "Uplink for shared mode; empty: the interface of the default route." },
-  { key: "tunnel.type", env: "ZSTACK_TUNNEL_TYPE", flag: "tunnel-type", kind: { type: "enum", values: ["vxlan", "geneve"] }, default: "vxlan", doc: "Overlay encapsulation between nodes." },
-  { key: "tunnel.port", env: "ZSTACK_TUNNEL_PORT", flag: "tunnel-port", kind: PORT, default: undefined, doc: "UDP port of the tunnel; default 4789 for vxlan, 6081 for geneve." },
-  { key: "logging.level", env: "ZSTACK_LOG_LEVEL", flag: "log-level", kind: { type: "enum", values: LOG_LEVELS }, default: "info", doc: "Least severe level logged." },
-  { key: "logging.format", env: "ZSTACK_LOG_FORMAT", flag: "log-format", kind: { type: "enum", values: LOG_FORMATS }, default: "json", doc: "json: one JSON object per line; text: one readable line." },
-  { key: "kubernetes.kubeconfig", env: "ZSTACK_KUBECONFIG", flag: "kubeconfig", kind: { type: "string" }, default: "", doc: "Kubeconfig file; empty: the pod's service account (in-cluster)." },
-  { key: "controller.workers", env: "ZSTACK_WORKERS", flag: "workers", kind: { type: "int", min: 1, max: 64 }, default: 4, doc: "Reconcile workers per controller." },
-  { key: "controller.metricsPort", env: "ZSTACK_METRICS_PORT", flag: "metrics-port", kind: PORT, default: 10660, doc: "Port of /healthz, /readyz and /metrics." },
-  { key: "controller.leaderElect", env: "ZSTACK_LEADER_ELECT", flag: "leader-elect", kind: { type: "bool" }, default: true, doc: "Elect one active replica through a Lease; turn off only with a single replica." },
-  { key: "controller.leaseNamespace", env: "ZSTACK_LEASE_NAMESPACE", flag: "lease-namespace", kind: { type: "string" }, default: "kube-system", doc: "Namespace of the leader-election Lease." },
-  { key: "controller.leaseName", env: "ZSTACK_LEASE_NAME", flag: "lease-name", kind: { type: "string" }, default: "zstack-ovnkube-controller", doc: "Name of the leader-election Lease." },
-  { key: "controller.identity", env: "ZSTACK_POD_NAME", flag: "identity", kind: { type: "string" }, default: undefined, doc: "This replica's identity in the Lease; default the host name (the pod name in a pod)." },
+  {
+    key: "ovn.mode",
+    env: "ZSTACK_OVN_MODE",
+    flag: "ovn-mode",
+    kind: { type: "enum", values: ["standalone", "external"] },
+    default: "standalone",
+    doc: "standalone: the chart runs OVN central; external: use the NB/SB of an existing OVN (ZStack).",
+  },
+  {
+    key: "ovn.nbdbAddress",
+    env: "ZSTACK_OVN_NBDB_ADDRESS",
+    flag: "nbdb-address",
+    kind: { type: "remotes" },
+    default: "",
+    doc: "Northbound DB remotes, comma-separated tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH. Required in external mode.",
+  },
+  {
+    key: "ovn.sbdbAddress",
+    env: "ZSTACK_OVN_SBDB_ADDRESS",
+    flag: "sbdb-address",
+    kind: { type: "remotes" },
+    default: "",
+    doc: "Southbound DB remotes, same form. Required in external mode.",
+  },
+  {
+    key: "ovn.ssl.enabled",
+    env: "ZSTACK_OVN_SSL_ENABLED",
+    flag: "ovn-ssl",
+    kind: { type: "bool" },
+    default: false,
+    doc: "Use TLS (ssl: remotes) with the three files below.",
+  },
+  {
+    key: "ovn.ssl.caCert",
+    env: "ZSTACK_OVN_SSL_CA",
+    flag: "ovn-ssl-ca",
+    kind: { type: "string" },
+    default: "",
+    doc: "CA certificate file that signed the OVN servers' certificates.",
+  },
+  {
+    key: "ovn.ssl.clientCert",
+    env: "ZSTACK_OVN_SSL_CERT",
+    flag: "ovn-ssl-cert",
+    kind: { type: "string" },
+    default: "",
+    doc: "Client certificate file.",
+  },
+  {
+    key: "ovn.ssl.clientKey",
+    env: "ZSTACK_OVN_SSL_KEY",
+    flag: "ovn-ssl-key",
+    kind: { type: "string" },
+    default: "",
+    doc: "Client private key file.",
+  },
+  {
+    key: "network.clusterCIDR",
+    env: "ZSTACK_CLUSTER_CIDR",
+    flag: "cluster-cidr",
+    kind: { type: "cidrs" },
+    default: "10.244.0.0/16",
+    doc: "Pod network; an IPv4 and an IPv6 CIDR separated by a comma for dual stack.",
+  },
+  {
+    key: "network.serviceCIDR",
+    env: "ZSTACK_SERVICE_CIDR",
+    flag: "service-cidr",
+    kind: { type: "cidrs" },
+    default: "10.96.0.0/16",
+    doc: "Service network; must match kube-apiserver's --service-cluster-ip-range.",
+  },
+  {
+    key: "network.joinCIDR",
+    env: "ZSTACK_JOIN_CIDR",
+    flag: "join-cidr",
+    kind: { type: "cidrs" },
+    default: "100.64.0.0/16",
+    doc: "Join network between the cluster router and the nodes' management ports.",
+  },
+  {
+    key: "network.nodeSubnetSize",
+    env: "ZSTACK_NODE_SUBNET_SIZE",
+    flag: "node-subnet-size",
+    kind: { type: "int", min: 8, max: 30 },
+    default: 24,
+    doc: "IPv4 prefix length of a per-node pod subnet.",
+  },
+  {
+    key: "network.mtu",
+    env: "ZSTACK_MTU",
+    flag: "mtu",
+    kind: { type: "int", min: 0, max: 9000, note: "0 (detect) or an integer from 576 to 9000" },
+    default: 0,
+    doc: "Pod interface MTU; 0 detects it from the uplink minus the tunnel overhead.",
+  },
+  {
+    key: "gateway.mode",
+    env: "ZSTACK_GATEWAY_MODE",
+    flag: "gateway-mode",
+    kind: { type: "enum", values: ["local", "shared"] },
+    default: "local",
+    doc: "local: egress through the node's kernel; shared: through OVS on the node's uplink.",
+  },
+  {
+    key: "gateway.interface",
+    env: "ZSTACK_GATEWAY_INTERFACE",
+    flag: "gateway-interface",
+    kind: { type: "string" },
+    default: "",
+    doc: "Uplink for shared mode; empty: the interface of the default route.",
+  },
+  {
+    key: "tunnel.type",
+    env: "ZSTACK_TUNNEL_TYPE",
+    flag: "tunnel-type",
+    kind: { type: "enum", values: ["vxlan", "geneve"] },
+    default: "vxlan",
+    doc: "Overlay encapsulation between nodes.",
+  },
+  {
+    key: "tunnel.port",
+    env: "ZSTACK_TUNNEL_PORT",
+    flag: "tunnel-port",
+    kind: PORT,
+    default: undefined,
+    doc: "UDP port of the tunnel; default 4789 for vxlan, 6081 for geneve.",
+  },
+  {
+    key: "logging.level",
+    env: "ZSTACK_LOG_LEVEL",
+    flag: "log-level",
+    kind: { type: "enum", values: LOG_LEVELS },
+    default: "info",
+    doc: "Least severe level logged.",
+  },
+  {
+    key: "logging.format",
+    env: "ZSTACK_LOG_FORMAT",
+    flag: "log-format",
+    kind: { type: "enum", values: LOG_FORMATS },
+    default: "json",
+    doc: "json: one JSON object per line; text: one readable line.",
+  },
+  {
+    key: "kubernetes.kubeconfig",
+    env: "ZSTACK_KUBECONFIG",
+    flag: "kubeconfig",
+    kind: { type: "string" },
+    default: "",
+    doc: "Kubeconfig file; empty: the pod's service account (in-cluster).",
+  },
+  {
+    key: "controller.workers",
+    env: "ZSTACK_WORKERS",
+    flag: "workers",
+    kind: { type: "int", min: 1, max: 64 },
+    default: 4,
+    doc: "Reconcile workers per controller.",
+  },
+  {
+    key: "controller.metricsPort",
+    env: "ZSTACK_METRICS_PORT",
+    flag: "metrics-port",
+    kind: PORT,
+    default: 10660,
+    doc: "Port of /healthz, /readyz and /metrics.",
+  },
+  {
+    key: "controller.leaderElect",
+    env: "ZSTACK_LEADER_ELECT",
+    flag: "leader-elect",
+    kind: { type: "bool" },
+    default: true,
+    doc: "Elect one active replica through a Lease; turn off only with a single replica.",
+  },
+  {
+    key: "controller.leaseNamespace",
+    env: "ZSTACK_LEASE_NAMESPACE",
+    flag: "lease-namespace",
+    kind: { type: "string" },
+    default: "kube-system",
+    doc: "Namespace of the leader-election Lease.",
+  },
+  {
+    key: "controller.leaseName",
+    env: "ZSTACK_LEASE_NAME",
+    flag: "lease-name",
+    kind: { type: "string" },
+    default: "zstack-ovnkube-controller",
+    doc: "Name of the leader-election Lease.",
+  },
+  {
+    key: "controller.identity",
+    env: "ZSTACK_POD_NAME",
+    flag: "identity",
+    kind: { type: "string" },
+    default: undefined,
+    doc: "This replica's identity in the Lease; default the host name (the pod name in a pod).",
+  },
 ];
 
 const CONFIG_FLAG = "config";
@@ -138,12 +312,13 @@ type Raw = string | number | boolean;
 interface Candidate {
   value: Raw;
   source: Source;
-  /** How the value is named in messages: --flag, ENV_VAR or key (in file). */
+  /** How the value is named in messages: --flag, ENV_VAR or the key. */
   origin: string;
+  file?: string;
 }
 
 function describe(c: Candidate): string {
-  return `${c.origin}=${JSON.stringify(c.value)}`;
+  return `${c.origin}=${JSON.stringify(c.value)}${c.file ? ` (in ${c.file})` : ""}`;
 }
 
 function allowed(kind: Kind): string {
@@ -153,7 +328,7 @@ function allowed(kind: Kind): string {
         ? `must be ${kind.values[0]} or ${kind.values[1]}`
         : `must be one of ${kind.values.join(", ")}`;
     case "int":
-      return `must be an integer from ${kind.note ?? `${kind.min} to ${kind.max}`}`;
+      return `must be ${kind.note ?? `an integer from ${kind.min} to ${kind.max}`}`;
     case "bool":
       return "must be true or false";
     case "string":
@@ -169,7 +344,9 @@ function allowed(kind: Kind): string {
 function convert(kind: Kind, raw: Raw): { value: string | number | boolean } | { problem: string } {
   switch (kind.type) {
     case "enum":
-      return typeof raw === "string" && kind.values.includes(raw) ? { value: raw } : { problem: allowed(kind) };
+      return typeof raw === "string" && kind.values.includes(raw)
+        ? { value: raw }
+        : { problem: allowed(kind) };
     case "string":
       return typeof raw === "string" ? { value: raw } : { problem: allowed(kind) };
     case "bool": {
@@ -213,7 +390,12 @@ function convert(kind: Kind, raw: Raw): { value: string | number | boolean } | {
           return { problem: `${allowed(kind)} ("${part.trim()}" is not one)` };
         }
       }
-      return { value: raw.split(",").map((p) => p.trim()).join(",") };
+      return {
+        value: raw
+          .split(",")
+          .map((p) => p.trim())
+          .join(","),
+      };
     }
   }
 }
@@ -291,14 +473,19 @@ function flattenFile(
   const walk = (node: unknown, path: string) => {
     if (known.has(path)) {
       if (typeof node === "string" || typeof node === "number" || typeof node === "boolean") {
-        values.set(path, { value: node, source: "file", origin: `${path} in ${file}` });
+        values.set(path, { value: node, source: "file", origin: path, file });
       } else if (node !== null && node !== undefined) {
         const setting = CONTROLLER_SETTINGS.find((s) => s.key === path) as Setting;
         problems.push(`${path} in ${file}: ${allowed(setting.kind)}`);
       }
       return;
     }
-    if (node !== null && typeof node === "object" && !Array.isArray(node) && (path === "" || prefixes.has(path))) {
+    if (
+      node !== null &&
+      typeof node === "object" &&
+      !Array.isArray(node) &&
+      (path === "" || prefixes.has(path))
+    ) {
       for (const [k, v] of Object.entries(node)) walk(v, path ? `${path}.${k}` : k);
       return;
     }
@@ -342,7 +529,9 @@ export function loadControllerConfig(opts: LoadOptions = {}): LoadedConfig {
         // YAML is a superset of JSON, so one parser reads both.
         flattenFile(loadYaml(text), configFile, fromFile, warnings, problems);
       } catch (err) {
-        problems.push(`config file ${configFile} is not valid YAML or JSON: ${(err as Error).message.split("\n")[0]}`);
+        problems.push(
+          `config file ${configFile} is not valid YAML or JSON: ${(err as Error).message.split("\n")[0]}`,
+        );
       }
     }
   }
@@ -385,7 +574,8 @@ function crossCheck(c: ControllerConfig): string[] {
   if (c.ovn.mode === "external") {
     for (const key of ["ovn.nbdbAddress", "ovn.sbdbAddress"] as const) {
       const value = key === "ovn.nbdbAddress" ? c.ovn.nbdbAddress : c.ovn.sbdbAddress;
-      if (!value) problems.push(`ovn.mode=external needs ${name(key)}: the OVN database of the ZStack deployment`);
+      if (!value)
+        problems.push(`ovn.mode=external needs ${name(key)}: the OVN database of the ZStack deployment`);
     }
   }
   const remotes = [c.ovn.nbdbAddress, c.ovn.sbdbAddress].flatMap((r) => (r ? r.split(",") : []));

@@ -11,12 +11,12 @@ import type { KubeObject } from "../k8s/object-key.ts";
 import { WorkQueue } from "../k8s/workqueue.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
-import type { OvsdbClient } from "../ovsdb/client.ts";
-import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
 import { idOf, KIND_KEY, POD_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
 import { ANNOTATION_SUBNET, PodNetworks } from "./pod-network.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
@@ -379,6 +379,11 @@ export class OvnController {
     return undefined;
   }
 
+  /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
+  private usageChanged(subnet: string | false): void {
+    if (subnet) this.subnetQ.addAfter(subnet, 1000);
+  }
+
   private subnetFor(pod: PodLite): string | undefined {
     const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET];
     if (wanted) return wanted;
@@ -395,13 +400,13 @@ export class OvnController {
     const name = key.slice(slash + 1);
     const pod = this.pods.get(key);
     if (!pod) {
-      await this.podNets.remove(ns, name);
+      this.usageChanged(await this.podNets.remove(ns, name));
       return undefined;
     }
     if (pod.spec.hostNetwork) return undefined;
     if (pod.status.phase === "Succeeded" || pod.status.phase === "Failed") {
       // Finished pods (Jobs) give their address back at once; nothing blocks their deletion.
-      await this.podNets.remove(ns, name, pod.metadata.uid);
+      this.usageChanged(await this.podNets.remove(ns, name, pod.metadata.uid));
       return undefined;
     }
     const subnet = this.subnetFor(pod);
@@ -425,6 +430,7 @@ export class OvnController {
       );
       return { requeueAfterMs: res.reason === "SubnetNotReady" ? 1000 : 30_000 };
     }
+    if (res.wrote) this.usageChanged(subnet);
     if (pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !== res.annotation) {
       try {
         await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {

@@ -227,9 +227,10 @@ export class PodNetworks {
 
   /**
    * Removes the pod's port and frees its address. With `uid`, only the port of that pod incarnation is removed:
-   * a late delete of an old pod never takes the port of a newer pod with the same name.
+   * a late delete of an old pod never takes the port of a newer pod with the same name. Returns the subnet the
+   * port was on, or false when there was nothing to remove.
    */
-  async remove(namespace: string, name: string, uid?: string): Promise<boolean> {
+  async remove(namespace: string, name: string, uid?: string): Promise<string | false> {
     const cache = this.nb.cache as never;
     const p = findOwned(cache, "Logical_Switch_Port", podPortId(namespace, name)) as
       | LogicalSwitchPort
@@ -246,6 +247,6 @@ export class PodNetworks {
     await txn.commit();
     const sn = subnet ? this.subnets.get(subnet) : undefined;
     if (sn) for (const ip of ips) sn.allocator.release(ip, ownerOf(namespace, name));
-    return true;
+    return subnet ?? "";
   }
 }

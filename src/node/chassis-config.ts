@@ -3,8 +3,8 @@
 // to give br-int. The agent owns exactly these keys; every other key (hostname set by the packaging,
 // ovn-bridge-mappings set by an admin, ovn-controller's own) is left as it is.
 
-import type { DatapathType } from "./ovs-bridge.ts";
 import type { EncapType } from "./mtu.ts";
+import type { DatapathType } from "./ovs-bridge.ts";
 import { ensureRootRow, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
 
 export interface ChassisConfig {
@@ -37,7 +37,14 @@ export function chassisExternalIds(c: ChassisConfig): Record<string, string> {
 export async function ensureChassisConfig(client: VswitchClient, c: ChassisConfig): Promise<string[]> {
   const root = await ensureRootRow(client);
   const txn = client.transaction();
-  const changed = setMapKeys(txn, "Open_vSwitch", root._uuid, "external_ids", root.external_ids, chassisExternalIds(c));
+  const changed = setMapKeys(
+    txn,
+    "Open_vSwitch",
+    root._uuid,
+    "external_ids",
+    root.external_ids,
+    chassisExternalIds(c),
+  );
   if (changed.length > 0) await txn.commit();
   return changed;
 }

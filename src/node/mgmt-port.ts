@@ -156,6 +156,9 @@ export async function configureMgmtInterface(
   spec: MgmtPortSpec,
   opts: { netns?: string; flush?: boolean } = {},
 ): Promise<void> {
-  const r = await ipBatch(mgmtInterfaceLines(spec, opts.flush ?? false), opts.netns ? { netns: opts.netns } : {});
+  const r = await ipBatch(
+    mgmtInterfaceLines(spec, opts.flush ?? false),
+    opts.netns ? { netns: opts.netns } : {},
+  );
   requireSuccess("configuring the management port", r);
 }

@@ -25,7 +25,8 @@ export interface MtuInput {
 export function podMtu(input: MtuInput): number {
   const mtu = input.override ?? input.encapMtu - ENCAP_OVERHEAD[input.encapType];
   if (!Number.isInteger(mtu) || mtu < MIN_MTU || mtu > 65_535) {
-    const why = input.override !== undefined ? "configured" : `${input.encapMtu} - ${input.encapType} overhead`;
+    const why =
+      input.override !== undefined ? "configured" : `${input.encapMtu} - ${input.encapType} overhead`;
     throw new RangeError(`pod MTU ${mtu} (${why}) is outside ${MIN_MTU}..65535`);
   }
   return mtu;

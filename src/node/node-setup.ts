@@ -60,7 +60,7 @@ export class NodeSetup {
   private cfg: NodeSetupConfig;
   private running: Promise<ReconcileReport> | undefined;
   private forceApply = false;
-  private mgmtApplied: { key: string; ifindex: number } | undefined;
+  private mgmtApplied: { key: string; ip: string; ifindex: number } | undefined;
   private egressApplied: string | undefined;
   private unsubscribe: (() => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
@@ -108,9 +108,9 @@ export class NodeSetup {
       const applied = this.mgmtApplied;
       if (force || !applied || applied.key !== key || applied.ifindex !== ifindex) {
         // A new device starts empty; an old one may carry an address from a previous spec (or agent run).
-        const flush = !applied || JSON.parse(applied.key).ip !== spec.ip;
+        const flush = !applied || applied.ip !== spec.ip;
         await configureMgmtInterface(spec, { ...host, flush });
-        this.mgmtApplied = { key, ifindex };
+        this.mgmtApplied = { key, ip: spec.ip, ifindex };
         mgmt.push(applied?.ifindex !== ifindex ? "configured" : "reconfigured");
       }
     }
@@ -126,7 +126,8 @@ export class NodeSetup {
       }
     }
     const report = { bridge, chassis, mgmt, egress, ms: performance.now() - start };
-    if (bridge.length + chassis.length + mgmt.length > 0 || egress) this.log.info(report, "node setup changed");
+    if (bridge.length + chassis.length + mgmt.length > 0 || egress)
+      this.log.info(report, "node setup changed");
     return report;
   }
 
@@ -144,7 +145,9 @@ export class NodeSetup {
         r.fail_mode !== "secure" ||
         r.datapath_type !== this.cfg.bridge.datapathType ||
         (r.other_config as Record<string, string>)["disable-in-band"] !== "true";
-      if (events.some((e) => rowOf(e).name === this.cfg.bridge.name && (e.kind === "delete" || drifted(e.row))))
+      if (
+        events.some((e) => rowOf(e).name === this.cfg.bridge.name && (e.kind === "delete" || drifted(e.row)))
+      )
         this.schedule(50);
     };
     const onInterface = (events: readonly RowEvent[]) => {

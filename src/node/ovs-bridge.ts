@@ -9,6 +9,7 @@ import {
   ensureRootRow,
   NODE_AGENT,
   OWNER_KEY,
+  rootRow,
   setMapKeys,
   type VswitchClient,
 } from "./vswitch-db.ts";
@@ -71,8 +72,7 @@ export async function ensureBridge(client: VswitchClient, spec: BridgeSpec): Pro
         BRIDGE_OTHER_CONFIG,
       );
       changes.push(...keys.map((k) => `other_config:${k}`));
-      const current = (await ensureRootRow(client)).bridges;
-      if (!current.includes(existing._uuid)) {
+      if (!(rootRow(client) ?? root).bridges.includes(existing._uuid)) {
         txn.mutate("Open_vSwitch", byUuid(root._uuid), [["bridges", "insert", [existing._uuid]]]);
         changes.push("linked");
       }

@@ -210,7 +210,11 @@ export async function waitOvnInstalled(
 }
 
 /** The pod port of a container (and pod interface name, when given). */
-export function findPodPort(client: VswitchClient, containerId: string, ifname?: string): PodPortInfo | undefined {
+export function findPodPort(
+  client: VswitchClient,
+  containerId: string,
+  ifname?: string,
+): PodPortInfo | undefined {
   const row = interfaces(client)
     .lookup(BY_CONTAINER, containerId)
     .find((r) => isOurPodInterface(r) && (ifname === undefined || r.external_ids[IFNAME_KEY] === ifname));

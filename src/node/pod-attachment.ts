@@ -214,7 +214,8 @@ export class PodAttacher {
         if (pod.kind !== "veth") problems.push(`${req.ifname} is ${pod.kind ?? "not a veth"}`);
         if (pod.mac.toLowerCase() !== req.network.mac.toLowerCase())
           problems.push(`${req.ifname} has MAC ${pod.mac}, expected ${req.network.mac}`);
-        if (pod.mtu !== this.cfg.mtu) problems.push(`${req.ifname} has MTU ${pod.mtu}, expected ${this.cfg.mtu}`);
+        if (pod.mtu !== this.cfg.mtu)
+          problems.push(`${req.ifname} has MTU ${pod.mtu}, expected ${this.cfg.mtu}`);
         if (!pod.up) problems.push(`${req.ifname} is down`);
         for (const ip of req.network.ips)
           if (!pod.ips.includes(ip)) problems.push(`${req.ifname} lacks address ${ip}`);

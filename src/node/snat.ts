@@ -37,7 +37,12 @@ export function snatRuleset(spec: EgressSnatSpec): string {
     const set = `inside_v${fam}`;
     const setType = fam === 4 ? "ipv4_addr" : "ipv6_addr";
     if (inside.length > 0) {
-      lines.push(`  set ${set} {`, `    type ${setType}; flags interval;`, `    elements = { ${inside.join(", ")} }`, "  }");
+      lines.push(
+        `  set ${set} {`,
+        `    type ${setType}; flags interval;`,
+        `    elements = { ${inside.join(", ")} }`,
+        "  }",
+      );
     }
     const notInside = inside.length > 0 ? ` ${proto} daddr != @${set}` : "";
     const action = nodeIp ? `snat ${proto} to ${nodeIp}` : "masquerade";
@@ -79,7 +84,10 @@ export async function listEgressSnat(opts: { netns?: string } = {}): Promise<str
  * Turns on forwarding for the families used. The sysctl files belong to the netns of whoever opens them, so in
  * the agent's own netns they are written directly, and elsewhere through one sysctl process.
  */
-export async function enableForwarding(families: readonly (4 | 6)[], opts: { netns?: string } = {}): Promise<void> {
+export async function enableForwarding(
+  families: readonly (4 | 6)[],
+  opts: { netns?: string } = {},
+): Promise<void> {
   const keys = families.map((f) => (f === 4 ? "net.ipv4.ip_forward" : "net.ipv6.conf.all.forwarding"));
   if (keys.length === 0) return;
   if (!opts.netns) {

@@ -46,7 +46,11 @@ export function argvIn(netns: string | undefined, command: string, args: readonl
 }
 
 /** Runs the tool and resolves with its exit status and output; rejects only if it cannot run or times out. */
-export function runTool(command: string, args: readonly string[], opts: ToolOptions = {}): Promise<ToolResult> {
+export function runTool(
+  command: string,
+  args: readonly string[],
+  opts: ToolOptions = {},
+): Promise<ToolResult> {
   const argv = argvIn(opts.netns, command, args);
   spawned++;
   return new Promise((resolve, reject) => {
@@ -78,7 +82,11 @@ export function runTool(command: string, args: readonly string[], opts: ToolOpti
 }
 
 /** Like runTool, but a non-zero exit is a ToolError; resolves with stdout. */
-export async function runToolOk(command: string, args: readonly string[], opts: ToolOptions = {}): Promise<string> {
+export async function runToolOk(
+  command: string,
+  args: readonly string[],
+  opts: ToolOptions = {},
+): Promise<string> {
   const r = await runTool(command, args, opts);
   if (r.code !== 0) throw new ToolError(argvIn(opts.netns, command, args), r);
   return r.stdout;

@@ -1,15 +1,15 @@
 // The pod's veth pair: the pod end (eth0) with its MAC, addresses, routes and MTU inside the pod's netns, the
 // host end in the node's netns named after the container id. An ADD costs a fixed number of processes: one
 // `ip -batch` inside the pod netns that creates the pair (the host end lands in the node's netns directly) and
-// configures the pod end, one in the node's netns to bring the host end up, and in userspace-datapath mode one
-// ethtool. Every step tolerates what an earlier, interrupted attempt left behind.
+// configures the pod end, then, in parallel, one `ip` in the node's netns to bring the host end up and in
+// userspace-datapath mode one ethtool. Every step tolerates what an earlier, interrupted attempt left behind.
 
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import {
-  type IpBatchFailure,
   IpBatchError,
+  type IpBatchFailure,
   ipBatch,
   isAlreadyExists,
   isNoSuchDevice,
@@ -114,7 +114,13 @@ export async function ensurePodInterface(
   const existed = pod.failures.some((f) => f.line === 0 && isAlreadyExists(f));
   requireSuccess("configuring the pod interface", pod, (f) => f.line === 0 && isAlreadyExists(f));
 
-  const up = await ipBatch([`link set dev ${hostIfname} up`], host);
+  // The two remaining steps touch different namespaces: run them side by side.
+  const [up, ethtool] = await Promise.all([
+    ipBatch([`link set dev ${hostIfname} up`], host),
+    spec.txChecksumOff
+      ? runTool("ethtool", ["-K", spec.ifname, "tx", "off"], { netns: spec.netns })
+      : Promise.resolve(undefined),
+  ]);
   if (existed && up.failures.some(isNoSuchDevice)) {
     // The pod's ifname existed but is not the peer of our host end: an interface we did not create.
     throw new IpBatchError(
@@ -123,11 +129,8 @@ export async function ensurePodInterface(
     );
   }
   requireSuccess("bringing the host end up", up);
-
-  if (spec.txChecksumOff) {
-    const r = await runTool("ethtool", ["-K", spec.ifname, "tx", "off"], { netns: spec.netns });
-    if (r.code !== 0) throw new ToolError(["ethtool", "-K", spec.ifname, "tx", "off"], r);
-  }
+  if (ethtool && ethtool.code !== 0)
+    throw new ToolError(["ethtool", "-K", spec.ifname, "tx", "off"], ethtool);
   return { hostIfname, existed };
 }
 
@@ -167,7 +170,10 @@ export interface PodInterfaceState {
 }
 
 /** What the pod end looks like now (one process), or undefined when the netns or the interface is gone. */
-export async function readPodInterface(netns: string, ifname: string): Promise<PodInterfaceState | undefined> {
+export async function readPodInterface(
+  netns: string,
+  ifname: string,
+): Promise<PodInterfaceState | undefined> {
   if (!existsSync(netns)) return undefined;
   const r = await ipBatch([`addr show dev ${ifname}`, "route show 0.0.0.0/0"], {
     netns,

@@ -5,8 +5,8 @@
 
 import type { TableCache } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
-import type { OpenVSwitch, VswitchTables } from "../ovsdb/models/vswitch.generated.ts";
 import type { RowBase } from "../ovsdb/model.ts";
+import type { OpenVSwitch, VswitchTables } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid, type Transaction } from "../ovsdb/transaction.ts";
 
 export type VswitchClient = OvsdbClient<VswitchTables>;

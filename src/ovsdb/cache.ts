@@ -237,7 +237,9 @@ function shareRefs(v: Value, c: ColumnSchema, refs: RefResolver): Value {
     case "optional":
       return v === null ? v : (one(kt, v) as Value);
     case "set":
-      return (v as readonly string[]).length === 0 ? v : (v as readonly string[]).map((a) => one(kt, a) as string);
+      return (v as readonly string[]).length === 0
+        ? v
+        : (v as readonly string[]).map((a) => one(kt, a) as string);
     case "map": {
       if (!vt) return v;
       const m = v as Record<string, unknown>;
@@ -271,7 +273,9 @@ export class Cache<T extends TableMap = TableMap> {
   }
 
   private ordered(updates: TableUpdates): [string, Record<string, Record<string, unknown> | null>][] {
-    return this.order.filter((t) => updates[t] !== undefined).map((t) => [t, updates[t] as Record<string, Record<string, unknown> | null>]);
+    return this.order
+      .filter((t) => updates[t] !== undefined)
+      .map((t) => [t, updates[t] as Record<string, Record<string, unknown> | null>]);
   }
 
   setServerSchema(serverSchema: DatabaseSchema): void {
@@ -420,7 +424,8 @@ function referenceOrder(schema: DatabaseSchema): string[] {
     state.set(name, 1);
     const t = schema.tables.get(name);
     for (const c of t?.columns.values() ?? []) {
-      for (const bt of [c.type.key, c.type.value]) if (bt?.refTable && bt.refTable !== name) visit(bt.refTable);
+      for (const bt of [c.type.key, c.type.value])
+        if (bt?.refTable && bt.refTable !== name) visit(bt.refTable);
     }
     state.set(name, 2);
     out.push(name);

@@ -23,7 +23,10 @@ export interface EtcdUrls {
   peer: string;
 }
 
-export function etcdArgs(dataDir: string, urls: EtcdUrls = { client: ETCD_CLIENT, peer: ETCD_PEER }): string[] {
+export function etcdArgs(
+  dataDir: string,
+  urls: EtcdUrls = { client: ETCD_CLIENT, peer: ETCD_PEER },
+): string[] {
   return [
     "--name=cp",
     `--data-dir=${dataDir}`,

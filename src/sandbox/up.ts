@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
+import { run } from "./command.ts";
 import { startApiserver, startControllers, waitApiserverReady } from "./control-plane.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 import { adminKubeconfig } from "./kubectl.ts";
@@ -13,6 +14,7 @@ import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
+import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
 import type { Progress } from "./progress.ts";
 import {
@@ -224,6 +226,18 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   await progress.step("controller manager and scheduler working", () =>
     waitControllers(kubeconfig, state, controllers, deadline),
   );
+  await progress.step("zstack-ovnkube-controller started", () =>
+    ensureOvnkubeController({
+      layout,
+      topo,
+      pki,
+      bins,
+      state,
+      adminKubeconfig: kubeconfig,
+      encap: spec.encap,
+    }),
+  );
+  await progress.step("default Subnet Ready", () => waitDefaultSubnet(kubeconfig, bins.KUBECTL, deadline));
   return { layout, topo, state, readyMs, kubeconfig };
 }
 
@@ -236,4 +250,23 @@ function writeAdminKubeconfig(path: string, port: number, pki: Pki): void {
     clientKey: admin.key,
     user: "kubernetes-admin",
   });
+}
+
+/** The controller creates the default Subnet from the cluster CIDR and reports it Ready once its switch exists. */
+async function waitDefaultSubnet(kubeconfig: string, kubectl: string, deadline: number): Promise<void> {
+  for (;;) {
+    const out = await run(kubectl, [
+      "--kubeconfig",
+      kubeconfig,
+      "get",
+      "subnets.network.zstack.io",
+      "default",
+      "-o",
+      "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+    ]).catch(() => "");
+    if (out.trim() === "True") return;
+    if (Date.now() > deadline)
+      throw new Error("the default Subnet did not become Ready; see the zstack-ovnkube-controller log");
+    await sleep(250);
+  }
 }

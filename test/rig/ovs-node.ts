@@ -43,7 +43,11 @@ export interface OvsNode {
   readonly nb?: OvsdbServer;
   readonly sb?: OvsdbServer;
   /** Runs a command inside the node's netns and returns its stdout. */
-  exec(command: string, args: readonly string[], opts?: { input?: string; timeoutMs?: number }): Promise<string>;
+  exec(
+    command: string,
+    args: readonly string[],
+    opts?: { input?: string; timeoutMs?: number },
+  ): Promise<string>;
   /** Runs a command inside any netns (by path) and returns its stdout. */
   execIn(
     netnsPath: string,
@@ -273,7 +277,6 @@ function runInput(
     child.stdin?.end(opts.input);
   });
 }
-
 
 function execFileCb(
   command: string,

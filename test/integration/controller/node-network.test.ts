@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { NodeNetworks } from "../../../src/controller/node-network.ts";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { CLUSTER_ROUTER, coreRows } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 

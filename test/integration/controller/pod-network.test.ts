@@ -2,8 +2,6 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { PodNetworks } from "../../../src/controller/pod-network.ts";
 import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import {
@@ -12,6 +10,8 @@ import {
   subnetSwitchName,
   topologyScope,
 } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 
@@ -129,7 +129,7 @@ test("a foreign port's address is never handed out, a stale delete is ignored, a
   // A late delete for an older incarnation of pod "a" must not remove the current port.
   assert.equal(await pn.remove("ns", "a", "old-uid"), false);
   assert.ok(c.cache.table("Logical_Switch_Port").findOne((r) => r.name === "ns_a"));
-  assert.equal(await pn.remove("ns", "a", "ua"), true);
+  assert.equal(await pn.remove("ns", "a", "ua"), "default");
   await c.echo();
   assert.equal(
     c.cache.table("Logical_Switch_Port").findOne((r) => r.name === "ns_a"),

@@ -98,7 +98,10 @@ describe("node setup on a real Open_vSwitch database", () => {
     });
     t.after(() => setup.stop());
     setup.start();
-    await until("the chassis keys", async () => (await externalIds(node.vsctl))["ovn-remote"] === "unix:/run/sb.sock");
+    await until(
+      "the chassis keys",
+      async () => (await externalIds(node.vsctl))["ovn-remote"] === "unix:/run/sb.sock",
+    );
     assert.deepEqual(await externalIds(node.vsctl), {
       hostname: "h1",
       "ovn-bridge-mappings": "physnet:br-ex",
@@ -110,8 +113,17 @@ describe("node setup on a real Open_vSwitch database", () => {
       "ovn-bridge-datapath-type": "netdev",
     });
     // Someone else changes one of our keys and one of theirs; the agent restores its own and keeps theirs.
-    await node.vsctl("set", "Open_vSwitch", ".", "external_ids:ovn-encap-type=geneve", "external_ids:foo=baz");
-    await until("ovn-encap-type restored", async () => (await externalIds(node.vsctl))["ovn-encap-type"] === "vxlan");
+    await node.vsctl(
+      "set",
+      "Open_vSwitch",
+      ".",
+      "external_ids:ovn-encap-type=geneve",
+      "external_ids:foo=baz",
+    );
+    await until(
+      "ovn-encap-type restored",
+      async () => (await externalIds(node.vsctl))["ovn-encap-type"] === "vxlan",
+    );
     const ids = await externalIds(node.vsctl);
     assert.equal(ids.foo, "baz");
     assert.equal(ids.hostname, "h1");
@@ -155,7 +167,12 @@ describe("management port and egress on a one-node OVN cluster", () => {
     const { mac, ipWithPrefix } = await c.addPodLsp(pod, podIp);
     const netns = await c.node.addNetns("web");
     podNetns = netns.path;
-    const attacher = new PodAttacher({ client: c.ovs, mtu: 1450, userspaceDatapath: true, hostNetns: c.node.netns.path });
+    const attacher = new PodAttacher({
+      client: c.ovs,
+      mtu: 1450,
+      userspaceDatapath: true,
+      hostNetns: c.node.netns.path,
+    });
     await attacher.add({
       containerId: "feedfacecafe0001",
       ifname: "eth0",
@@ -172,7 +189,11 @@ describe("management port and egress on a one-node OVN cluster", () => {
 
   test("the management port gets its MAC, address and routes, and is bound in OVN", async () => {
     const link = await c.node.exec("ip", ["-j", "addr", "show", "dev", MGMT_IFNAME]);
-    const [dev] = JSON.parse(link) as { address: string; mtu: number; addr_info: { local: string; prefixlen: number }[] }[];
+    const [dev] = JSON.parse(link) as {
+      address: string;
+      mtu: number;
+      addr_info: { local: string; prefixlen: number }[];
+    }[];
     assert.equal(dev?.address, MGMT.mac);
     assert.equal(dev?.mtu, 1450);
     assert.deepEqual(
@@ -180,11 +201,17 @@ describe("management port and egress on a one-node OVN cluster", () => {
       [MGMT.ip],
     );
     const routes = await c.node.exec("ip", ["route", "show", "dev", MGMT_IFNAME]);
-    assert.match(routes, /10\.244\.0\.0\/16 via 100\.64\.0\.1 proto \w+ src 100\.64\.0\.2|10\.244\.0\.0\/16 via 100\.64\.0\.1 src 100\.64\.0\.2/);
+    assert.match(
+      routes,
+      /10\.244\.0\.0\/16 via 100\.64\.0\.1 proto \w+ src 100\.64\.0\.2|10\.244\.0\.0\/16 via 100\.64\.0\.1 src 100\.64\.0\.2/,
+    );
     assert.match(routes, /10\.96\.0\.0\/16 via 100\.64\.0\.1 (proto \w+ )?src 100\.64\.0\.2/);
     await until(
       "ovn-installed on the management port",
-      async () => (await c.node.vsctl("get", "Interface", MGMT_IFNAME, "external_ids:ovn-installed").catch(() => "")).includes("true"),
+      async () =>
+        (
+          await c.node.vsctl("get", "Interface", MGMT_IFNAME, "external_ids:ovn-installed").catch(() => "")
+        ).includes("true"),
       10_000,
     );
   });
@@ -210,26 +237,52 @@ describe("management port and egress on a one-node OVN cluster", () => {
   });
 
   test("the egress table is replaced as a whole: applying it again leaves one rule", async () => {
-    setup.update({ egress: { mgmtIfname: MGMT_IFNAME, insideCidrs: [...NET.clusterCIDRs, NET.joinCIDR], nodeIps: [NODE_IP] } });
-    await until("the new egress rules", async () => !(await listEgressSnat({ netns: c.node.netns.path }))?.includes("10.96.0.0/16"));
+    setup.update({
+      egress: {
+        mgmtIfname: MGMT_IFNAME,
+        insideCidrs: [...NET.clusterCIDRs, NET.joinCIDR],
+        nodeIps: [NODE_IP],
+      },
+    });
+    await until(
+      "the new egress rules",
+      async () => !(await listEgressSnat({ netns: c.node.netns.path }))?.includes("10.96.0.0/16"),
+    );
     const table = (await listEgressSnat({ netns: c.node.netns.path })) ?? "";
     assert.equal(table.match(/snat ip to/g)?.length, 1, table);
     const all = await c.node.exec("nft", ["list", "tables"]);
     assert.equal(all.trim(), "table inet zstack_ovn");
   });
 
-  test("after ovs-vswitchd restarts, the recreated management tap is configured again", async () => {
-    const ifindexBefore = (await c.node.vsctl("get", "Interface", MGMT_IFNAME, "ifindex")).trim();
+  test("after ovs-vswitchd restarts the pod is reachable over the management port again", async () => {
     await c.node.restartVswitchd();
     await until(
-      "the management address on the new tap",
-      async () => {
-        const ifindex = (await c.node.vsctl("get", "Interface", MGMT_IFNAME, "ifindex").catch(() => "")).trim();
-        const addr = await execIn(c.node.netns.path, "ip", ["-4", "addr", "show", "dev", MGMT_IFNAME]);
-        return ifindex !== ifindexBefore && addr.stdout.includes("100.64.0.2/16");
-      },
+      "the pod reachable",
+      async () => (await ping(c.node.netns.path, podIp, 1)).code === 0,
       15_000,
     );
-    await until("the pod reachable again", async () => (await ping(c.node.netns.path, podIp, 1)).code === 0, 15_000);
+  });
+
+  test("a management port removed from OVS by someone else is recreated and its new device configured", async () => {
+    const ifindexBefore = (await c.node.vsctl("get", "Interface", MGMT_IFNAME, "ifindex")).trim();
+    await c.node.vsctl("del-port", "br-int", MGMT_IFNAME);
+    await until(
+      "the management address on a new device",
+      async () => {
+        const ifindex = (
+          await c.node.vsctl("get", "Interface", MGMT_IFNAME, "ifindex").catch(() => "")
+        ).trim();
+        const addr = await execIn(c.node.netns.path, "ip", ["-4", "addr", "show", "dev", MGMT_IFNAME]);
+        return ifindex !== "" && ifindex !== ifindexBefore && addr.stdout.includes("100.64.0.2/16");
+      },
+      10_000,
+    );
+    await until(
+      "the pod reachable again",
+      async () => (await ping(c.node.netns.path, podIp, 1)).code === 0,
+      10_000,
+    );
+    const routes = await c.node.exec("ip", ["route", "show", "dev", MGMT_IFNAME]);
+    assert.match(routes, /10\.244\.0\.0\/16 via 100\.64\.0\.1/);
   });
 });

@@ -8,12 +8,10 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
-import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { podPortRow } from "../../../src/ovn/pod-port.ts";
 import {
+  CLUSTER_ROUTER,
   type ClusterNetworks,
   desiredTopology,
   macFromIPv4,
@@ -22,6 +20,9 @@ import {
   type SubnetTopology,
   topologyScope,
 } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
 import { type AfterHook, type NetnsHandle, type OvsNode, useOvsNode } from "../../rig/ovs-node.ts";
 
 export const NODE = "node1";
@@ -79,6 +80,18 @@ export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster>
     topologyScope,
   );
   await txn.commit();
+  // OVN drops a packet with no route in lr_in_ip_routing, before any reroute policy sees it, and the
+  // controller's topology has no route for destinations outside the cluster (yet). A default route to an
+  // address nobody holds lets egress reach the policy stage; only the node's reroute policy can then deliver it.
+  const router = nb.cache.table("Logical_Router").findOne((r) => r.name === CLUSTER_ROUTER);
+  if (!router) throw new Error("the cluster router is not in the NB cache");
+  await nb.transact((tx) => {
+    const route = tx.insert("Logical_Router_Static_Route", {
+      ip_prefix: "0.0.0.0/0",
+      nexthop: "100.64.0.254",
+    });
+    tx.mutate("Logical_Router", [["_uuid", "==", router._uuid]], [["static_routes", "insert", [route]]]);
+  });
 
   const addPodLsp = async (pod: PodRef, ip: string) => {
     const mac = macFromIPv4(ip);
@@ -126,7 +139,12 @@ export function execIn(
     const child = execFile(
       "nsenter",
       [`--net=${netns}`, "--", command, ...args],
-      { timeout: opts.timeoutMs ?? 15_000, killSignal: "SIGKILL", maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      {
+        timeout: opts.timeoutMs ?? 15_000,
+        killSignal: "SIGKILL",
+        maxBuffer: 64 * 1024 * 1024,
+        encoding: "utf8",
+      },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === "number" ? err.code : null) : 0;
         resolve({ code, stdout, stderr });
@@ -181,7 +199,13 @@ export async function tcpTransfer(
 }
 
 /** One UDP datagram; resolves with what the listener printed. */
-export async function udpTransfer(from: string, to: string, ip: string, port: number, text: string): Promise<string> {
+export async function udpTransfer(
+  from: string,
+  to: string,
+  ip: string,
+  port: number,
+  text: string,
+): Promise<string> {
   const server = listen(to, ip, port, true);
   await untilListening(to, port, true);
   await execIn(from, "nc", ["-u", "-w", "1", ip, String(port)], { input: text });

@@ -112,12 +112,20 @@ describe("pod attachment on a real OVS and OVN node", () => {
     assert.equal(tcp.client.code, 0, tcp.client.stderr);
     assert.equal(tcp.received, tcp.sent, "the TCP payload arrives intact (TX checksum offload is off)");
     assert.equal(tcp.peer, pa.ip);
-    assert.equal(await udpTransfer(pb.netns.path, pa.netns.path, pa.ip, 5002, "hello over udp\n"), "hello over udp\n");
+    assert.equal(
+      await udpTransfer(pb.netns.path, pa.netns.path, pa.ip, 5002, "hello over udp\n"),
+      "hello over udp\n",
+    );
 
     const result = adds[0]?.result;
     assert.equal(result?.interfaces[0]?.name, hostVethName(pa.req.containerId));
     assert.match(result?.interfaces[0]?.mac ?? "", /^[0-9a-f:]{17}$/);
-    assert.deepEqual(result?.interfaces[1], { name: "eth0", mac: pa.req.network.mac, mtu, sandbox: pa.netns.path });
+    assert.deepEqual(result?.interfaces[1], {
+      name: "eth0",
+      mac: pa.req.network.mac,
+      mtu,
+      sandbox: pa.netns.path,
+    });
     assert.deepEqual(result?.ips, [{ address: pa.req.network.ips[0], gateway: "10.244.0.1", interface: 1 }]);
     assert.deepEqual(result?.routes, [{ dst: "0.0.0.0/0", gw: "10.244.0.1" }]);
     const port = findPodPort(c.ovs, pa.req.containerId);
@@ -151,7 +159,10 @@ describe("pod attachment on a real OVS and OVN node", () => {
     await execIn(pb.netns.path, "ip", ["addr", "del", pb.req.network.ips[0] as string, "dev", "eth0"]);
     await assert.rejects(attacher.check(pb.req), (e: unknown) => {
       assert.ok(e instanceof CheckFailedError);
-      assert.deepEqual(e.problems, [`eth0 lacks address ${pb.req.network.ips[0]}`, "default route via nothing, expected 10.244.0.1"]);
+      assert.deepEqual(e.problems, [
+        `eth0 lacks address ${pb.req.network.ips[0]}`,
+        "default route via nothing, expected 10.244.0.1",
+      ]);
       return true;
     });
     // ADD again repairs it.
@@ -217,7 +228,9 @@ describe("pod attachment on a real OVS and OVN node", () => {
     const out = await attacher.gc([pa.req, pb.req]);
     assert.deepEqual(out.portsRemoved, [hostVethName(pf.req.containerId)]);
     assert.deepEqual(out.vethsRemoved.sort(), [hostVethName(pf.req.containerId), orphan].sort());
-    const ports = listPodPorts(c.ovs).map((p) => p.portName).sort();
+    const ports = listPodPorts(c.ovs)
+      .map((p) => p.portName)
+      .sort();
     assert.deepEqual(ports, [hostVethName(pa.req.containerId), hostVethName(pb.req.containerId)].sort());
     const bridgePorts = (await c.node.vsctl("list-ports", "br-int")).trim().split("\n").sort();
     assert.deepEqual(bridgePorts, [...ports, "foreign0"].sort());
@@ -226,6 +239,40 @@ describe("pod attachment on a real OVS and OVN node", () => {
     assert.doesNotMatch(links, new RegExp(orphan));
     const r = await ping(pa.netns.path, pb.ip);
     assert.equal(r.code, 0, "the valid pods still talk");
+  });
+
+  test("ADD latency per step: 10 pods one after another, then 10 at once", async (t) => {
+    const measure = async (label: string, pods: Pod[], concurrent: boolean) => {
+      const outs: AddOutcome[] = [];
+      if (concurrent) outs.push(...(await Promise.all(pods.map((p) => attacher.add(p.req)))));
+      else for (const p of pods) outs.push(await attacher.add(p.req));
+      const summary: Record<string, string> = {};
+      for (const step of ["veth", "ovs-port", "ovn-installed", "total"] as const) {
+        const xs = outs.map((o) => o.timings[step]).sort((a, b) => a - b);
+        summary[step] = `p50 ${percentile(xs, 0.5).toFixed(1)} p99 ${percentile(xs, 0.99).toFixed(1)}`;
+      }
+      t.diagnostic(`${label}: ${JSON.stringify(summary)}`);
+      for (const p of pods) await attacher.del(p.req);
+      return outs;
+    };
+    const seq = await measure(
+      "sequential ADD (ms)",
+      await Promise.all(range(10).map((i) => newPod(`s${i}`))),
+      false,
+    );
+    const par = await measure(
+      "10 concurrent ADDs (ms)",
+      await Promise.all(range(10).map((i) => newPod(`c${i}`))),
+      true,
+    );
+    // Loose bounds: a shared 2-core machine; the figures themselves are the point of this test.
+    assert.ok(
+      percentile(
+        seq.map((o) => o.timings.total).sort((a, b) => a - b),
+        0.5,
+      ) < 500,
+    );
+    assert.ok(Math.max(...par.map((o) => o.timings.total)) < 5000);
   });
 
   test("ADD of a pod without a logical port times out naming ovn-installed, and leaves no port or veth", async () => {
@@ -270,6 +317,14 @@ describe("pod attachment on a real OVS and OVN node", () => {
     assert.equal(findPodPort(c.ovs, pod.req.containerId), undefined);
   });
 });
+
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}
+
+function percentile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
+}
 
 function roundAll(o: Record<string, number>): Record<string, number> {
   return Object.fromEntries(Object.entries(o).map(([k, v]) => [k, Math.round(v * 10) / 10]));

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { parsePodNetworksAnnotation, podNetworksAnnotation, podPortRow } from "../../../src/ovn/pod-port.ts";
 import { desiredTopology, nodePodsAddressSet, topologyScope } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 

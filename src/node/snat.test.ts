@@ -1,0 +1,45 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { snatRuleset } from "./snat.ts";
+
+describe("egress SNAT ruleset", () => {
+  test("replaces the table atomically and SNATs only management-port traffic bound outside the cluster", () => {
+    const text = snatRuleset({
+      mgmtIfname: "zovn-mgmt",
+      insideCidrs: ["10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"],
+      nodeIps: ["192.168.200.11"],
+    });
+    assert.equal(
+      text,
+      [
+        "table inet zstack_ovn",
+        "delete table inet zstack_ovn",
+        "table inet zstack_ovn {",
+        "  set inside_v4 {",
+        "    type ipv4_addr; flags interval;",
+        "    elements = { 10.244.0.0/16, 10.96.0.0/16, 100.64.0.0/16 }",
+        "  }",
+        "  chain postrouting {",
+        "    type nat hook postrouting priority srcnat; policy accept;",
+        '    iifname "zovn-mgmt" oifname != "zovn-mgmt" meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192.168.200.11',
+        "  }",
+        "}",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  test("handles IPv6 in its own set and masquerades a family without a node IP", () => {
+    const text = snatRuleset({
+      mgmtIfname: "zovn-mgmt",
+      insideCidrs: ["10.244.0.0/16", "fd00:10:244::/48"],
+      nodeIps: ["192.168.200.11"],
+    });
+    assert.match(
+      text,
+      /set inside_v6 \{\n {4}type ipv6_addr; flags interval;\n {4}elements = \{ fd00:10:244::\/48 \}/,
+    );
+    assert.match(text, /meta nfproto ipv6 ip6 daddr != @inside_v6 masquerade/);
+    assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
+  });
+});
