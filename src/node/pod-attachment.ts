@@ -159,7 +159,12 @@ export class PodAttacher {
     } catch (e) {
       // The runtime will call DEL after a failed ADD, but may not (or the agent may be asked again first):
       // leave nothing half-made behind.
-      await this.removeLocked(req).catch(() => {});
+      await Promise.allSettled([
+        removePodPorts(this.cfg.client, [req.containerId], req.ifname),
+        removePodInterface(req.containerId, this.host),
+      ]);
+      // The runtime gave up (or the agent is stopping): its reason is the answer, not a step failure.
+      if (signal?.aborted && e === signal.reason) throw e;
       if (e instanceof StepError || e instanceof StepTimeoutError) throw e;
       throw new StepError(step, (e as Error).message, { cause: e });
     }

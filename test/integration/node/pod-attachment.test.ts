@@ -9,7 +9,7 @@ import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { findPodPort, listPodPorts } from "../../../src/node/ovs-port.ts";
 import { type AddOutcome, type AddRequest, PodAttacher } from "../../../src/node/pod-attachment.ts";
 import { spawnedTools } from "../../../src/node/tool.ts";
-import { hostVethName, listHostVeths } from "../../../src/node/veth.ts";
+import { ensurePodInterface, hostVethName, listHostVeths } from "../../../src/node/veth.ts";
 import type { NetnsHandle } from "../../rig/ovs-node.ts";
 import {
   execIn,
@@ -152,6 +152,39 @@ describe("pod attachment on a real OVS and OVN node", () => {
     const r = await ping(pb.netns.path, pa.ip);
     assert.equal(r.code, 0, r.stdout);
     await attacher.check(pa.req);
+  });
+
+  test("an ADD retried after an interrupted one (veth made, no OVS port yet) completes the attachment", async () => {
+    const pod = await newPod("pr");
+    await ensurePodInterface(
+      { ...pod.req, ...pod.req.network, mtu, txChecksumOff: true },
+      { netns: c.node.netns.path },
+    );
+    assert.equal(findPodPort(c.ovs, pod.req.containerId), undefined);
+    await attacher.add(pod.req);
+    await attacher.check(pod.req);
+    const r = await ping(pod.netns.path, pa.ip);
+    assert.equal(r.code, 0, r.stdout);
+    await attacher.del(pod.req);
+  });
+
+  test("an ADD whose request is aborted while waiting rejects with the abort reason and leaves nothing", async () => {
+    const netns = await c.node.addNetns("pab");
+    const req: AddRequest = {
+      containerId: containerId(),
+      ifname: "eth0",
+      netns: netns.path,
+      podNamespace: "default",
+      podName: "aborted",
+      podUid: "uid-aborted",
+      network: { ips: ["10.244.0.98/16"], mac: "0a:58:0a:f4:00:62", gateways: ["10.244.0.1"] },
+    };
+    const reason = new Error("the runtime went away");
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(reason), 200);
+    await assert.rejects(attacher.add(req, { signal: ac.signal }), (e: unknown) => e === reason);
+    assert.equal(findPodPort(c.ovs, req.containerId), undefined);
+    assert.ok(!(await listHostVeths({ netns: c.node.netns.path })).includes(hostVethName(req.containerId)));
   });
 
   test("CHECK passes for a wired pod and names what differs once the pod's address is gone", async () => {

@@ -1,0 +1,144 @@
+// The node agent's answers to CNI requests: the pod's network comes from the controller's annotation, the
+// wiring from PodAttacher. Errors carry the CNI code of the step that failed.
+
+import { existsSync } from "node:fs";
+import { CniError, CniErrorCode } from "../cni/error.ts";
+import type { AddRequest, CheckRequest, CniHandler, DelRequest, GcRequest, StatusRequest } from "../cni/handler.ts";
+import type { CniResult } from "../cni/result.ts";
+import { CheckFailedError, StepError, StepTimeoutError } from "../node/errors.ts";
+import type { AttachmentResult, PodAttacher, PodNetwork } from "../node/pod-attachment.ts";
+import type { Logger } from "../observability/log.ts";
+import type { PodNetworkAnnotation } from "../ovn/pod-port.ts";
+import { type NodePods, TimedOutError } from "./pod-networks.ts";
+
+export interface AgentHandlerOptions {
+  attacher: PodAttacher;
+  pods: NodePods;
+  log: Logger;
+  /** Why the agent cannot serve ADD now, or undefined when it can. */
+  notReady: () => string | undefined;
+  annotationBudgetMs?: number;
+  /** Called with each ADD's per-step timings (ms). */
+  onAddTimings?: (t: Record<string, number>) => void;
+}
+
+function toPodNetwork(a: PodNetworkAnnotation): PodNetwork {
+  return {
+    ips: a.ip_addresses,
+    mac: a.mac_address,
+    gateways: a.gateway_ips,
+    routes: a.routes.map((r) => ({ dest: r.dest, nextHop: r.nextHop })),
+  };
+}
+
+function toResult(r: AttachmentResult): CniResult {
+  return {
+    interfaces: r.interfaces.map((i) => ({ ...i })),
+    ips: r.ips.map((i) => ({ ...i })),
+    routes: r.routes.map((x) => ({ ...x })),
+  };
+}
+
+function classify(e: unknown): CniError {
+  if (e instanceof CniError) return e;
+  if (e instanceof StepTimeoutError) {
+    return new CniError(
+      e.step === "ovn-installed" ? CniErrorCode.OvnInstalledTimeout : CniErrorCode.StepTimeout,
+      e.message,
+    );
+  }
+  if (e instanceof StepError) {
+    const code = e.message.includes("ovs-port") ? CniErrorCode.OvsPortFailed : CniErrorCode.InterfaceSetupFailed;
+    return new CniError(code, e.message);
+  }
+  if (e instanceof CheckFailedError) return new CniError(CniErrorCode.CheckFailed, e.message);
+  return new CniError(CniErrorCode.Internal, (e as Error).message ?? String(e));
+}
+
+export class AgentCniHandler implements CniHandler {
+  constructor(private readonly o: AgentHandlerOptions) {}
+
+  private requireNetns(netns: string): void {
+    if (!netns || !existsSync(netns)) {
+      throw new CniError(
+        CniErrorCode.NetnsMissing,
+        `network namespace ${netns || "(empty CNI_NETNS)"} does not exist; the runtime must create it before ADD`,
+      );
+    }
+  }
+
+  private async network(ns: string, name: string, uid: string | undefined, signal: AbortSignal) {
+    try {
+      return await this.o.pods.waitFor(ns, name, uid, this.o.annotationBudgetMs ?? 60_000, signal);
+    } catch (e) {
+      if (e instanceof TimedOutError) throw new CniError(CniErrorCode.PodAnnotationTimeout, e.message);
+      throw e;
+    }
+  }
+
+  async add(req: AddRequest): Promise<CniResult> {
+    const why = this.o.notReady();
+    if (why) throw new CniError(CniErrorCode.TryAgainLater, `zstack-ovnkube-node is not ready: ${why}`);
+    this.requireNetns(req.netns);
+    const { podNamespace: ns, podName: name, podUid } = req.k8s;
+    const info = await this.network(ns, name, podUid, req.signal);
+    try {
+      const out = await this.o.attacher.add(
+        {
+          containerId: req.containerId,
+          ifname: req.ifname,
+          netns: req.netns,
+          podNamespace: ns,
+          podName: name,
+          podUid: info.uid,
+          network: toPodNetwork(info.network),
+        },
+        { signal: req.signal },
+      );
+      this.o.onAddTimings?.(out.timings);
+      this.o.log.info({ pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings }, "pod attached");
+      return toResult(out.result);
+    } catch (e) {
+      throw classify(e);
+    }
+  }
+
+  async del(req: DelRequest): Promise<void> {
+    try {
+      const r = await this.o.attacher.del({ containerId: req.containerId, ifname: req.ifname });
+      this.o.log.info({ containerId: req.containerId, ...r }, "pod detached");
+    } catch (e) {
+      throw classify(e);
+    }
+  }
+
+  async check(req: CheckRequest): Promise<void> {
+    this.requireNetns(req.netns);
+    const { podNamespace: ns, podName: name, podUid } = req.k8s;
+    const info = this.o.pods.current(ns, name, podUid);
+    if (!info) throw new CniError(CniErrorCode.PodNotFound, `pod ${ns}/${name} or its network annotation is not known`);
+    try {
+      await this.o.attacher.check({
+        containerId: req.containerId,
+        ifname: req.ifname,
+        netns: req.netns,
+        podNamespace: ns,
+        podName: name,
+        podUid: info.uid,
+        network: toPodNetwork(info.network),
+      });
+    } catch (e) {
+      throw classify(e);
+    }
+  }
+
+  async gc(req: GcRequest): Promise<void> {
+    const out = await this.o.attacher.gc(req.validAttachments.map((a) => ({ containerId: a.containerId, ifname: a.ifname })));
+    this.o.log.info({ ...out }, "garbage-collected attachments");
+  }
+
+  async status(_req: StatusRequest): Promise<void> {
+    const why = this.o.notReady();
+    if (why) throw new CniError(CniErrorCode.PluginNotAvailable, `zstack-ovnkube-node is not ready: ${why}`);
+  }
+}

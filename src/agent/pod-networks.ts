@@ -1,0 +1,100 @@
+// The pods of this node and their network annotation, from a watch (not polling): an ADD waits here until the
+// controller has written k8s.ovn.org/pod-networks for the pod, within a bounded budget.
+
+import { Informer } from "../k8s/informer.ts";
+import type { ApiClient } from "../k8s/api-client.ts";
+import type { KubeObject } from "../k8s/object-key.ts";
+import type { Logger } from "../observability/log.ts";
+import { type PodNetworkAnnotation, parsePodNetworksAnnotation, POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
+
+export interface NodePod extends KubeObject {
+  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
+}
+
+export interface PodNetworkInfo {
+  readonly uid: string;
+  readonly network: PodNetworkAnnotation;
+}
+
+function slim(o: KubeObject): NodePod {
+  const m = (o as NodePod).metadata;
+  return {
+    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, ...(m.annotations ? { annotations: m.annotations } : {}) },
+  };
+}
+
+export class TimedOutError extends Error {}
+
+export class NodePods {
+  readonly informer: Informer<NodePod>;
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(api: ApiClient, node: string, log: Logger) {
+    this.informer = new Informer<NodePod>({
+      client: api,
+      path: "/api/v1/pods",
+      fieldSelector: `spec.nodeName=${node}`,
+      transform: slim,
+      logger: log.child({ informer: "node-pods" }),
+    });
+    const wake = (p: NodePod) => {
+      for (const w of this.waiters.get(`${p.metadata.namespace}/${p.metadata.name}`) ?? []) w();
+    };
+    this.informer.addHandlers({ onAdd: wake, onUpdate: (_o, n) => wake(n), onDelete: wake });
+  }
+
+  start(): void {
+    this.informer.start();
+  }
+
+  stop(): Promise<void> {
+    return this.informer.stop();
+  }
+
+  /** The pod's network now, if its annotation is there (and, with `uid`, for that pod incarnation). */
+  current(namespace: string, name: string, uid?: string): PodNetworkInfo | undefined {
+    const p = this.informer.get(`${namespace}/${name}`);
+    if (!p || (uid && p.metadata.uid !== uid)) return undefined;
+    const network = parsePodNetworksAnnotation(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+    return network ? { uid: p.metadata.uid, network } : undefined;
+  }
+
+  /** Resolves when the pod's annotation exists; rejects with TimedOutError after `timeoutMs`. */
+  waitFor(namespace: string, name: string, uid: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<PodNetworkInfo> {
+    const now = this.current(namespace, name, uid);
+    if (now) return Promise.resolve(now);
+    const key = `${namespace}/${name}`;
+    return new Promise((resolve, reject) => {
+      let set = this.waiters.get(key);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(key, set);
+      }
+      const done = (err?: Error, v?: PodNetworkInfo) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        set?.delete(check);
+        if (set?.size === 0) this.waiters.delete(key);
+        if (err) reject(err);
+        else resolve(v as PodNetworkInfo);
+      };
+      const check = () => {
+        const v = this.current(namespace, name, uid);
+        if (v) done(undefined, v);
+      };
+      const onAbort = () => done(new Error("the CNI request was abandoned"));
+      const timer = setTimeout(
+        () =>
+          done(
+            new TimedOutError(
+              `no ${POD_NETWORKS_ANNOTATION} annotation on pod ${key} after ${timeoutMs} ms: ` +
+                "is zstack-ovnkube-controller running, and does the pod's subnet have free addresses? See the pod's events",
+            ),
+          ),
+        timeoutMs,
+      );
+      signal?.addEventListener("abort", onAbort, { once: true });
+      set.add(check);
+    });
+  }
+}
