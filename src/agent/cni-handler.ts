@@ -3,7 +3,14 @@
 
 import { existsSync } from "node:fs";
 import { CniError, CniErrorCode } from "../cni/error.ts";
-import type { AddRequest, CheckRequest, CniHandler, DelRequest, GcRequest, StatusRequest } from "../cni/handler.ts";
+import type {
+  AddRequest,
+  CheckRequest,
+  CniHandler,
+  DelRequest,
+  GcRequest,
+  StatusRequest,
+} from "../cni/handler.ts";
 import type { CniResult } from "../cni/result.ts";
 import { CheckFailedError, StepError, StepTimeoutError } from "../node/errors.ts";
 import type { AttachmentResult, PodAttacher, PodNetwork } from "../node/pod-attachment.ts";
@@ -48,7 +55,9 @@ function classify(e: unknown): CniError {
     );
   }
   if (e instanceof StepError) {
-    const code = e.message.includes("ovs-port") ? CniErrorCode.OvsPortFailed : CniErrorCode.InterfaceSetupFailed;
+    const code = e.message.includes("ovs-port")
+      ? CniErrorCode.OvsPortFailed
+      : CniErrorCode.InterfaceSetupFailed;
     return new CniError(code, e.message);
   }
   if (e instanceof CheckFailedError) return new CniError(CniErrorCode.CheckFailed, e.message);
@@ -96,7 +105,10 @@ export class AgentCniHandler implements CniHandler {
         { signal: req.signal },
       );
       this.o.onAddTimings?.(out.timings);
-      this.o.log.info({ pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings }, "pod attached");
+      this.o.log.info(
+        { pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings },
+        "pod attached",
+      );
       return toResult(out.result);
     } catch (e) {
       throw classify(e);
@@ -116,7 +128,11 @@ export class AgentCniHandler implements CniHandler {
     this.requireNetns(req.netns);
     const { podNamespace: ns, podName: name, podUid } = req.k8s;
     const info = this.o.pods.current(ns, name, podUid);
-    if (!info) throw new CniError(CniErrorCode.PodNotFound, `pod ${ns}/${name} or its network annotation is not known`);
+    if (!info)
+      throw new CniError(
+        CniErrorCode.PodNotFound,
+        `pod ${ns}/${name} or its network annotation is not known`,
+      );
     try {
       await this.o.attacher.check({
         containerId: req.containerId,
@@ -133,7 +149,9 @@ export class AgentCniHandler implements CniHandler {
   }
 
   async gc(req: GcRequest): Promise<void> {
-    const out = await this.o.attacher.gc(req.validAttachments.map((a) => ({ containerId: a.containerId, ifname: a.ifname })));
+    const out = await this.o.attacher.gc(
+      req.validAttachments.map((a) => ({ containerId: a.containerId, ifname: a.ifname })),
+    );
     this.o.log.info({ ...out }, "garbage-collected attachments");
   }
 

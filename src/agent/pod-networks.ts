@@ -1,11 +1,15 @@
 // The pods of this node and their network annotation, from a watch (not polling): an ADD waits here until the
 // controller has written k8s.ovn.org/pod-networks for the pod, within a bounded budget.
 
-import { Informer } from "../k8s/informer.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
+import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { Logger } from "../observability/log.ts";
-import { type PodNetworkAnnotation, parsePodNetworksAnnotation, POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
+import {
+  POD_NETWORKS_ANNOTATION,
+  type PodNetworkAnnotation,
+  parsePodNetworksAnnotation,
+} from "../ovn/pod-port.ts";
 
 export interface NodePod extends KubeObject {
   metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
@@ -19,7 +23,12 @@ export interface PodNetworkInfo {
 function slim(o: KubeObject): NodePod {
   const m = (o as NodePod).metadata;
   return {
-    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, ...(m.annotations ? { annotations: m.annotations } : {}) },
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      ...(m.annotations ? { annotations: m.annotations } : {}),
+    },
   };
 }
 
@@ -60,7 +69,13 @@ export class NodePods {
   }
 
   /** Resolves when the pod's annotation exists; rejects with TimedOutError after `timeoutMs`. */
-  waitFor(namespace: string, name: string, uid: string | undefined, timeoutMs: number, signal?: AbortSignal): Promise<PodNetworkInfo> {
+  waitFor(
+    namespace: string,
+    name: string,
+    uid: string | undefined,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<PodNetworkInfo> {
     const now = this.current(namespace, name, uid);
     if (now) return Promise.resolve(now);
     const key = `${namespace}/${name}`;

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, it } from "node:test";
-import { ConfigError, controllerConfigHelp, loadControllerConfig } from "./controller-config.ts";
+import {
+  CONTROLLER_SETTINGS,
+  ConfigError,
+  controllerConfigHelp,
+  loadControllerConfig,
+} from "./controller-config.ts";
 
 function problems(fn: () => unknown): readonly string[] {
   try {
@@ -281,5 +288,17 @@ describe("controller configuration", () => {
     const help = controllerConfigHelp();
     assert.match(help, /--tunnel-type {2}\(ZSTACK_TUNNEL_TYPE; tunnel.type; default "vxlan"\)/);
     assert.match(help, /--metrics-port {2}\(ZSTACK_METRICS_PORT; controller.metricsPort; default 10660\)/);
+  });
+});
+
+describe("docs/configuration.md", () => {
+  it("lists every setting with its key, variable and flag", async () => {
+    const doc = readFileSync(join(import.meta.dirname, "..", "..", "docs", "configuration.md"), "utf8");
+    for (const s of CONTROLLER_SETTINGS) {
+      assert.ok(
+        doc.includes(`| \`${s.key}\` | \`${s.env}\` | \`--${s.flag}\` |`),
+        `${s.key} missing from the table`,
+      );
+    }
   });
 });

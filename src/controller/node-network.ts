@@ -9,7 +9,7 @@ import { macForAddresses } from "../ipam/mac.ts";
 import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
 import { NODE_KEY } from "../ovn/ownership.ts";
-import { type ClusterNetworks, mgmtPortName, nodeRows } from "../ovn/topology.ts";
+import { type ClusterNetworks, egressPlaceholder, mgmtPortName, nodeRows } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 
@@ -30,7 +30,11 @@ export class NodeNetworks {
     private readonly nb: OvsdbClient<NbTables>,
     private readonly net: ClusterNetworks,
   ) {
-    const def = parseSubnetSpec({ cidr: net.joinCIDR, gateway: net.joinGateway });
+    const def = parseSubnetSpec({
+      cidr: net.joinCIDR,
+      gateway: net.joinGateway,
+      excludeIPs: [egressPlaceholder(net.joinCIDR)],
+    });
     if (!def.ok) throw new Error(`join CIDR ${net.joinCIDR}: ${JSON.stringify(def.problems)}`);
     const entries: { address: string; holder: { owner: string; foreign: boolean } }[] = [];
     const join = findOwned(nb.cache as never, "Logical_Switch", "join");

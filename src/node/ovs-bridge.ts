@@ -5,14 +5,7 @@
 import { ConstraintViolationError } from "../ovsdb/errors.ts";
 import type { Bridge } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
-import {
-  ensureRootRow,
-  NODE_AGENT,
-  OWNER_KEY,
-  rootRow,
-  setMapKeys,
-  type VswitchClient,
-} from "./vswitch-db.ts";
+import { ensureRootRow, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
 
 export type DatapathType = "system" | "netdev";
 
@@ -71,11 +64,8 @@ export async function ensureBridge(client: VswitchClient, spec: BridgeSpec): Pro
         existing.other_config,
         BRIDGE_OTHER_CONFIG,
       );
+      // Bridge is not a root table: a bridge that exists is linked from the root row already.
       changes.push(...keys.map((k) => `other_config:${k}`));
-      if (!(rootRow(client) ?? root).bridges.includes(existing._uuid)) {
-        txn.mutate("Open_vSwitch", byUuid(root._uuid), [["bridges", "insert", [existing._uuid]]]);
-        changes.push("linked");
-      }
     }
     if (changes.length === 0) return changes;
     try {

@@ -20,7 +20,8 @@ export type Kind =
   | "mgmt-port"
   | "pod-port"
   | "node-pods"
-  | "egress-policy";
+  | "egress-policy"
+  | "egress-route";
 
 export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
   return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };

@@ -9,6 +9,8 @@
 // node agent SNATs it to the node IP (gateway.mode local).
 
 import { createHash } from "node:crypto";
+import { formatIp, ipFromValue } from "../ipam/address.ts";
+import { cidrLast, parseCidr } from "../ipam/cidr.ts";
 import type { DesiredRow, Scope } from "./nb-diff.ts";
 import { KIND_KEY, NODE_KEY, ownedIds, SUBNET_KEY } from "./ownership.ts";
 
@@ -83,14 +85,36 @@ function routerMac(gateways: readonly string[]): string {
   return ["0a", "58", ...[...h.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0"))].join(":");
 }
 
+/**
+ * The address the cluster router's default route points at: the last usable address of the join CIDR, which
+ * the join IPAM never hands out. OVN routes before it applies router policies, so without any route a packet
+ * bound outside the cluster is dropped; with this route it reaches the policy stage, where the egress policy
+ * of the pod's node reroutes it. A packet that no policy matches goes to an address nobody answers.
+ */
+export function egressPlaceholder(joinCIDR: string): string {
+  const cidr = parseCidr(joinCIDR);
+  return formatIp(ipFromValue(cidr.family, cidrLast(cidr).value - 1n));
+}
+
 /** The cluster router, the join switch and their link. */
 export function coreRows(net: ClusterNetworks): DesiredRow[] {
   const joinPrefix = prefixOf(net.joinCIDR);
+  const v4Default = isV6(net.joinCIDR) ? "::/0" : "0.0.0.0/0";
   return [
     {
       table: "Logical_Router",
       id: "cluster-router",
       row: { name: CLUSTER_ROUTER, external_ids: ownedIds("cluster-router", "cluster-router") },
+    },
+    {
+      table: "Logical_Router_Static_Route",
+      id: "egress-default",
+      row: {
+        ip_prefix: v4Default,
+        nexthop: egressPlaceholder(net.joinCIDR),
+        external_ids: ownedIds("egress-route", "egress-default"),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "static_routes" },
     },
     {
       table: "Logical_Switch",
@@ -227,11 +251,13 @@ const TOPOLOGY_KINDS = new Set([
   "mgmt-port",
   "node-pods",
   "egress-policy",
+  "egress-route",
 ]);
 
 /** The owned rows a full topology plan is responsible for: everything but pod ports. */
 export const topologyScope: Scope = {
   tables: [
+    "Logical_Router_Static_Route",
     "Logical_Router_Policy",
     "Logical_Router_Port",
     "Logical_Switch_Port",

@@ -116,7 +116,9 @@ function sharedPki(): Promise<{ pki: Pki; dir: string }> {
 }
 
 export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promise<KubeApiserver> {
-  const [bins, { pki }] = await Promise.all([binaries(), sharedPki()]);
+  // Binaries first: when they are missing, fail before creating anything on disk.
+  const bins = await binaries();
+  const { pki } = await sharedPki();
   const dir = await mkdtemp(join(tmpdir(), "zovn-kube-"));
   claimDir(dir);
   const [port, etcdClient, etcdPeer] = await Promise.all([freePort(), freePort(), freePort()]);

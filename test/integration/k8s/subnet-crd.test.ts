@@ -2,7 +2,6 @@
 // refused at apply time with a message naming the field and the fix, and `kubectl get sn` has its columns.
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { ApiextensionsV1Api } from "@kubernetes/client-node";

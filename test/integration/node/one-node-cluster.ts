@@ -80,18 +80,7 @@ export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster>
     topologyScope,
   );
   await txn.commit();
-  // OVN drops a packet with no route in lr_in_ip_routing, before any reroute policy sees it, and the
-  // controller's topology has no route for destinations outside the cluster (yet). A default route to an
-  // address nobody holds lets egress reach the policy stage; only the node's reroute policy can then deliver it.
-  const router = nb.cache.table("Logical_Router").findOne((r) => r.name === CLUSTER_ROUTER);
-  if (!router) throw new Error("the cluster router is not in the NB cache");
-  await nb.transact((tx) => {
-    const route = tx.insert("Logical_Router_Static_Route", {
-      ip_prefix: "0.0.0.0/0",
-      nexthop: "100.64.0.254",
-    });
-    tx.mutate("Logical_Router", [["_uuid", "==", router._uuid]], [["static_routes", "insert", [route]]]);
-  });
+  // The topology's default route (to a reserved join address) lets egress reach the reroute policy stage.
 
   const addPodLsp = async (pod: PodRef, ip: string) => {
     const mac = macFromIPv4(ip);

@@ -64,6 +64,12 @@ describe("OVN topology on a real NB database", () => {
     assert.ok(lr);
     assert.equal(lr.ports.length, 3, "join + 2 subnet router ports");
     assert.equal(lr.policies.length, 2, "one egress policy per node");
+    const route = c.cache.table("Logical_Router_Static_Route").get(lr.static_routes[0] as string);
+    assert.deepEqual(
+      [route?.ip_prefix, route?.nexthop],
+      ["0.0.0.0/0", "100.64.255.254"],
+      "default route to the reserved join address",
+    );
     const dual = c.cache.table("Logical_Router_Port").findOne((r) => r.name === "zovn-rtos-dual");
     assert.deepEqual([...(dual?.networks ?? [])].sort(), ["10.245.0.1/24", "fd00:245::1/64"]);
     const pol = c.cache.table("Logical_Router_Policy").values().next().value;
