@@ -17,7 +17,9 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Not `npm ci`: the registry mirror serves no tarballs for biome's binaries of other platforms, so the lock file
+# cannot list them and `npm ci` refuses it. `npm install --no-save` installs exactly the locked versions.
 if [[ ! -d node_modules ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
-  echo "install-deps: npm ci"
-  npm ci --no-fund --no-audit --loglevel=error
+  echo "install-deps: npm install (from package-lock.json)"
+  npm install --no-save --no-fund --no-audit --loglevel=error
 fi

@@ -1,0 +1,161 @@
+// zstack-ovnkube-node: the per-node agent. Parses configuration and wires the pieces: node setup (br-int,
+// chassis settings, management port, egress SNAT), the CNI server and its handler, CNI install, health.
+
+import { KubeConfig } from "@kubernetes/client-node";
+import { AgentCniHandler } from "../agent/cni-handler.ts";
+import { loadNodeConfig, NodeConfigError } from "../agent/config.ts";
+import { NodePods } from "../agent/pod-networks.ts";
+import { installCniBinary, writeConflist } from "../cni/install.ts";
+import { CniServer } from "../cni/server.ts";
+import { ApiClient } from "../k8s/api-client.ts";
+import { Informer } from "../k8s/informer.ts";
+import type { KubeObject } from "../k8s/object-key.ts";
+import { MGMT_IFNAME, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
+import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
+import { NodeSetup } from "../node/node-setup.ts";
+import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
+import { PodAttacher } from "../node/pod-attachment.ts";
+import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
+import { createLogger } from "../observability/log.ts";
+import { Metrics } from "../observability/metrics.ts";
+import { OvsdbClient } from "../ovsdb/client.ts";
+import { type VswitchTables, vswitchModel } from "../ovsdb/models/vswitch.generated.ts";
+
+interface NodeObject extends KubeObject {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status?: { addresses?: { type: string; address: string }[] };
+}
+
+const MGMT_ANNOTATION = "network.zstack.io/mgmt-port";
+
+async function main(): Promise<number> {
+  let cfg: ReturnType<typeof loadNodeConfig>;
+  try {
+    cfg = loadNodeConfig(process.env);
+  } catch (e) {
+    if (e instanceof NodeConfigError) {
+      process.stderr.write(`zstack-ovnkube-node: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const log = createLogger({ level: cfg.logLevel, format: "json", component: "zstack-ovnkube-node" });
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else kc.loadFromCluster();
+  const api = new ApiClient(kc, { userAgent: `zstack-ovnkube-node/${cfg.nodeName}` });
+
+  const metrics = new Metrics({ defaultLabels: { component: "node", node: cfg.nodeName } });
+  const health = new HealthServer({ port: cfg.healthPort || NODE_AGENT_HEALTH_PORT, metrics, logger: log });
+
+  // The Node object: our address (the tunnel endpoint by default) and the controller's management port.
+  let node: NodeObject | undefined;
+  for (let i = 0; !node; i++) {
+    node = await api.request<NodeObject>(`/api/v1/nodes/${cfg.nodeName}`).catch((e) => {
+      if (i % 20 === 0) log.warn({ err: (e as Error).message }, "waiting for this node's Node object");
+      return undefined;
+    });
+    if (!node) await new Promise((r) => setTimeout(r, 500));
+  }
+  const encapIp = cfg.encapIp || node.status?.addresses?.find((a) => a.type === "InternalIP")?.address || "";
+  if (!encapIp) throw new Error(`node ${cfg.nodeName} reports no InternalIP; set ZSTACK_ENCAP_IP`);
+
+  const vswitch = new OvsdbClient<VswitchTables>({ remotes: cfg.ovsDb, model: vswitchModel, logger: log.child({ db: "vswitch" }) });
+  vswitch.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the local OVS database yet"));
+  await vswitch.connect({ retry: true });
+
+  const mtu =
+    cfg.mtu ||
+    podMtu({ encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu, encapType: cfg.tunnel });
+  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR];
+  const setup = new NodeSetup({
+    client: vswitch,
+    bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
+    chassis: {
+      ovnRemote: cfg.sbdbAddress,
+      encapType: cfg.tunnel,
+      encapIp,
+      systemId: cfg.nodeName,
+      bridgeDatapathType: cfg.datapathType,
+      hostname: cfg.nodeName,
+    },
+    ...(cfg.gatewayMode === "local"
+      ? { egress: { mgmtIfname: MGMT_IFNAME, insideCidrs: inside, nodeIps: [encapIp] } }
+      : {}),
+    logger: log,
+  });
+  let mgmtReady = false;
+  const nodeInformer = new Informer<NodeObject>({
+    client: api,
+    path: "/api/v1/nodes",
+    fieldSelector: `metadata.name=${cfg.nodeName}`,
+    logger: log.child({ informer: "node" }),
+  });
+  const onNode = (n: NodeObject) => {
+    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_ANNOTATION]);
+    if (!ann) return;
+    setup.update({
+      mgmt: {
+        bridge: INTEGRATION_BRIDGE,
+        lspName: ann.name,
+        mac: ann.mac,
+        ip: ann.ip,
+        gateway: ann.gateway,
+        routeCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs],
+        mtu,
+      },
+    });
+    setup.reconcile().then(
+      () => {
+        mgmtReady = true;
+      },
+      (e) => log.warn({ err: (e as Error).message }, "node setup pass failed; retrying"),
+    );
+  };
+  nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
+  nodeInformer.start();
+  setup.start();
+
+  const attacher = new PodAttacher({ client: vswitch, mtu, userspaceDatapath: cfg.datapathType === "netdev" });
+  const pods = new NodePods(api, cfg.nodeName, log);
+  pods.start();
+  await pods.informer.waitForSync();
+  const notReady = () => {
+    if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
+    if (!mgmtReady) return "the management port is not set up yet (waiting for zstack-ovnkube-controller's node annotation)";
+    return undefined;
+  };
+  const handler = new AgentCniHandler({ attacher, pods, log, notReady, annotationBudgetMs: cfg.annotationBudgetMs });
+  const server = new CniServer({ socketPath: cfg.cniSocket, handler, logger: log, registry: metrics.registry });
+  await server.listen();
+  if (cfg.cniBinary) await installCniBinary(cfg.cniBinary, cfg.cniBinDir);
+  // The conflist comes last: its presence tells the runtime the network is ready.
+  await writeConflist(cfg.cniConfDir, {
+    ...(cfg.cniSocket !== "/var/run/zstack-ovn/cni-server.sock" ? { socketPath: cfg.cniSocket } : {}),
+    mtu,
+  });
+  health.addLivenessCheck("event-loop", () => true);
+  health.addReadinessCheck("agent", () => notReady() ?? true);
+  await health.start();
+  log.info({ node: cfg.nodeName, encapIp, mtu, datapath: cfg.datapathType, tunnel: cfg.tunnel }, "started");
+
+  await new Promise<void>((resolve) => {
+    for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => resolve());
+  });
+  log.info({}, "shutting down");
+  await server.close();
+  setup.stop();
+  await Promise.all([pods.stop(), nodeInformer.stop()]);
+  await vswitch.close();
+  await health.stop();
+  api.close();
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    process.stderr.write(`zstack-ovnkube-node: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  },
+);
