@@ -17,7 +17,6 @@ import { NODE_FLAGS } from "../src/runtime-flags.ts";
 import { type OvsdbServer, SCHEMAS, startOvsdbServer, startRaftCluster } from "../test/rig/ovsdb-server.ts";
 
 const run = promisify(execFile);
-const NB = "OVN_Northbound";
 const quick = process.argv.includes("--quick");
 const N_A = quick ? 2000 : 10_000;
 const N_B = quick ? 500 : 2000;

@@ -44,7 +44,8 @@ export function loadNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeAgentC
     const raw = env[k];
     if (raw === undefined || raw === "") return d;
     const v = Number(raw);
-    if (!Number.isInteger(v) || v < min || v > max) problems.push(`${k}="${raw}": must be an integer from ${min} to ${max}`);
+    if (!Number.isInteger(v) || v < min || v > max)
+      problems.push(`${k}="${raw}": must be an integer from ${min} to ${max}`);
     return v;
   };
   const list = (k: string, d: string) =>
@@ -73,8 +74,10 @@ export function loadNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeAgentC
     logLevel: oneOf("ZSTACK_LOG_LEVEL", "info", ["debug", "info", "warn", "error"] as const),
     annotationBudgetMs: int("ZSTACK_ANNOTATION_TIMEOUT_MS", 60_000, 100, 600_000),
   };
-  if (!cfg.sbdbAddress) problems.push("ZSTACK_OVN_SBDB_ADDRESS is required: the OVN southbound remotes for ovn-controller");
-  if (cfg.mtu !== 0 && cfg.mtu < 576) problems.push(`ZSTACK_MTU="${cfg.mtu}": must be 0 (derive) or at least 576`);
+  if (!cfg.sbdbAddress)
+    problems.push("ZSTACK_OVN_SBDB_ADDRESS is required: the OVN southbound remotes for ovn-controller");
+  if (cfg.mtu !== 0 && cfg.mtu < 576)
+    problems.push(`ZSTACK_MTU="${cfg.mtu}": must be 0 (derive) or at least 576`);
   if (problems.length > 0) throw new NodeConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
   return cfg;
 }

@@ -25,7 +25,7 @@ import { upSummary } from "../sandbox/up-summary.ts";
 
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--timeout SECONDS]
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--node-agent] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
@@ -99,6 +99,7 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       raft: { type: "boolean" },
       encap: { type: "string" },
       "skip-chassis-config": { type: "boolean" },
+      "node-agent": { type: "boolean" },
       timeout: { type: "string" },
     },
   });
@@ -115,6 +116,10 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
   if (values.encap !== undefined) {
     spec.encap = values.encap as Encap;
     explicit.add("encap");
+  }
+  if (values["node-agent"] !== undefined) {
+    spec.nodeAgent = values["node-agent"] as boolean;
+    explicit.add("nodeAgent");
   }
   if (values["skip-chassis-config"] !== undefined) {
     spec.chassisConfig = !values["skip-chassis-config"];

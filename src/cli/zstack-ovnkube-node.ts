@@ -60,13 +60,20 @@ async function main(): Promise<number> {
   const encapIp = cfg.encapIp || node.status?.addresses?.find((a) => a.type === "InternalIP")?.address || "";
   if (!encapIp) throw new Error(`node ${cfg.nodeName} reports no InternalIP; set ZSTACK_ENCAP_IP`);
 
-  const vswitch = new OvsdbClient<VswitchTables>({ remotes: cfg.ovsDb, model: vswitchModel, logger: log.child({ db: "vswitch" }) });
+  const vswitch = new OvsdbClient<VswitchTables>({
+    remotes: cfg.ovsDb,
+    model: vswitchModel,
+    logger: log.child({ db: "vswitch" }),
+  });
   vswitch.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the local OVS database yet"));
   await vswitch.connect({ retry: true });
 
   const mtu =
     cfg.mtu ||
-    podMtu({ encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu, encapType: cfg.tunnel });
+    podMtu({
+      encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
+      encapType: cfg.tunnel,
+    });
   const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR];
   const setup = new NodeSetup({
     client: vswitch,
@@ -116,17 +123,33 @@ async function main(): Promise<number> {
   nodeInformer.start();
   setup.start();
 
-  const attacher = new PodAttacher({ client: vswitch, mtu, userspaceDatapath: cfg.datapathType === "netdev" });
+  const attacher = new PodAttacher({
+    client: vswitch,
+    mtu,
+    userspaceDatapath: cfg.datapathType === "netdev",
+  });
   const pods = new NodePods(api, cfg.nodeName, log);
   pods.start();
   await pods.informer.waitForSync();
   const notReady = () => {
     if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
-    if (!mgmtReady) return "the management port is not set up yet (waiting for zstack-ovnkube-controller's node annotation)";
+    if (!mgmtReady)
+      return "the management port is not set up yet (waiting for zstack-ovnkube-controller's node annotation)";
     return undefined;
   };
-  const handler = new AgentCniHandler({ attacher, pods, log, notReady, annotationBudgetMs: cfg.annotationBudgetMs });
-  const server = new CniServer({ socketPath: cfg.cniSocket, handler, logger: log, registry: metrics.registry });
+  const handler = new AgentCniHandler({
+    attacher,
+    pods,
+    log,
+    notReady,
+    annotationBudgetMs: cfg.annotationBudgetMs,
+  });
+  const server = new CniServer({
+    socketPath: cfg.cniSocket,
+    handler,
+    logger: log,
+    registry: metrics.registry,
+  });
   await server.listen();
   if (cfg.cniBinary) await installCniBinary(cfg.cniBinary, cfg.cniBinDir);
   // The conflist comes last: its presence tells the runtime the network is ready.

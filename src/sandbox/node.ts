@@ -14,6 +14,7 @@ import type { KubeletSimConfig } from "./kubelet-sim.ts";
 import { type Layout, type NodeDirs, nodeBinds } from "./layout.ts";
 import { createMountNamespace, ensurePrivateNsDir, mountNamespaceExists } from "./mount-namespace.ts";
 import { netnsInode, nsenterArgs, type Place } from "./netns.ts";
+import { ensureNodeAgent } from "./node-agent.ts";
 import type { Pki } from "./pki.ts";
 import { terminate } from "./process-table.ts";
 import { tsNodeCommand, zovnEntry } from "./repo.ts";
@@ -179,10 +180,13 @@ export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
   await ensureNodeMountNamespace(ctx.layout, node);
   await ensureOvs(ctx, node);
   await ensureBrPhy(ctx.layout, node);
-  if (ctx.topo.spec.chassisConfig)
+  if (ctx.topo.spec.chassisConfig && !ctx.topo.spec.nodeAgent)
     await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
   await ensureOvnController(ctx, node);
   ensureNodeSimulator(ctx, node);
+  // The agent waits by itself for its Node object and the controller's annotation.
+  if (ctx.topo.spec.nodeAgent)
+    ensureNodeAgent(ctx, node, join(ctx.layout.node(node.name).kubelet, "kubeconfig"));
 }
 
 /**

@@ -12,6 +12,8 @@ export interface SandboxSpec {
   /** Write ovn-remote, encap and system-id on each node (the node agent's job once it exists). */
   chassisConfig: boolean;
   encap: Encap;
+  /** Run zstack-ovnkube-node on every node; it then owns the chassis settings instead of the sandbox. */
+  nodeAgent?: boolean;
 }
 
 export const DEFAULT_SPEC: SandboxSpec = {

@@ -13,6 +13,7 @@ import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
+import { ensureCniExecutable } from "./node-agent.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
 import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
@@ -179,6 +180,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   state.binaries = bins;
   saveState(layout, state);
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
+  if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
   await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
 
   const kubeconfig = adminKubeconfig(layout);
@@ -218,7 +220,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       progress,
     ),
   ];
-  if (spec.chassisConfig)
+  if (spec.chassisConfig || spec.nodeAgent)
     waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();

@@ -11,7 +11,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { podPortRow } from "../../../src/ovn/pod-port.ts";
 import {
-  CLUSTER_ROUTER,
   type ClusterNetworks,
   desiredTopology,
   macFromIPv4,

@@ -1,0 +1,59 @@
+// Runs zstack-ovnkube-node on a sandbox node, inside the node's network and mount namespaces, as a DaemonSet
+// pod would run on a real node: it owns br-int and ovn-controller's settings, the management port, egress SNAT,
+// the CNI server on /var/run/zstack-ovn/cni-server.sock, the CNI binary and the conflist.
+
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { NODE_FLAGS } from "../runtime-flags.ts";
+import { run } from "./command.ts";
+import { spawnDetached } from "./daemon.ts";
+import type { Layout } from "./layout.ts";
+import { nodePlace } from "./node.ts";
+import { repoRoot } from "./repo.ts";
+import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
+import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+
+export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
+
+/** Builds the single-executable CNI shim once (a few seconds); later sandboxes reuse it. */
+export async function ensureCniExecutable(): Promise<string> {
+  if (!existsSync(CNI_SEA)) {
+    await run(process.execPath, ["--import", "tsx", join(repoRoot, "tools/build-sea.ts"), "--out", CNI_SEA], {
+      cwd: repoRoot,
+      timeoutMs: 300_000,
+    });
+  }
+  return CNI_SEA;
+}
+
+export interface AgentContext {
+  layout: Layout;
+  topo: Topology;
+  state: SandboxState;
+}
+
+export function ensureNodeAgent(ctx: AgentContext, node: Host, kubeconfig: string): void {
+  const name = `${node.name}/zstack-ovnkube-node`;
+  if (liveDaemon(ctx.state, name)) return;
+  const dirs = ctx.layout.node(node.name);
+  const log = join(dirs.logs, "zstack-ovnkube-node.log");
+  const id = spawnDetached({
+    place: nodePlace(ctx.layout, node),
+    command: process.execPath,
+    args: [...NODE_FLAGS, "--import", "tsx", join(repoRoot, "src/cli/zstack-ovnkube-node.ts")],
+    log,
+    cwd: repoRoot,
+    env: {
+      PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+      ZSTACK_NODE_NAME: node.name,
+      ZSTACK_KUBECONFIG: kubeconfig,
+      ZSTACK_OVN_SBDB_ADDRESS: centralRemote(ctx.topo, SB_PORT),
+      ZSTACK_TUNNEL_TYPE: ctx.topo.spec.encap,
+      ZSTACK_ENCAP_IP: node.ip,
+      // No OVS kernel module here: the userspace datapath, with TX checksum offload off in pods.
+      ZSTACK_DATAPATH_TYPE: "netdev",
+      ZSTACK_CNI_BINARY: CNI_SEA,
+    },
+  });
+  recordDaemon(ctx.layout, ctx.state, { name, log, ...id });
+}
