@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { runApiserverForward } from "../sandbox/apiserver-forward.ts";
+import { formatReport, runDemo } from "../sandbox/demo.ts";
 import { sandboxDown } from "../sandbox/down.ts";
 import { execArgv, execInteractive } from "../sandbox/exec.ts";
 import { kubectl, kubectlInteractive } from "../sandbox/kubectl.ts";
@@ -25,7 +26,8 @@ import { upSummary } from "../sandbox/up-summary.ts";
 
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--node-agent] [--timeout SECONDS]
+  demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--no-node-agent] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
@@ -71,6 +73,14 @@ export async function runSandboxCommand(argv: string[]): Promise<number> {
     }
     case "exec":
       return exec(instance, rest);
+    case "demo": {
+      const layout = layoutFor(instance.name, instance.baseDir);
+      const state = loadState(layout);
+      if (!state) throw new Error(`sandbox "${instance.name}" is not up`);
+      const report = await runDemo(layout, planTopology(state.spec), state);
+      process.stdout.write(`${formatReport(report)}\n`);
+      return report.matrix.every((m) => m.ok) && report.egress.every((e) => e.ok) ? 0 : 1;
+    }
     case "restart-node": {
       if (!rest[0]) throw new Error("restart-node needs a node name");
       await restartNode(instance.name, instance.baseDir, rest[0], new Progress());
@@ -100,6 +110,7 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       encap: { type: "string" },
       "skip-chassis-config": { type: "boolean" },
       "node-agent": { type: "boolean" },
+      "no-node-agent": { type: "boolean" },
       timeout: { type: "string" },
     },
   });
@@ -117,8 +128,8 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
     spec.encap = values.encap as Encap;
     explicit.add("encap");
   }
-  if (values["node-agent"] !== undefined) {
-    spec.nodeAgent = values["node-agent"] as boolean;
+  if (values["node-agent"] !== undefined || values["no-node-agent"] !== undefined) {
+    spec.nodeAgent = values["no-node-agent"] !== true;
     explicit.add("nodeAgent");
   }
   if (values["skip-chassis-config"] !== undefined) {

@@ -40,7 +40,12 @@ export function ensureNodeAgent(ctx: AgentContext, node: Host, kubeconfig: strin
   const id = spawnDetached({
     place: nodePlace(ctx.layout, node),
     command: process.execPath,
-    args: [...NODE_FLAGS, "--import", "tsx", join(repoRoot, "src/cli/zstack-ovnkube-node.ts")],
+    args: [
+      ...NODE_FLAGS,
+      "--import",
+      import.meta.resolve("tsx"),
+      join(repoRoot, "src/cli/zstack-ovnkube-node.ts"),
+    ],
     log,
     cwd: repoRoot,
     env: {

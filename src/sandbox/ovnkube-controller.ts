@@ -53,7 +53,12 @@ export async function ensureOvnkubeController(ctx: ControllerContext): Promise<D
   const id = spawnDetached({
     place: { netns: ctx.topo.controlPlane.netns },
     command: process.execPath,
-    args: [...NODE_FLAGS, "--import", "tsx", join(repoRoot, "src/cli/zstack-ovnkube-controller.ts")],
+    args: [
+      ...NODE_FLAGS,
+      "--import",
+      import.meta.resolve("tsx"),
+      join(repoRoot, "src/cli/zstack-ovnkube-controller.ts"),
+    ],
     log,
     cwd: repoRoot,
     env: {

@@ -22,6 +22,7 @@ export const DEFAULT_SPEC: SandboxSpec = {
   raft: false,
   chassisConfig: true,
   encap: "vxlan",
+  nodeAgent: true,
 };
 
 export const UNDERLAY_CIDR = "192.168.200.0/24";

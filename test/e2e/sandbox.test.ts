@@ -309,7 +309,8 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
   });
 
   it("up brings three nodes to Ready and registers three chassis", async (t) => {
-    const out = await ok(["up", "--nodes", "3"], { timeoutMs: UP_TIMEOUT_MS });
+    // This suite covers the sandbox itself, before any CNI: the node agent stays off (see connectivity.test.ts).
+    const out = await ok(["up", "--nodes", "3", "--no-node-agent"], { timeoutMs: UP_TIMEOUT_MS });
     const ready = /nodes Ready ([\d.]+)s after `up` started/.exec(out);
     assert.ok(ready, `summary names the time to Ready:\n${out}`);
     t.diagnostic(`up to all nodes Ready: ${ready[1]} s`);

@@ -1,0 +1,228 @@
+// `zovn sandbox demo`: a Deployment spread over the nodes, then a connectivity matrix proving each pod reaches
+// every other pod over TCP (same node and across nodes), plus each pod's egress to the external host.
+
+import { spawn } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
+import { run } from "./command.ts";
+import { execArgv } from "./exec.ts";
+import { kubectl } from "./kubectl.ts";
+import type { Layout } from "./layout.ts";
+import type { SandboxState } from "./state.ts";
+import { findHost, type Topology } from "./topology.ts";
+
+export const DEMO_NAME = "demo";
+const TCP_PORT = 8080;
+const EXT_PORT = 9090;
+
+function demoManifest(replicas: number): string {
+  return JSON.stringify({
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: DEMO_NAME, namespace: "default" },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: DEMO_NAME } },
+      template: {
+        metadata: { labels: { app: DEMO_NAME } },
+        spec: {
+          topologySpreadConstraints: [
+            {
+              maxSkew: 1,
+              topologyKey: "kubernetes.io/hostname",
+              whenUnsatisfiable: "ScheduleAnyway",
+              labelSelector: { matchLabels: { app: DEMO_NAME } },
+            },
+          ],
+          containers: [
+            {
+              name: "podserver",
+              image: "zstack-ovn/podserver",
+              ports: [
+                { containerPort: TCP_PORT, protocol: "TCP" },
+                { containerPort: 8081, protocol: "UDP" },
+                { containerPort: 80, name: "http", protocol: "TCP" },
+              ],
+            },
+          ],
+        },
+      },
+    },
+  });
+}
+
+export interface DemoPod {
+  name: string;
+  ip: string;
+  node: string;
+}
+
+export interface MatrixCell {
+  from: string;
+  to: string;
+  ok: boolean;
+  detail: string;
+}
+
+export interface DemoReport {
+  pods: DemoPod[];
+  matrix: MatrixCell[];
+  egress: { pod: string; node: string; seenAs: string; ok: boolean }[];
+}
+
+async function demoPods(layout: Layout, state: SandboxState): Promise<DemoPod[]> {
+  const out = await kubectl(layout, state, [
+    "get",
+    "pods",
+    "-l",
+    `app=${DEMO_NAME}`,
+    "-o",
+    "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.status.phase}{'\\n'}{end}",
+  ]);
+  return out
+    .split("\n")
+    .map((l) => l.trim().split(" "))
+    .filter((f) => f.length === 4 && f[3] === "Running" && f[1])
+    .map(([name, ip, node]) => ({ name: name as string, ip: ip as string, node: node as string }));
+}
+
+async function dial(
+  layout: Layout,
+  topo: Topology,
+  podserver: string,
+  from: string,
+  addr: string,
+  payload: string,
+): Promise<string> {
+  const argv = execArgv(layout, topo, from, [
+    podserver,
+    "dial",
+    "tcp",
+    addr,
+    "--payload",
+    payload,
+    "--timeout",
+    "3s",
+  ]);
+  return (await run(argv[0] as string, argv.slice(1), { timeoutMs: 10_000 })).trim();
+}
+
+export async function runDemo(
+  layout: Layout,
+  topo: Topology,
+  state: SandboxState,
+  opts: { replicas?: number; timeoutMs?: number } = {},
+): Promise<DemoReport> {
+  const replicas = opts.replicas ?? topo.nodes.length * 2;
+  const podserver = state.binaries?.PODSERVER;
+  if (!podserver)
+    throw new Error("the sandbox has no podserver binary recorded; run `zovn sandbox up` first");
+  await run(
+    state.binaries?.KUBECTL as string,
+    ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"],
+    { input: demoManifest(replicas) },
+  );
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  let pods: DemoPod[] = [];
+  while ((pods = await demoPods(layout, state)).length < replicas) {
+    if (Date.now() > deadline) throw new Error(`only ${pods.length}/${replicas} demo pods Running`);
+    await sleep(500);
+  }
+  const matrix: MatrixCell[] = [];
+  for (const a of pods) {
+    for (const b of pods) {
+      if (a === b) continue;
+      const payload = `${a.name}->${b.name}`;
+      try {
+        const reply = await dial(
+          layout,
+          topo,
+          podserver,
+          `default/${a.name}`,
+          `${b.ip}:${TCP_PORT}`,
+          payload,
+        );
+        // podserver echoes "<server name> <client ip:port> <payload>": check all three.
+        const ok = reply.startsWith(`${b.name} ${a.ip}:`) && reply.endsWith(payload);
+        matrix.push({ from: a.name, to: b.name, ok, detail: reply });
+      } catch (e) {
+        matrix.push({
+          from: a.name,
+          to: b.name,
+          ok: false,
+          detail: (e as Error).message.split("\n")[0] ?? "",
+        });
+      }
+    }
+  }
+  const egress = await egressCheck(layout, topo, podserver, pods);
+  return { pods, matrix, egress };
+}
+
+/** Each node's pods reach the external host, which sees the pod's node address as the source (local gateway). */
+async function egressCheck(
+  layout: Layout,
+  topo: Topology,
+  podserver: string,
+  pods: DemoPod[],
+): Promise<DemoReport["egress"]> {
+  const ext = findHost(topo, "ext");
+  if (!ext) return [];
+  const server = spawn(
+    "ip",
+    ["netns", "exec", ext.netns, podserver, "--tcp", String(EXT_PORT), "--name", "external"],
+    {
+      stdio: "ignore",
+    },
+  );
+  try {
+    await sleep(300);
+    const out: DemoReport["egress"] = [];
+    const oneEach = [...new Map(pods.map((p) => [p.node, p])).values()];
+    for (const p of oneEach) {
+      const nodeIp = topo.nodes.find((n) => n.name === p.node)?.ip ?? "?";
+      try {
+        const reply = await dial(
+          layout,
+          topo,
+          podserver,
+          `default/${p.name}`,
+          `${ext.ip}:${EXT_PORT}`,
+          "egress",
+        );
+        const seenAs = reply.split(" ")[1]?.split(":")[0] ?? "";
+        out.push({ pod: p.name, node: p.node, seenAs, ok: seenAs === nodeIp });
+      } catch (e) {
+        out.push({ pod: p.name, node: p.node, seenAs: (e as Error).message.split("\n")[0] ?? "", ok: false });
+      }
+    }
+    return out;
+  } finally {
+    server.kill();
+  }
+}
+
+export function formatReport(r: DemoReport): string {
+  const names = r.pods.map((p) => p.name);
+  const short = (n: string) => n.replace(`${DEMO_NAME}-`, "").slice(-5);
+  const lines: string[] = [];
+  lines.push("demo pods:");
+  for (const p of r.pods) lines.push(`  ${p.name.padEnd(24)} ${p.ip.padEnd(15)} ${p.node}`);
+  lines.push(
+    "",
+    "TCP connectivity matrix (row = client, column = server; ok = payload echoed back from the right pod):",
+  );
+  lines.push(`  ${"".padEnd(8)}${names.map((n) => short(n).padStart(7)).join("")}`);
+  for (const a of names) {
+    const cells = names.map((b) => {
+      if (a === b) return "-".padStart(7);
+      return (r.matrix.find((m) => m.from === a && m.to === b)?.ok ? "ok" : "FAIL").padStart(7);
+    });
+    lines.push(`  ${short(a).padEnd(8)}${cells.join("")}`);
+  }
+  const good = r.matrix.filter((m) => m.ok).length;
+  lines.push(`  ${good}/${r.matrix.length} pairs reachable`);
+  lines.push("", "egress to the external host (it must see the pod's node address):");
+  for (const e of r.egress)
+    lines.push(`  ${e.pod.padEnd(24)} on ${e.node}: seen as ${e.seenAs} ${e.ok ? "ok" : "FAIL"}`);
+  return lines.join("\n");
+}
