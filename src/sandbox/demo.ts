@@ -122,10 +122,11 @@ export async function runDemo(
     { input: demoManifest(replicas) },
   );
   const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
-  let pods: DemoPod[] = [];
-  while ((pods = await demoPods(layout, state)).length < replicas) {
+  let pods = await demoPods(layout, state);
+  while (pods.length < replicas) {
     if (Date.now() > deadline) throw new Error(`only ${pods.length}/${replicas} demo pods Running`);
     await sleep(500);
+    pods = await demoPods(layout, state);
   }
   const matrix: MatrixCell[] = [];
   for (const a of pods) {
