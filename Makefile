@@ -1,14 +1,14 @@
 # zstack-ovn-kubernetes. `make test` installs what it needs and runs every test; `make sandbox` starts the sandbox.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-NODE_TEST := node --import tsx --test --test-reporter=spec
 TEST_FILES = $(shell find src test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
 
-.PHONY: help deps lint format typecheck unit test
+.PHONY: help deps lint format typecheck test
 help:
 	@echo "make test      install dependencies, lint, typecheck and run every test"
-	@echo "make sandbox   bring up the multi-node sandbox cluster"
-	@echo "make lint | format | typecheck | models | bench-ovsdb"
+	@echo "make sandbox   bring up the sandbox cluster with the plugin and a demo workload"
+	@echo "make sandbox-down | lint | format | typecheck | models | binaries | cni"
+	@echo "make bench-ovsdb | bench-controller | bench-cni   (benchmarks, not part of make test)"
 
 deps:
 	@hack/install-deps.sh
@@ -22,7 +22,8 @@ format:
 typecheck: deps
 	npx tsc --noEmit -p tsconfig.json
 
-test: deps lint typecheck binaries
-	$(NODE_TEST) --test-concurrency=2 $(TEST_FILES)
+# The Go fixtures' own tests run first (seconds), then every TypeScript test.
+test: deps lint typecheck binaries test-fixtures
+	@hack/run-tests.sh $(TEST_FILES)
 
 include $(wildcard mk/*.mk)

@@ -123,6 +123,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   private readonly monitorId: string;
   // Notifications that arrive while a monitor reply is being applied wait here, so updates are applied in order.
   private held: [string, unknown][] | undefined;
+  // The connection whose monitor was cancelled: its late updates are ignored.
+  private monitorCancelled: RpcConnection | undefined;
 
   constructor(private readonly opts: ClientOptions<T>) {
     super();
@@ -525,7 +527,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       return;
     }
     const p = params as unknown[];
-    const cache = this.cacheImpl;
+    // After monitor_cancel the cache keeps its content: updates already in flight are ignored.
+    const cache = conn === this.monitorCancelled ? undefined : this.cacheImpl;
     try {
       switch (method) {
         case "update3":
@@ -585,6 +588,16 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
 
   async echo(timeoutMs?: number): Promise<unknown> {
     return (await this.readyConn(timeoutMs)).request("echo", ["zovn"], timeoutMs);
+  }
+
+  /**
+   * Cancels the monitor (monitor_cancel): the cache stops following the database and keeps its last content.
+   * A later reconnect monitors again.
+   */
+  async cancelMonitor(): Promise<void> {
+    const conn = await this.readyConn();
+    await conn.request("monitor_cancel", [this.monitorId]);
+    this.monitorCancelled = conn;
   }
 
   /** A new transaction on this database; nothing is sent until commit(). */

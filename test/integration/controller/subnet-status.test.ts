@@ -1,0 +1,110 @@
+// Subnet status for problems that need cluster knowledge (a missing external switch, an exhausted pool), and
+// recovery once the problem is gone, with zstack-ovnkube-controller as a process against a real apiserver and NB.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
+import {
+  createNamespace,
+  createPods,
+  createSubnet,
+  deletePods,
+  listPods,
+  podAddress,
+  spawnController,
+  until,
+  useCluster,
+} from "./harness.ts";
+
+const ready = (s: Subnet | undefined) => s?.status?.conditions?.find((c) => c.type === "Ready");
+
+test("a Subnet naming a missing external switch is Failed with ExternalSwitchNotFound, and Ready once the switch exists", async (t) => {
+  const c = await useCluster(t);
+  await spawnController(t, c, { identity: "solo" });
+  const get = () => c.api.request<Subnet>(`${SUBNET_PATH}/ext`);
+  await createSubnet(c.api, "ext", {
+    cidr: "10.60.0.0/24",
+    gateway: "10.60.0.1",
+    externalLogicalSwitch: "zstack-l3-4711",
+  });
+  const failed = await until("ext Failed", async () => {
+    const s = await get();
+    return s.status?.phase === "Failed" ? s : undefined;
+  });
+  const cond = ready(failed);
+  assert.equal(cond?.status, "False");
+  assert.equal(cond?.reason, "ExternalSwitchNotFound");
+  assert.match(cond?.message ?? "", /zstack-l3-4711/);
+
+  // A foreign writer (ZStack) creates the switch, owned by nobody we know.
+  await c.srv.transactRaw("OVN_Northbound", [
+    { op: "insert", table: "Logical_Switch", row: { name: "zstack-l3-4711" } },
+  ]);
+  // NB changes are not Subnet events: nothing re-judges the Subnet before the 5-minute resync, so touching the
+  // Subnet's labels (as an operator would after fixing ZStack) triggers the re-judgement.
+  await c.api.request(`${SUBNET_PATH}/ext`, {
+    method: "PATCH",
+    body: { metadata: { labels: { touched: String(Date.now()) } } },
+  });
+  const ok = await until("ext Ready", async () => {
+    const s = await get();
+    return ready(s)?.status === "True" ? s : undefined;
+  });
+  assert.equal(ok.status?.phase, "Active");
+  assert.equal(ok.status?.logicalSwitch, "zstack-l3-4711");
+});
+
+test("an exhausted /29 gives the sixth pod an AddressesExhausted Event and no address, and the pod gets one when another leaves", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "small");
+  await spawnController(t, c, { identity: "solo" });
+  await createSubnet(c.api, "tiny", { cidr: "10.70.0.0/29", gateway: "10.70.0.1", namespaces: ["small"] });
+  const get = () => c.api.request<Subnet>(`${SUBNET_PATH}/tiny`);
+  await until("tiny Ready", async () => (ready(await get())?.status === "True" ? true : undefined));
+
+  const five = [1, 2, 3, 4, 5].map((i) => ["small", `p${i}`] as const);
+  await createPods(c.api, five);
+  const pods = await until("5 pods annotated", async () => {
+    const l = await listPods(c.api);
+    return l.length === 5 && l.every((p) => podAddress(p)) ? l : undefined;
+  });
+  const ips = pods.map((p) => podAddress(p) as string);
+  assert.equal(new Set(ips).size, 5);
+  for (const ip of ips) assert.match(ip, /^10\.70\.0\.[2-6]$/, "network, gateway and broadcast are never given");
+
+  await createPods(c.api, [["small", "p6"]]);
+  const ev = await until("AddressesExhausted Event on p6", async () => {
+    const l = await c.api.request<{
+      items: { reason: string; type: string; message: string; involvedObject: { name: string } }[];
+    }>("/api/v1/namespaces/small/events");
+    return l.items.find((e) => e.involvedObject.name === "p6" && e.reason === "AddressesExhausted");
+  });
+  assert.equal(ev.type, "Warning");
+  const p6 = await c.api.request<{ metadata: { annotations?: Record<string, string> } }>(
+    "/api/v1/namespaces/small/pods/p6",
+  );
+  assert.equal(podAddress(p6 as never), undefined, "no annotation on the pod left without an address");
+  const exhausted = await until("tiny AddressesExhausted", async () => {
+    const s = await get();
+    return ready(s)?.reason === "AddressesExhausted" ? s : undefined;
+  });
+  assert.equal(ready(exhausted)?.status, "False");
+  assert.equal(exhausted.status?.availableIPs, 0);
+  assert.equal(exhausted.status?.usedIPs, 5);
+
+  await deletePods(c.api, [["small", "p3"]]);
+  // The waiting pod is retried on its own schedule (30 s after AddressesExhausted), not woken by the release.
+  const started = Date.now();
+  const got = await until(
+    "p6 annotated",
+    async () => {
+      const p = await c.api.request<{ metadata: { annotations?: Record<string, string> } }>(
+        "/api/v1/namespaces/small/pods/p6",
+      );
+      return podAddress(p as never);
+    },
+    60_000,
+  );
+  t.diagnostic(`p6 got ${got} ${Date.now() - started} ms after p3 was deleted`);
+  assert.equal(got, podAddress(pods.find((p) => p.metadata.name === "p3") as never), "p3's address is reused");
+  await until("tiny Ready again", async () => (ready(await get())?.status === "True" ? true : undefined));
+});
