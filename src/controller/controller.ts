@@ -12,7 +12,7 @@ import { WorkQueue } from "../k8s/workqueue.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
-import { idOf, KIND_KEY, POD_KEY } from "../ovn/ownership.ts";
+import { idOf, KIND_KEY, POD_KEY, STATEFULSET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
@@ -43,9 +43,16 @@ interface PodLite extends KubeObject {
     uid: string;
     annotations?: Record<string, string>;
     deletionTimestamp?: string;
+    /** Name of the owning StatefulSet. */
+    statefulSet?: string;
   };
   spec: { nodeName?: string; hostNetwork?: boolean };
   status: { phase?: string };
+}
+
+interface StatefulSetLite extends KubeObject {
+  metadata: { name: string; namespace: string; deletionTimestamp?: string };
+  spec: { replicas?: number };
 }
 
 interface NodeLite extends KubeObject {
@@ -61,11 +68,15 @@ function slimPod(o: KubeObject): PodLite {
     status?: PodLite["status"];
   };
   const m = p.metadata;
+  const sts = (m.ownerReferences as { kind: string; name: string; controller?: boolean }[] | undefined)?.find(
+    (o) => o.kind === "StatefulSet" && o.controller !== false,
+  );
   return {
     metadata: {
       name: m.name,
       namespace: m.namespace,
       uid: m.uid,
+      ...(sts ? { statefulSet: sts.name } : {}),
       ...(m.annotations ? { annotations: m.annotations } : {}),
       ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
     },
@@ -87,6 +98,7 @@ export class OvnController {
   readonly subnets: Informer<Subnet>;
   readonly nodes: Informer<NodeLite>;
   readonly pods: Informer<PodLite>;
+  readonly statefulSets: Informer<StatefulSetLite>;
   private readonly subnetQ: WorkQueue;
   private readonly nodeQ: WorkQueue;
   private readonly podQ: WorkQueue;
@@ -121,6 +133,22 @@ export class OvnController {
       transform: slimPod,
       logger: log.child({ informer: "pods" }),
     });
+    this.statefulSets = new Informer<StatefulSetLite>({
+      client: o.api,
+      path: "/apis/apps/v1/statefulsets",
+      transform: (x) => {
+        const s = x as StatefulSetLite;
+        return {
+          metadata: {
+            name: s.metadata.name,
+            namespace: s.metadata.namespace,
+            ...(s.metadata.deletionTimestamp ? { deletionTimestamp: s.metadata.deletionTimestamp } : {}),
+          },
+          spec: { replicas: s.spec?.replicas },
+        };
+      },
+      logger: log.child({ informer: "statefulsets" }),
+    });
     const queue = (
       name: string,
       reconcile: (key: string) => Promise<{ requeueAfterMs: number } | undefined>,
@@ -142,8 +170,13 @@ export class OvnController {
   async run(signal: AbortSignal): Promise<void> {
     const { nb, log } = this.o;
     await nb.whenReady();
-    for (const inf of [this.subnets, this.nodes, this.pods]) inf.start();
-    await Promise.all([this.subnets.waitForSync(), this.nodes.waitForSync(), this.pods.waitForSync()]);
+    for (const inf of [this.subnets, this.nodes, this.pods, this.statefulSets]) inf.start();
+    await Promise.all([
+      this.subnets.waitForSync(),
+      this.nodes.waitForSync(),
+      this.pods.waitForSync(),
+      this.statefulSets.waitForSync(),
+    ]);
     await this.ensureCore();
     await this.ensureDefaultSubnet();
     this.nodeNets = new NodeNetworks(nb, this.net);
@@ -188,6 +221,19 @@ export class OvnController {
       },
       { replay: true },
     );
+    // A StatefulSet scaled down or deleted releases the ports it was keeping for its missing pods.
+    const stsChanged = (sts: StatefulSetLite) => {
+      for (const p of nb.cache.table("Logical_Switch_Port").values()) {
+        const ids = p.external_ids;
+        if (
+          ids[STATEFULSET_KEY] === sts.metadata.name &&
+          ids[POD_KEY]?.startsWith(`${sts.metadata.namespace}/`)
+        ) {
+          this.podQ.add(ids[POD_KEY]);
+        }
+      }
+    };
+    this.statefulSets.addHandlers({ onUpdate: (_o, n) => stsChanged(n), onDelete: stsChanged });
     // Ports of pods deleted while we were not running: their keys are reconciled too, and removed.
     for (const p of nb.cache.table("Logical_Switch_Port").values()) {
       if (p.external_ids[KIND_KEY] === "pod-port" && p.external_ids[POD_KEY])
@@ -217,7 +263,7 @@ export class OvnController {
       this.nodeQ.shutdown({ timeoutMs: 5000 }),
       this.podQ.shutdown({ timeoutMs: 5000 }),
     ]);
-    await Promise.all([this.subnets.stop(), this.nodes.stop(), this.pods.stop()]);
+    await Promise.all([this.subnets.stop(), this.nodes.stop(), this.pods.stop(), this.statefulSets.stop()]);
   }
 
   private async ensureCore(): Promise<void> {
@@ -379,6 +425,21 @@ export class OvnController {
     return undefined;
   }
 
+  /**
+   * A StatefulSet pod keeps its address when recreated under the same name (as with Kube-OVN): its port stays
+   * while the StatefulSet exists and still wants that ordinal.
+   */
+  private statefulSetKeeps(ns: string, name: string): boolean {
+    const port = this.podNets.portOf(ns, name);
+    const stsName = port?.external_ids[STATEFULSET_KEY];
+    if (!stsName) return false;
+    const sts = this.statefulSets.get(`${ns}/${stsName}`);
+    const m = /-(\d+)$/.exec(name);
+    // A StatefulSet being deleted keeps nothing, even while its finalizers hold the object.
+    if (!sts || sts.metadata.deletionTimestamp || !m || !name.startsWith(`${stsName}-`)) return false;
+    return Number(m[1]) < (sts.spec.replicas ?? 1);
+  }
+
   /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   private usageChanged(subnet: string | false): void {
     if (subnet) this.subnetQ.addAfter(subnet, 1000);
@@ -400,6 +461,7 @@ export class OvnController {
     const name = key.slice(slash + 1);
     const pod = this.pods.get(key);
     if (!pod) {
+      if (this.statefulSetKeeps(ns, name)) return undefined;
       this.usageChanged(await this.podNets.remove(ns, name));
       return undefined;
     }
@@ -416,6 +478,7 @@ export class OvnController {
         namespace: ns,
         name,
         uid: pod.metadata.uid,
+        ...(pod.metadata.statefulSet ? { statefulSet: pod.metadata.statefulSet } : {}),
         ...(pod.spec.nodeName ? { node: pod.spec.nodeName } : {}),
         ...(pod.metadata.annotations ? { annotations: pod.metadata.annotations } : {}),
       },

@@ -29,6 +29,7 @@ export interface PodSpecInfo {
   readonly uid: string;
   readonly node?: string;
   readonly annotations?: Readonly<Record<string, string>>;
+  readonly statefulSet?: string;
 }
 
 export type EnsureResult =
@@ -114,6 +115,13 @@ export class PodNetworks {
       return { owner: ref, foreign: false };
     }
     return { owner: p.name, foreign: true };
+  }
+
+  /** The pod's port as NB holds it, if any. */
+  portOf(namespace: string, name: string): LogicalSwitchPort | undefined {
+    return findOwned(this.nb.cache as never, "Logical_Switch_Port", podPortId(namespace, name)) as
+      | LogicalSwitchPort
+      | undefined;
   }
 
   /** Ensures the pod's port exists with its address; one NB transaction when anything must change, none otherwise. */

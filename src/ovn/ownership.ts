@@ -10,6 +10,8 @@ export const POD_UID_KEY = "zstack.io/pod-uid";
 export const POD_KEY = "zstack.io/pod";
 export const SUBNET_KEY = "zstack.io/subnet";
 export const NODE_KEY = "zstack.io/node";
+/** The StatefulSet owning a pod: its port outlives the pod while the StatefulSet still wants that ordinal. */
+export const STATEFULSET_KEY = "zstack.io/statefulset";
 
 export type Kind =
   | "cluster-router"

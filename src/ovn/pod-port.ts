@@ -3,7 +3,7 @@
 // the pod UID in external_ids tells a recreated pod of the same name apart from the old one.
 
 import type { DesiredRow, ParentRef } from "./nb-diff.ts";
-import { ownedIds, POD_KEY, POD_UID_KEY, SUBNET_KEY } from "./ownership.ts";
+import { ownedIds, POD_KEY, POD_UID_KEY, STATEFULSET_KEY, SUBNET_KEY } from "./ownership.ts";
 
 export const POD_NETWORKS_ANNOTATION = "k8s.ovn.org/pod-networks";
 
@@ -11,6 +11,8 @@ export interface PodRef {
   readonly namespace: string;
   readonly name: string;
   readonly uid: string;
+  /** Name of the owning StatefulSet, if any. */
+  readonly statefulSet?: string;
 }
 
 export interface PodAddressing {
@@ -48,6 +50,7 @@ export function podPortRow(pod: PodRef, a: PodAddressing, parent: ParentRef): De
         [POD_KEY]: `${pod.namespace}/${pod.name}`,
         [POD_UID_KEY]: pod.uid,
         [SUBNET_KEY]: a.subnet,
+        ...(pod.statefulSet ? { [STATEFULSET_KEY]: pod.statefulSet } : {}),
       }),
     },
     parent,

@@ -1,0 +1,155 @@
+// StatefulSet pods keep their address when recreated under the same name; the address is released when the
+// StatefulSet scales down past the pod or is deleted. Real kube-apiserver and NB; the test plays the StatefulSet
+// controller (the rig runs no controller-manager), creating the pods with their owner reference.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { OvnController } from "../../../src/controller/controller.ts";
+import { ApiClient } from "../../../src/k8s/api-client.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { useKubeApiserver } from "../../rig/kube-apiserver.ts";
+import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+
+const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await delay(100);
+  }
+}
+
+test("a StatefulSet pod keeps its address across recreation and releases it when scaled down or deleted", async (t) => {
+  const kube = await useKubeApiserver(t);
+  await kube.kubectl(["apply", "-f", CRD]);
+  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const api = new ApiClient(kube.kubeConfig);
+  t.after(() => api.close());
+  await api
+    .request("/api/v1/namespaces/default/serviceaccounts", {
+      method: "POST",
+      body: { metadata: { name: "default" } },
+    })
+    .catch(() => undefined);
+  const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  await nb.connect();
+  const ctl = new OvnController({
+    api,
+    nb,
+    clusterCIDR: "10.244.0.0/16",
+    serviceCIDRs: ["10.96.0.0/16"],
+    joinCIDR: "100.64.0.0/16",
+    tunnel: "vxlan",
+    log: silentLogger,
+  });
+  const abort = new AbortController();
+  const running = ctl.run(abort.signal);
+  t.after(async () => {
+    abort.abort();
+    await running;
+    await nb.close();
+  });
+
+  const sts = await api.request<{ metadata: { uid: string } }>(
+    "/apis/apps/v1/namespaces/default/statefulsets",
+    {
+      method: "POST",
+      body: {
+        metadata: { name: "web" },
+        spec: {
+          replicas: 2,
+          serviceName: "web",
+          selector: { matchLabels: { app: "web" } },
+          template: {
+            metadata: { labels: { app: "web" } },
+            spec: { containers: [{ name: "c", image: "x" }] },
+          },
+        },
+      },
+    },
+  );
+  const createPod = (name: string) =>
+    api.request<{ metadata: { uid: string } }>("/api/v1/namespaces/default/pods", {
+      method: "POST",
+      body: {
+        metadata: {
+          name,
+          labels: { app: "web" },
+          ownerReferences: [
+            {
+              apiVersion: "apps/v1",
+              kind: "StatefulSet",
+              name: "web",
+              uid: sts.metadata.uid,
+              controller: true,
+            },
+          ],
+        },
+        spec: { nodeSelector: { "no-such-label": "x" }, containers: [{ name: "c", image: "x" }] },
+      },
+    });
+  const ipOf = (name: string) =>
+    until(`address of ${name}`, async () => {
+      const p = await api.request<{ metadata: { uid: string; annotations?: Record<string, string> } }>(
+        `/api/v1/namespaces/default/pods/${name}`,
+      );
+      const a = parsePodNetworksAnnotation(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+      return a ? { ip: a.ip_addresses[0] as string, uid: p.metadata.uid } : undefined;
+    });
+  const port = (name: string) =>
+    nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === `default_${name}`);
+  const deletePod = async (name: string) => {
+    await api.request(`/api/v1/namespaces/default/pods/${name}`, {
+      method: "DELETE",
+      query: { gracePeriodSeconds: 0 },
+    });
+    await until(`${name} gone`, async () =>
+      (await api.request(`/api/v1/namespaces/default/pods/${name}`).then(
+        () => false,
+        () => true,
+      ))
+        ? true
+        : undefined,
+    );
+  };
+
+  await createPod("web-0");
+  await createPod("web-1");
+  const first = await ipOf("web-1");
+  await ipOf("web-0");
+
+  // Recreated under the same name: same address, the port now carries the new pod's UID.
+  await deletePod("web-1");
+  await delay(1500);
+  assert.ok(port("web-1"), "the port stays while the StatefulSet still wants web-1");
+  await createPod("web-1");
+  const second = await ipOf("web-1");
+  assert.notEqual(second.uid, first.uid);
+  assert.equal(second.ip, first.ip, "same address after recreation");
+  await until("port carries the new UID", async () =>
+    port("web-1")?.external_ids["zstack.io/pod-uid"] === second.uid ? true : undefined,
+  );
+
+  // Scaled down past web-1: its address is released once the pod is gone.
+  await api.request("/apis/apps/v1/namespaces/default/statefulsets/web", {
+    method: "PATCH",
+    body: { spec: { replicas: 1 } },
+  });
+  await deletePod("web-1");
+  await until("web-1's port removed", async () => (port("web-1") ? undefined : true));
+
+  // StatefulSet deleted: web-0's port goes with its pod.
+  await api.request("/apis/apps/v1/namespaces/default/statefulsets/web", {
+    method: "DELETE",
+    query: { propagationPolicy: "Orphan" },
+  });
+  await deletePod("web-0");
+  await until("web-0's port removed", async () => (port("web-0") ? undefined : true));
+});
