@@ -13,10 +13,15 @@ import type {
 } from "../cni/handler.ts";
 import type { CniResult } from "../cni/result.ts";
 import { CheckFailedError, StepError, StepTimeoutError } from "../node/errors.ts";
-import type { AttachmentResult, PodAttacher, PodNetwork } from "../node/pod-attachment.ts";
+import type {
+  AttachmentResult,
+  AddRequest as AttachRequest,
+  PodAttacher,
+  PodNetwork,
+} from "../node/pod-attachment.ts";
 import type { Logger } from "../observability/log.ts";
 import type { PodNetworkAnnotation } from "../ovn/pod-port.ts";
-import { type NodePods, TimedOutError } from "./pod-networks.ts";
+import { type NodePods, type PodNetworkInfo, TimedOutError } from "./pod-networks.ts";
 
 export interface AgentHandlerOptions {
   attacher: PodAttacher;
@@ -35,6 +40,18 @@ function toPodNetwork(a: PodNetworkAnnotation): PodNetwork {
     mac: a.mac_address,
     gateways: a.gateway_ips,
     routes: a.routes.map((r) => ({ dest: r.dest, nextHop: r.nextHop })),
+  };
+}
+
+function attachRequest(req: AddRequest | CheckRequest, info: PodNetworkInfo): AttachRequest {
+  return {
+    containerId: req.containerId,
+    ifname: req.ifname,
+    netns: req.netns,
+    podNamespace: req.k8s.podNamespace,
+    podName: req.k8s.podName,
+    podUid: info.uid,
+    network: toPodNetwork(info.network),
   };
 }
 
@@ -92,18 +109,7 @@ export class AgentCniHandler implements CniHandler {
     const { podNamespace: ns, podName: name, podUid } = req.k8s;
     const info = await this.network(ns, name, podUid, req.signal);
     try {
-      const out = await this.o.attacher.add(
-        {
-          containerId: req.containerId,
-          ifname: req.ifname,
-          netns: req.netns,
-          podNamespace: ns,
-          podName: name,
-          podUid: info.uid,
-          network: toPodNetwork(info.network),
-        },
-        { signal: req.signal },
-      );
+      const out = await this.o.attacher.add(attachRequest(req, info), { signal: req.signal });
       this.o.onAddTimings?.(out.timings);
       this.o.log.info(
         { pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings },
@@ -134,15 +140,7 @@ export class AgentCniHandler implements CniHandler {
         `pod ${ns}/${name} or its network annotation is not known`,
       );
     try {
-      await this.o.attacher.check({
-        containerId: req.containerId,
-        ifname: req.ifname,
-        netns: req.netns,
-        podNamespace: ns,
-        podName: name,
-        podUid: info.uid,
-        network: toPodNetwork(info.network),
-      });
+      await this.o.attacher.check(attachRequest(req, info));
     } catch (e) {
       throw classify(e);
     }

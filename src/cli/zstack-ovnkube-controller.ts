@@ -13,6 +13,7 @@ import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
+import { runMain } from "./process-exit.ts";
 
 async function main(): Promise<number> {
   let loaded: ReturnType<typeof loadControllerConfig>;
@@ -127,10 +128,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    process.stderr.write(`zstack-ovnkube-controller: ${(e as Error).stack ?? e}\n`);
-    process.exit(1);
-  },
-);
+runMain("zstack-ovnkube-controller", main);

@@ -20,6 +20,7 @@ import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type VswitchTables, vswitchModel } from "../ovsdb/models/vswitch.generated.ts";
+import { runMain } from "./process-exit.ts";
 
 interface NodeObject extends KubeObject {
   metadata: { name: string; annotations?: Record<string, string> };
@@ -175,10 +176,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    process.stderr.write(`zstack-ovnkube-node: ${(e as Error).stack ?? e}\n`);
-    process.exit(1);
-  },
-);
+runMain("zstack-ovnkube-node", main);
