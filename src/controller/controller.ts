@@ -12,7 +12,7 @@ import { WorkQueue } from "../k8s/workqueue.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
-import { idOf, KIND_KEY, POD_KEY, STATEFULSET_KEY } from "../ovn/ownership.ts";
+import { idOf, KIND_KEY, NODE_KEY, POD_KEY, STATEFULSET_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
@@ -234,6 +234,15 @@ export class OvnController {
       }
     };
     this.statefulSets.addHandlers({ onUpdate: (_o, n) => stsChanged(n), onDelete: stsChanged });
+    // Subnets and nodes deleted while we were not running still have rows in NB: reconcile them too.
+    for (const ls of nb.cache.table("Logical_Switch").values()) {
+      const sn = ls.external_ids[SUBNET_KEY];
+      if (ls.external_ids[KIND_KEY] === "subnet-switch" && sn && !this.subnets.get(sn)) this.subnetQ.add(sn);
+    }
+    for (const p of nb.cache.table("Logical_Switch_Port").values()) {
+      const node = p.external_ids[NODE_KEY];
+      if (p.external_ids[KIND_KEY] === "mgmt-port" && node && !this.nodes.get(node)) this.nodeQ.add(node);
+    }
     // Ports of pods deleted while we were not running: their keys are reconciled too, and removed.
     for (const p of nb.cache.table("Logical_Switch_Port").values()) {
       if (p.external_ids[KIND_KEY] === "pod-port" && p.external_ids[POD_KEY])

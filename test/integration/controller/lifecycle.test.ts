@@ -1,0 +1,173 @@
+// Pod and cluster lifecycle against a real kube-apiserver and NB: hostNetwork pods are skipped, binding sets the
+// requested chassis and the node's address set, a finished pod gives its address back, and objects deleted while
+// the controller was down lose their NB rows at the next start.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { SUBNET_PATH } from "../../../src/api/subnet.ts";
+import { OvnController } from "../../../src/controller/controller.ts";
+import { ApiClient } from "../../../src/k8s/api-client.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { POD_NETWORKS_ANNOTATION } from "../../../src/ovn/pod-port.ts";
+import { nodePodsAddressSet } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { useKubeApiserver } from "../../rig/kube-apiserver.ts";
+import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+
+const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
+
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await Promise.resolve()
+      .then(fn)
+      .catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await delay(100);
+  }
+}
+
+function start(api: ApiClient, srv: OvsdbServer) {
+  const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  const ctl = new OvnController({
+    api,
+    nb,
+    clusterCIDR: "10.244.0.0/16",
+    serviceCIDRs: ["10.96.0.0/16"],
+    joinCIDR: "100.64.0.0/16",
+    tunnel: "vxlan",
+    log: silentLogger,
+  });
+  const abort = new AbortController();
+  const running = nb.connect().then(() => ctl.run(abort.signal));
+  return {
+    nb,
+    async stop() {
+      abort.abort();
+      await running;
+      await nb.close();
+    },
+  };
+}
+
+test("pod lifecycle and cleanup of objects deleted during downtime", async (t) => {
+  const kube = await useKubeApiserver(t);
+  await kube.kubectl(["apply", "-f", CRD]);
+  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const api = new ApiClient(kube.kubeConfig);
+  t.after(() => api.close());
+  await api
+    .request("/api/v1/namespaces/default/serviceaccounts", {
+      method: "POST",
+      body: { metadata: { name: "default" } },
+    })
+    .catch(() => undefined);
+  for (const n of ["node1", "node2"])
+    await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: n } } });
+  let run = start(api, srv);
+  t.after(() => run.stop());
+  const nb = () => run.nb;
+  const port = (name: string) =>
+    nb()
+      .cache.table("Logical_Switch_Port")
+      .findOne((r) => r.name === `default_${name}`);
+  const annotation = async (name: string) =>
+    (
+      await api.request<{ metadata: { annotations?: Record<string, string> } }>(
+        `/api/v1/namespaces/default/pods/${name}`,
+      )
+    ).metadata.annotations?.[POD_NETWORKS_ANNOTATION];
+  const createPod = (name: string, spec: Record<string, unknown>) =>
+    api.request("/api/v1/namespaces/default/pods", {
+      method: "POST",
+      body: { metadata: { name }, spec: { containers: [{ name: "c", image: "x" }], ...spec } },
+    });
+
+  // A hostNetwork pod gets no port and no annotation.
+  await createPod("host", { hostNetwork: true, nodeSelector: { none: "x" } });
+  await createPod("regular", { nodeSelector: { none: "x" } });
+  await until("regular annotated", () => annotation("regular"));
+  assert.equal(await annotation("host"), undefined);
+  assert.equal(port("host"), undefined);
+  assert.deepEqual(port("regular")?.options, {}, "no requested chassis before scheduling");
+
+  // Binding the pod to node1: its port asks for node1's chassis and its address joins node1's address set.
+  await api.request("/api/v1/namespaces/default/pods/regular/binding", {
+    method: "POST",
+    body: { metadata: { name: "regular" }, target: { apiVersion: "v1", kind: "Node", name: "node1" } },
+  });
+  await until("requested-chassis", () =>
+    port("regular")?.options["requested-chassis"] === "node1" ? true : undefined,
+  );
+  const ip = (port("regular")?.addresses[0] as string).split(" ")[1] as string;
+  const set = () =>
+    nb()
+      .cache.table("Address_Set")
+      .findOne((r) => r.name === nodePodsAddressSet("node1", 4));
+  await until("address in node1's set", () => (set()?.addresses.includes(ip) ? true : undefined));
+
+  // A finished pod (a Job's) gives its port and address back while the pod object still exists.
+  await api.request("/api/v1/namespaces/default/pods/regular/status", {
+    method: "PATCH",
+    body: { status: { phase: "Succeeded" } },
+  });
+  await until("port of the finished pod removed", () => (port("regular") ? undefined : true));
+  await until("address left node1's set", () => (set()?.addresses.includes(ip) ? undefined : true));
+
+  // A Subnet and a Node deleted while the controller is down lose their NB rows at the next start.
+  await api.request(SUBNET_PATH, {
+    method: "POST",
+    body: {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      metadata: { name: "extra" },
+      spec: { cidr: "10.99.0.0/24", gateway: "10.99.0.1" },
+    },
+  });
+  await until("subnet-extra switch", () =>
+    nb()
+      .cache.table("Logical_Switch")
+      .findOne((r) => r.name === "subnet-extra"),
+  );
+  await until("node2 mgmt port", () =>
+    nb()
+      .cache.table("Logical_Switch_Port")
+      .findOne((r) => r.name === "zovn-mgmt-node2"),
+  );
+  await run.stop();
+  await api.request(`${SUBNET_PATH}/extra`, { method: "DELETE" });
+  await api.request("/api/v1/nodes/node2", { method: "DELETE" });
+  run = start(api, srv);
+  await until("subnet-extra switch removed", () =>
+    nb().connected &&
+    !nb()
+      .cache.table("Logical_Switch")
+      .findOne((r) => r.name === "subnet-extra")
+      ? true
+      : undefined,
+  );
+  await until("node2 rows removed", () =>
+    nb().connected &&
+    !nb()
+      .cache.table("Logical_Switch_Port")
+      .findOne((r) => r.name === "zovn-mgmt-node2") &&
+    !nb()
+      .cache.table("Address_Set")
+      .findOne((r) => r.name === nodePodsAddressSet("node2", 4))
+      ? true
+      : undefined,
+  );
+  assert.ok(
+    nb()
+      .cache.table("Logical_Switch_Port")
+      .findOne((r) => r.name === "zovn-mgmt-node1"),
+    "node1 untouched",
+  );
+});
