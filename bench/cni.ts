@@ -1,0 +1,362 @@
+// CNI ADD latency on one sandbox node, for 1, 10 and 50 concurrent pods, next to a by-hand baseline.
+//
+// Agent side: the per-step timings the agent logs with each "pod attached" (veth, ovs-port, ovn-installed;
+// the annotation wait is not part of them, and the pods are annotated before the ADDs start anyway).
+// End to end: each `cni-driver add` process (libcni, the SEA shim, the agent's socket) timed from spawn to exit.
+// Baseline: one bash script per pod doing the same steps with `ip`, `ethtool` and `ovs-vsctl add-port`, then
+// `ovs-vsctl wait-until ... ovn-installed=true`, bound to the same logical ports.
+//
+//   node --import tsx bench/cni.ts [--name zsbbench] [--levels 1,10,50] [--keep]
+
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { parseArgs } from "node:util";
+import { cniArgs } from "../src/sandbox/cni-driver.ts";
+import { run } from "../src/sandbox/command.ts";
+import { execArgv } from "../src/sandbox/exec.ts";
+import { kubectl } from "../src/sandbox/kubectl.ts";
+import { layoutFor } from "../src/sandbox/layout.ts";
+import { repoRoot } from "../src/sandbox/repo.ts";
+import { loadState, type SandboxState } from "../src/sandbox/state.ts";
+import { planTopology, type Topology } from "../src/sandbox/topology.ts";
+
+const { values: opts } = parseArgs({
+  options: {
+    name: { type: "string", default: "zsbbench" },
+    levels: { type: "string", default: "1,10,50" },
+    keep: { type: "boolean", default: false },
+  },
+});
+const NAME = opts.name as string;
+const LEVELS = (opts.levels as string).split(",").map(Number);
+const NODE = "node1";
+const layout = layoutFor(NAME);
+const STEPS = ["veth", "ovs-port", "ovn-installed", "total"] as const;
+type Step = (typeof STEPS)[number];
+type Timings = Record<Step, number>;
+type AgentTimings = Timings & { request: number };
+
+function zovn(args: string[]): Promise<string> {
+  return run(join(repoRoot, "bin/zovn"), ["sandbox", "--name", NAME, ...args], { timeoutMs: 10 * 60_000 });
+}
+
+function ctx(): { state: SandboxState; topo: Topology } {
+  const state = loadState(layout);
+  if (!state) throw new Error("sandbox state missing");
+  return { state, topo: planTopology(state.spec) };
+}
+
+function onNode(command: string[], input?: string): Promise<string> {
+  const argv = execArgv(layout, ctx().topo, NODE, command);
+  return run(argv[0] as string, argv.slice(1), { timeoutMs: 120_000, ...(input ? { input } : {}) });
+}
+
+/** Spawns `command` on the node and resolves with its stdout and the milliseconds from spawn to exit. */
+function timedOnNode(command: string[]): Promise<{ ms: number; out: string }> {
+  const argv = execArgv(layout, ctx().topo, NODE, command);
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(argv[0] as string, argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d;
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      err += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const ms = performance.now() - t0;
+      if (code === 0) resolve({ ms, out });
+      else reject(new Error(`${command.join(" ")}: exit ${code}: ${err.trim() || out.trim()}`));
+    });
+  });
+}
+
+async function until<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+interface BenchPod {
+  name: string;
+  uid: string;
+  /** With prefix, as the annotation has it. */
+  ip: string;
+  mac: string;
+  gateway: string;
+}
+
+async function createPods(level: number): Promise<BenchPod[]> {
+  const { state } = ctx();
+  const items = Array.from({ length: level }, (_, i) => ({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: `bench-${level}-${i}`, labels: { bench: String(level) } },
+    spec: {
+      nodeName: NODE,
+      restartPolicy: "Never",
+      containers: [{ name: "c", image: "x", command: ["sleep", "3600"] }],
+    },
+  }));
+  const dir = mkdtempSync(join(tmpdir(), "bench-cni-"));
+  try {
+    writeFileSync(join(dir, "pods.json"), JSON.stringify({ apiVersion: "v1", kind: "List", items }));
+    await kubectl(layout, state, ["create", "-f", join(dir, "pods.json")]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return until(`${level} bench pods Running`, 180_000, async () => {
+    const out = JSON.parse(
+      await kubectl(layout, state, ["get", "pods", "-l", `bench=${level}`, "-o", "json"]),
+    ) as {
+      items: {
+        metadata: { name: string; uid: string; annotations?: Record<string, string> };
+        status: { phase?: string };
+      }[];
+    };
+    if (out.items.length !== level || out.items.some((p) => p.status.phase !== "Running")) return undefined;
+    return out.items.map((p) => {
+      const net = JSON.parse(p.metadata.annotations?.["k8s.ovn.org/pod-networks"] ?? "{}").default as {
+        ip_addresses: string[];
+        mac_address: string;
+        gateway_ips: string[];
+      };
+      return {
+        name: p.metadata.name,
+        uid: p.metadata.uid,
+        ip: net.ip_addresses[0] as string,
+        mac: net.mac_address,
+        gateway: net.gateway_ips[0] as string,
+      };
+    });
+  });
+}
+
+async function deletePods(level: number): Promise<void> {
+  const { state } = ctx();
+  await kubectl(layout, state, ["delete", "pods", "-l", `bench=${level}`, "--wait=false"]);
+  await until(`bench pods ${level} gone`, 180_000, async () =>
+    (await kubectl(layout, state, ["get", "pods", "-l", `bench=${level}`, "-o", "name"])).trim() === ""
+      ? true
+      : undefined,
+  );
+}
+
+/** The simulator's sandboxes of the bench pods, so their attachments can be removed before the measured ADDs. */
+function simulatorSandboxes(pods: BenchPod[]): { containerId: string; netns: string; pod: BenchPod }[] {
+  const dir = layout.node(NODE).podRecords;
+  const byUid = new Map(pods.map((p) => [p.uid, p]));
+  const out: { containerId: string; netns: string; pod: BenchPod }[] = [];
+  for (const f of readdirSync(dir).filter((x) => x.endsWith(".json"))) {
+    const rec = JSON.parse(readFileSync(join(dir, f), "utf8")) as {
+      uid: string;
+      containerId: string;
+      netns?: string;
+    };
+    const pod = byUid.get(rec.uid);
+    if (pod && rec.netns) out.push({ containerId: rec.containerId, netns: `/run/netns/${rec.netns}`, pod });
+  }
+  return out;
+}
+
+function driverCall(op: "add" | "del", containerId: string, netns: string, pod: BenchPod): string[] {
+  const driver = ctx().state.binaries?.CNI_DRIVER as string;
+  const args = cniArgs({
+    containerId,
+    netnsPath: netns,
+    ifname: "eth0",
+    podNamespace: "default",
+    podName: pod.name,
+    podUid: pod.uid,
+  });
+  return [driver, op, "--container-id", containerId, "--netns", netns, "--ifname", "eth0", "--args", args];
+}
+
+async function makeNetns(names: string[]): Promise<void> {
+  await onNode(["ip", "-batch", "-"], `${names.map((n) => `netns add ${n}`).join("\n")}\n`);
+}
+
+async function removeNetns(names: string[]): Promise<void> {
+  await onNode(["ip", "-force", "-batch", "-"], `${names.map((n) => `netns del ${n}`).join("\n")}\n`).catch(
+    () => undefined,
+  );
+}
+
+/**
+ * Per ADD: the attacher's step timings ("pod attached") and the server's request-to-reply duration ("CNI
+ * request served"), which adds request parsing and the annotation lookup (the pods are annotated already).
+ */
+function agentTimings(containerIds: Set<string>): AgentTimings[] {
+  const log = join(layout.logDir, NODE, "zstack-ovnkube-node.log");
+  const steps = new Map<string, Timings>();
+  const request = new Map<string, number>();
+  for (const line of readFileSync(log, "utf8").split("\n")) {
+    if (!line.includes('"pod attached"') && !line.includes('"CNI request served"')) continue;
+    const rec = JSON.parse(line) as {
+      containerId?: string;
+      timings?: Timings;
+      command?: string;
+      durationMs?: number;
+    };
+    if (!rec.containerId || !containerIds.has(rec.containerId)) continue;
+    if (rec.timings) steps.set(rec.containerId, rec.timings);
+    if (rec.command === "ADD" && rec.durationMs !== undefined) request.set(rec.containerId, rec.durationMs);
+  }
+  return [...steps].flatMap(([id, t]) => {
+    const r = request.get(id);
+    return r === undefined ? [] : [{ ...t, request: r }];
+  });
+}
+
+async function agentRun(pods: BenchPod[]): Promise<{ agent: AgentTimings[]; endToEnd: number[] }> {
+  // Free the logical ports first, so each measured ADD binds a port no other interface claims.
+  await Promise.all(
+    simulatorSandboxes(pods).map((s) => onNode(driverCall("del", s.containerId, s.netns, s.pod))),
+  );
+  const runs = pods.map((pod) => ({
+    pod,
+    containerId: randomBytes(32).toString("hex"),
+    netns: `zb-${randomBytes(4).toString("hex")}`,
+  }));
+  await makeNetns(runs.map((r) => r.netns));
+  try {
+    const e2e = await Promise.all(
+      runs.map((r) => timedOnNode(driverCall("add", r.containerId, `/run/netns/${r.netns}`, r.pod))),
+    );
+    // The log line is written just before the reply; give the file a moment.
+    const ids = new Set(runs.map((r) => r.containerId));
+    const agent = await until("agent timings logged", 10_000, async () => {
+      const t = agentTimings(ids);
+      return t.length === runs.length ? t : undefined;
+    });
+    return { agent, endToEnd: e2e.map((x) => x.ms) };
+  } finally {
+    await Promise.allSettled(
+      runs.map((r) => onNode(driverCall("del", r.containerId, `/run/netns/${r.netns}`, r.pod))),
+    );
+    await removeNetns(runs.map((r) => r.netns));
+  }
+}
+
+/** The same steps by hand; prints one line of step durations in ms. */
+function baselineScript(port: string, netns: string, pod: BenchPod): string {
+  return `set -e
+t0=$EPOCHREALTIME
+ip link add ${port} type veth peer name eth0 netns ${netns}
+ip -n ${netns} link set eth0 address ${pod.mac} mtu 1450 up
+ip -n ${netns} addr add ${pod.ip} dev eth0
+ip -n ${netns} route add default via ${pod.gateway}
+ip link set ${port} mtu 1450 up
+ip netns exec ${netns} ethtool -K eth0 tx off >/dev/null
+t1=$EPOCHREALTIME
+ovs-vsctl add-port br-int ${port} -- set Interface ${port} external_ids:iface-id=default_${pod.name}
+t2=$EPOCHREALTIME
+ovs-vsctl --timeout=30 wait-until Interface ${port} external_ids:ovn-installed=true
+t3=$EPOCHREALTIME
+echo "$t0 $t1 $t2 $t3"
+`;
+}
+
+async function baselineRun(pods: BenchPod[]): Promise<Timings[]> {
+  const runs = pods.map((pod, i) => ({
+    pod,
+    port: `zbb${i}_${randomBytes(2).toString("hex")}`,
+    netns: `zbb-${i}`,
+  }));
+  await makeNetns(runs.map((r) => r.netns));
+  try {
+    const outs = await Promise.all(
+      runs.map((r) => timedOnNode(["bash", "-c", baselineScript(r.port, r.netns, r.pod)])),
+    );
+    return outs.map(({ out }) => {
+      const [t0, t1, t2, t3] = out.trim().split(" ").map(Number) as [number, number, number, number];
+      return {
+        veth: (t1 - t0) * 1000,
+        "ovs-port": (t2 - t1) * 1000,
+        "ovn-installed": (t3 - t2) * 1000,
+        total: (t3 - t0) * 1000,
+      };
+    });
+  } finally {
+    await onNode([
+      "ovs-vsctl",
+      ...runs.flatMap((r) => ["--", "--if-exists", "del-port", "br-int", r.port]),
+    ]).catch(() => undefined);
+    await onNode(
+      ["ip", "-force", "-batch", "-"],
+      `${runs.map((r) => `link del ${r.port}`).join("\n")}\n`,
+    ).catch(() => undefined);
+    await removeNetns(runs.map((r) => r.netns));
+  }
+}
+
+function pct(values: number[], p: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? Number.NaN;
+}
+
+const f = (ms: number) => ms.toFixed(1).padStart(8);
+
+function row(label: string, values: number[]): string {
+  return `  ${label.padEnd(26)}${f(pct(values, 50))}${f(pct(values, 99))}`;
+}
+
+interface LevelResult {
+  level: number;
+  agent: AgentTimings[];
+  endToEnd: number[];
+  baseline: Timings[];
+}
+
+function report(r: LevelResult): void {
+  const agent = (k: keyof AgentTimings) => r.agent.map((t) => t[k]);
+  const base = (k: Step) => r.baseline.map((t) => t[k]);
+  console.log(`\n${r.level} concurrent pod(s) on ${NODE}                 p50 ms  p99 ms`);
+  for (const s of STEPS) console.log(row(`agent ${s === "total" ? "steps total" : s}`, agent(s)));
+  console.log(row("agent request -> reply", agent("request")));
+  console.log(row("end to end (SEA shim)", r.endToEnd));
+  for (const s of STEPS) console.log(row(`baseline ${s}`, base(s)));
+  // The ratio uses the request-to-reply time, the larger of the two agent-side figures.
+  const [a50, a99] = [pct(agent("request"), 50), pct(agent("request"), 99)];
+  const [b50, b99] = [pct(base("total"), 50), pct(base("total"), 99)];
+  const p99Target = r.level === 10 ? ` (target <= 3x: ${a99 <= 3 * b99 ? "met" : "MISSED"})` : "";
+  console.log(
+    `  ratio agent/baseline: p50 ${(a50 / b50).toFixed(2)}x (target <= 2x: ${a50 <= 2 * b50 ? "met" : "MISSED"})` +
+      `, p99 ${(a99 / b99).toFixed(2)}x${p99Target}`,
+  );
+}
+
+async function main(): Promise<void> {
+  console.log(`bench-cni: sandbox ${NAME}, node ${NODE}, levels ${LEVELS.join(", ")}`);
+  await zovn(["up"]);
+  try {
+    for (const level of LEVELS) {
+      const pods = await createPods(level);
+      try {
+        const { agent, endToEnd } = await agentRun(pods);
+        const baseline = await baselineRun(pods);
+        report({ level, agent, endToEnd, baseline });
+      } finally {
+        await deletePods(level);
+      }
+    }
+  } finally {
+    if (!opts.keep) await zovn(["down", "--purge"]).catch((err) => console.error(String(err)));
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
