@@ -401,4 +401,60 @@ describe("the CNI contract through libcni against the real node agent", { timeou
     const reply = await dialFrom("default/crash", "peer", peer);
     assert.match(reply, new RegExp(`^peer ${running.replaceAll(".", "\\.")}:\\d+ hello$`));
   });
+  it("the shim invoked directly gets the right CNI error code and message, and the agent survives", async () => {
+    const { topo } = ctx();
+    const shim = "/opt/cni/bin/zstack-ovn-cni";
+    const conf = (v: string) => JSON.stringify({ cniVersion: v, name: "zstack-ovn", type: "zstack-ovn-cni" });
+    const call = async (stdin: string, env: Record<string, string>) => {
+      const argv = execArgv(layout, topo, NODE, [
+        "env",
+        "-i",
+        ...Object.entries(env).map(([a, b]) => `${a}=${b}`),
+        shim,
+      ]);
+      try {
+        const out = await run(argv[0] as string, argv.slice(1), { input: stdin, timeoutMs: 30_000 });
+        return { exit: 0, json: JSON.parse(out || "{}") as { code?: number; msg?: string } };
+      } catch (e) {
+        const err = e as { code: number; stdout: string };
+        return { exit: err.code, json: JSON.parse(err.stdout) as { code?: number; msg?: string } };
+      }
+    };
+    const env = {
+      CNI_COMMAND: "ADD",
+      CNI_CONTAINERID: "e2eshim0000000000000000000000000000000000000000000000000000000000",
+      CNI_IFNAME: "eth0",
+      CNI_PATH: "/opt/cni/bin",
+      CNI_ARGS: "K8S_POD_NAMESPACE=default;K8S_POD_NAME=nope",
+    };
+    const agent = () => ctx().state.daemons.find((d) => d.name === `${NODE}/zstack-ovnkube-node`);
+    const before = agent();
+    assert.ok(before && isAlive(before));
+
+    const garbage = await call("{not json", { ...env, CNI_NETNS: "/run/netns/none" });
+    assert.equal(garbage.json.code, 6, JSON.stringify(garbage));
+    const version = await call(conf("9.9.9"), { ...env, CNI_NETNS: "/run/netns/none" });
+    assert.equal(version.json.code, 1, JSON.stringify(version));
+    assert.match(version.json.msg ?? "", /9\.9\.9/);
+    const noNetns = await call(conf("1.1.0"), { ...env, CNI_NETNS: "/run/netns/zcni-does-not-exist" });
+    assert.equal(noNetns.json.code, 102, JSON.stringify(noNetns));
+    assert.match(noNetns.json.msg ?? "", /zcni-does-not-exist/);
+    // The agent is the same process and still serves: STATUS succeeds.
+    assert.equal(agent()?.pid, before.pid);
+    const status = await call(conf("1.1.0"), { CNI_COMMAND: "STATUS", CNI_PATH: "/opt/cni/bin" });
+    assert.equal(status.exit, 0, JSON.stringify(status));
+
+    // With the agent stopped the shim answers "try again later" and names the socket.
+    process.kill(before.pid, "SIGKILL");
+    await eventually("the agent is gone", 10_000, async () => (isAlive(before) ? undefined : true));
+    const down = await call(conf("1.1.0"), { ...env, CNI_NETNS: "/run/netns/none" });
+    assert.equal(down.json.code, 11, JSON.stringify(down));
+    assert.match(down.json.msg ?? "", /cni-server\.sock/);
+    await zovn(["up"]);
+    await eventually("the restarted agent serves STATUS", 60_000, async () =>
+      (await call(conf("1.1.0"), { CNI_COMMAND: "STATUS", CNI_PATH: "/opt/cni/bin" })).exit === 0
+        ? true
+        : undefined,
+    );
+  });
 });
