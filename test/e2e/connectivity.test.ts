@@ -199,7 +199,7 @@ describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
     );
   });
 
-  it("Geneve: the same matrix holds with geneve tunnels", async () => {
+  it("Geneve: the same TCP matrix, UDP across nodes, node to pod and egress hold with geneve tunnels", async () => {
     await zovn(["down", "--purge"]);
     await zovn(["up", "--encap", "geneve"]);
     const { state, topo } = ctx();
@@ -220,5 +220,20 @@ describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
       report.egress.every((e) => e.ok),
       JSON.stringify(report.egress),
     );
+    // UDP across nodes and node to pod over Geneve too.
+    const ps = state.binaries?.PODSERVER as string;
+    const a = report.pods[0] as DemoPod;
+    const b = report.pods.find((p) => p.node !== a.node) as DemoPod;
+    const udp = await inside(`default/${a.name}`, [
+      ps,
+      "dial",
+      "udp",
+      `${b.ip}:8081`,
+      "--payload",
+      "geneve-udp",
+    ]);
+    assert.ok(udp.startsWith(`${b.name} ${a.ip}:`) && udp.endsWith(" geneve-udp"), udp);
+    const probe = await inside(a.node, [ps, "dial", "tcp", `${b.ip}:8080`, "--payload", "geneve-probe"]);
+    assert.match(probe, /^\S+ 100\.64\.\d+\.\d+:\d+ geneve-probe$/);
   });
 });
