@@ -10,7 +10,14 @@ import { POD_NETWORKS_ANNOTATION } from "../../src/ovn/pod-port.ts";
 
 interface PodEvent {
   type: string;
-  object: { metadata: { name: string; namespace: string; resourceVersion?: string; annotations?: Record<string, string> } };
+  object: {
+    metadata: {
+      name: string;
+      namespace: string;
+      resourceVersion?: string;
+      annotations?: Record<string, string>;
+    };
+  };
 }
 
 const kc = new KubeConfig();

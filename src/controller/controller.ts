@@ -108,6 +108,8 @@ export class OvnController {
   private readonly loadedSpecs = new Map<string, string>();
   private verdicts = new Map<string, Verdict>();
   private resyncTimer: NodeJS.Timeout | undefined;
+  /** Pods that found their subnet exhausted, by subnet: an address released there wakes them. */
+  private readonly waitingForAddress = new Map<string, Set<string>>();
 
   constructor(private readonly o: ControllerOptions) {
     this.net = {
@@ -196,9 +198,19 @@ export class OvnController {
     );
     this.nodes.addHandlers(
       {
-        onAdd: (n) => this.nodeQ.add(n.metadata.name),
-        onUpdate: (_o, n) => this.nodeQ.add(n.metadata.name),
-        onDelete: (n) => this.nodeQ.add(n.metadata.name),
+        onAdd: (n) => {
+          this.nodeQ.add(n.metadata.name);
+          enqueueAllSubnets();
+        },
+        onUpdate: (o, n) => {
+          this.nodeQ.add(n.metadata.name);
+          // Node addresses take part in the subnets' overlap checks.
+          if (JSON.stringify(o.status.addresses) !== JSON.stringify(n.status.addresses)) enqueueAllSubnets();
+        },
+        onDelete: (n) => {
+          this.nodeQ.add(n.metadata.name);
+          enqueueAllSubnets();
+        },
       },
       { replay: true },
     );
@@ -234,6 +246,17 @@ export class OvnController {
       }
     };
     this.statefulSets.addHandlers({ onUpdate: (_o, n) => stsChanged(n), onDelete: stsChanged });
+    // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
+    // Subnets that name it.
+    nb.cache.subscribe("Logical_Switch", (events) => {
+      const names = new Set<string>();
+      for (const e of events)
+        if (e.kind !== "update") names.add((e.kind === "add" ? e.row : e.old).name as string);
+      for (const s of this.subnets.list()) {
+        const ext = s.spec.externalLogicalSwitch;
+        if (ext && names.has(ext)) this.subnetQ.add(s.metadata.name);
+      }
+    });
     // Subnets and nodes deleted while we were not running still have rows in NB: reconcile them too.
     for (const ls of nb.cache.table("Logical_Switch").values()) {
       const sn = ls.external_ids[SUBNET_KEY];
@@ -451,7 +474,14 @@ export class OvnController {
 
   /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   private usageChanged(subnet: string | false): void {
-    if (subnet) this.subnetQ.addAfter(subnet, 1000);
+    if (!subnet) return;
+    this.subnetQ.addAfter(subnet, 1000);
+    // Pods waiting for an address on this subnet try again at once.
+    const waiting = this.waitingForAddress.get(subnet);
+    if (waiting) {
+      this.waitingForAddress.delete(subnet);
+      for (const k of waiting) this.podQ.add(k);
+    }
   }
 
   private subnetFor(pod: PodLite): string | undefined {
@@ -481,7 +511,18 @@ export class OvnController {
       return undefined;
     }
     const subnet = this.subnetFor(pod);
-    if (!subnet || !this.loadedSpecs.has(subnet)) return { requeueAfterMs: 500 };
+    if (!subnet) return { requeueAfterMs: 1000 };
+    const sub = this.subnets.get(subnet);
+    if (sub?.spec.externalLogicalSwitch) {
+      // Pods on ZStack's switches need External mode, which this controller does not implement yet.
+      this.o.events?.warning(
+        { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
+        "ExternalModeNotSupported",
+        `subnet ${subnet} uses externalLogicalSwitch ${sub.spec.externalLogicalSwitch}; attaching pods to an external switch needs External mode, which is not implemented yet`,
+      );
+      return { requeueAfterMs: 60_000 };
+    }
+    if (!this.loadedSpecs.has(subnet)) return { requeueAfterMs: 500 };
     const res = await this.podNets.ensure(
       {
         namespace: ns,
@@ -494,6 +535,11 @@ export class OvnController {
       subnet,
     );
     if (!res.ok) {
+      if (res.reason === "AddressesExhausted") {
+        const set = this.waitingForAddress.get(subnet) ?? new Set<string>();
+        set.add(key);
+        this.waitingForAddress.set(subnet, set);
+      }
       this.o.log.warn({ pod: key, reason: res.reason, message: res.message }, "pod network not set up");
       this.o.events?.warning(
         { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },

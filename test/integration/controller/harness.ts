@@ -216,6 +216,10 @@ export interface ControllerProcess {
   readonly daemon: Daemon;
   readonly logFile: string;
   readonly identity: string;
+  /** Port of /metrics and the health endpoints. */
+  readonly port: number;
+  /** Sum of all samples of a metric on /metrics (0 when absent). */
+  metricSum(name: string): Promise<number>;
   /** Log lines (JSON) parsed; lines that are not JSON are skipped. */
   logs(): Record<string, unknown>[];
   /** Resolves when the log shows msg (after `since` lines). */
@@ -235,26 +239,22 @@ export async function spawnController(
 ): Promise<ControllerProcess> {
   const logFile = join(c.kube.dir, `controller-${opts.identity}-${Date.now()}.log`);
   const port = await freePort();
-  const daemon = spawnDaemon(
-    process.execPath,
-    [...NODE_FLAGS, "--import", import.meta.resolve("tsx"), CLI],
-    {
-      outputFile: logFile,
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        ZSTACK_OVN_NBDB_ADDRESS: c.srv.unix,
-        ZSTACK_KUBECONFIG: c.kube.kubeconfigPath,
-        ZSTACK_TUNNEL_TYPE: "vxlan",
-        ZSTACK_LEASE_NAMESPACE: "kube-system",
-        ZSTACK_LOG_FORMAT: "json",
-        ZSTACK_LOG_LEVEL: "info",
-        ZSTACK_POD_NAME: opts.identity,
-        ZSTACK_METRICS_PORT: String(port),
-        ZSTACK_LEADER_ELECT: opts.leaderElect ? "true" : "false",
-        ...opts.env,
-      },
+  const daemon = spawnDaemon(process.execPath, [...NODE_FLAGS, "--import", import.meta.resolve("tsx"), CLI], {
+    outputFile: logFile,
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      ZSTACK_OVN_NBDB_ADDRESS: c.srv.unix,
+      ZSTACK_KUBECONFIG: c.kube.kubeconfigPath,
+      ZSTACK_TUNNEL_TYPE: "vxlan",
+      ZSTACK_LEASE_NAMESPACE: "kube-system",
+      ZSTACK_LOG_FORMAT: "json",
+      ZSTACK_LOG_LEVEL: "info",
+      ZSTACK_POD_NAME: opts.identity,
+      ZSTACK_METRICS_PORT: String(port),
+      ZSTACK_LEADER_ELECT: opts.leaderElect ? "true" : "false",
+      ...opts.env,
     },
-  );
+  });
   const logs = () => {
     let text = "";
     try {
@@ -277,6 +277,16 @@ export async function spawnController(
     daemon,
     logFile,
     identity: opts.identity,
+    port,
+    metricSum: async (name) => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      let sum = 0;
+      for (const line of text.split("\n")) {
+        if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+          sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+      }
+      return sum;
+    },
     logs,
     waitForLog: async (msg, timeoutMs = 60_000, since = 0) => {
       await until(
@@ -289,7 +299,9 @@ export async function spawnController(
             .some((l) => l.msg === msg);
         },
         timeoutMs,
-      );
+      ).catch((e: Error) => {
+        throw new Error(`${e.message}\n${readTail(logFile)}`);
+      });
     },
     kill: async () => {
       daemon.signal("SIGKILL");

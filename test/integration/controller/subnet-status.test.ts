@@ -39,18 +39,37 @@ test("a Subnet naming a missing external switch is Failed with ExternalSwitchNot
   await c.srv.transactRaw("OVN_Northbound", [
     { op: "insert", table: "Logical_Switch", row: { name: "zstack-l3-4711" } },
   ]);
-  // NB changes are not Subnet events: nothing re-judges the Subnet before the 5-minute resync, so touching the
-  // Subnet's labels (as an operator would after fixing ZStack) triggers the re-judgement.
-  await c.api.request(`${SUBNET_PATH}/ext`, {
-    method: "PATCH",
-    body: { metadata: { labels: { touched: String(Date.now()) } } },
-  });
+  // The controller follows NB's switches: the Subnet naming this one is re-judged without any Subnet event.
   const ok = await until("ext Ready", async () => {
     const s = await get();
     return ready(s)?.status === "True" ? s : undefined;
   });
   assert.equal(ok.status?.phase, "Active");
   assert.equal(ok.status?.logicalSwitch, "zstack-l3-4711");
+
+  await t.test(
+    "a pod of the External subnet's namespace gets an address and a port on the ZStack switch",
+    {
+      todo: "External mode (pods on ZStack's switches) is not implemented yet; until then such pods get an ExternalModeNotSupported Warning event",
+    },
+    async () => {
+      await createNamespace(c.api, "ext-ns");
+      await c.api.request(`${SUBNET_PATH}/ext`, {
+        method: "PATCH",
+        body: { spec: { namespaces: ["ext-ns"] } },
+      });
+      await createPods(c.api, [["ext-ns", "vm-neighbour"]]);
+      const ip = await until(
+        "vm-neighbour annotated",
+        async () => podAddress(await c.api.request("/api/v1/namespaces/ext-ns/pods/vm-neighbour")),
+        15_000,
+      );
+      assert.match(ip, /^10\.60\.0\./);
+      await c.nb.echo();
+      const ls = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === "zstack-l3-4711");
+      assert.equal(ls?.ports.length, 1, "the pod's port is on the ZStack switch");
+    },
+  );
 });
 
 test("an exhausted /29 gives the sixth pod an AddressesExhausted Event and no address, and the pod gets one when another leaves", async (t) => {
@@ -69,7 +88,8 @@ test("an exhausted /29 gives the sixth pod an AddressesExhausted Event and no ad
   });
   const ips = pods.map((p) => podAddress(p) as string);
   assert.equal(new Set(ips).size, 5);
-  for (const ip of ips) assert.match(ip, /^10\.70\.0\.[2-6]$/, "network, gateway and broadcast are never given");
+  for (const ip of ips)
+    assert.match(ip, /^10\.70\.0\.[2-6]$/, "network, gateway and broadcast are never given");
 
   await createPods(c.api, [["small", "p6"]]);
   const ev = await until("AddressesExhausted Event on p6", async () => {
@@ -92,7 +112,7 @@ test("an exhausted /29 gives the sixth pod an AddressesExhausted Event and no ad
   assert.equal(exhausted.status?.usedIPs, 5);
 
   await deletePods(c.api, [["small", "p3"]]);
-  // The waiting pod is retried on its own schedule (30 s after AddressesExhausted), not woken by the release.
+  // The waiting pod is woken by the release and takes the freed address.
   const started = Date.now();
   const got = await until(
     "p6 annotated",
@@ -105,6 +125,66 @@ test("an exhausted /29 gives the sixth pod an AddressesExhausted Event and no ad
     60_000,
   );
   t.diagnostic(`p6 got ${got} ${Date.now() - started} ms after p3 was deleted`);
-  assert.equal(got, podAddress(pods.find((p) => p.metadata.name === "p3") as never), "p3's address is reused");
+  assert.equal(
+    got,
+    podAddress(pods.find((p) => p.metadata.name === "p3") as never),
+    "p3's address is reused",
+  );
+  assert.ok(Date.now() - started < 10_000, "woken by the release, not by its 30 s requeue");
+  // Full again; a pod leaving with nobody waiting makes the subnet Ready.
+  await until("tiny full again", async () =>
+    ready(await get())?.reason === "AddressesExhausted" ? true : undefined,
+  );
+  await deletePods(c.api, [["small", "p6"]]);
   await until("tiny Ready again", async () => (ready(await get())?.status === "True" ? true : undefined));
+});
+
+test("Subnets overlapping the service CIDR or a node address are Failed naming it, and the node one is Ready once the node is gone and the Subnet is touched", async (t) => {
+  const c = await useCluster(t);
+  await c.api.request("/api/v1/nodes", {
+    method: "POST",
+    body: {
+      metadata: { name: "worker-9" },
+      status: { addresses: [{ type: "InternalIP", address: "10.91.0.9" }] },
+    },
+  });
+  await spawnController(t, c, { identity: "solo" });
+  await createSubnet(c.api, "svc", { cidr: "10.96.128.0/24", gateway: "10.96.128.1" });
+  await createSubnet(c.api, "nodes", { cidr: "10.91.0.0/24", gateway: "10.91.0.1" });
+  const failed = (name: string) =>
+    until(`${name} Failed`, async () => {
+      const s = await c.api.request<Subnet>(`${SUBNET_PATH}/${name}`);
+      return s.status?.phase === "Failed" ? s : undefined;
+    });
+  const svc = await failed("svc");
+  assert.equal(ready(svc)?.reason, "Overlap");
+  assert.match(ready(svc)?.message ?? "", /service CIDR 10\.96\.0\.0\/16/);
+  const nodes = await failed("nodes");
+  assert.equal(ready(nodes)?.reason, "Overlap");
+  assert.match(ready(nodes)?.message ?? "", /10\.91\.0\.9.*node worker-9/);
+
+  assert.equal((await c.api.request<Subnet>(`${SUBNET_PATH}/svc`)).status?.phase, "Failed");
+
+  await c.api.request("/api/v1/nodes/worker-9", { method: "DELETE" });
+  await t.test("the Subnet becomes Ready once the node is gone, with no Subnet event", async () => {
+    const ok = await until(
+      "nodes Ready",
+      async () => {
+        const s = await c.api.request<Subnet>(`${SUBNET_PATH}/nodes`);
+        return ready(s)?.status === "True" ? s : undefined;
+      },
+      20_000,
+    );
+    assert.equal(ok.status?.phase, "Active");
+  });
+  // An operator's touch of the Subnet re-judges it at once.
+  await c.api.request(`${SUBNET_PATH}/nodes`, {
+    method: "PATCH",
+    body: { metadata: { labels: { touched: "yes" } } },
+  });
+  const ok = await until("nodes Ready after a touch", async () => {
+    const s = await c.api.request<Subnet>(`${SUBNET_PATH}/nodes`);
+    return ready(s)?.status === "True" ? s : undefined;
+  });
+  assert.equal(ok.status?.phase, "Active");
 });

@@ -1,0 +1,343 @@
+// make bench-controller: zstack-ovnkube-controller annotating unscheduled pods, against a minimal patcher
+// doing the same PATCHes with no NB. Each run gets a fresh etcd + kube-apiserver (the sandbox's binaries and
+// flags, with raised in-flight limits) so neither inherits the other's objects; the controller run also gets
+// a fresh NB ovsdb-server. Both annotators are separate node processes started the way the sandbox starts the
+// controller (NODE_FLAGS, tsx), with the same number of workers.
+//   node --import tsx bench/controller.ts [--quick] [--pods=N,M] [--workers=W] [--in-flight=K] [--tunnel=T]
+//     [--profile=DIR]
+
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { loadavg } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
+import { ApiClient } from "../src/k8s/api-client.ts";
+import { NODE_FLAGS } from "../src/runtime-flags.ts";
+import { writeRecords } from "../test/rig/db-log.ts";
+import { type KubeApiserver, startKubeApiserver } from "../test/rig/kube-apiserver.ts";
+import { freePort, SCHEMAS, startOvsdbServer } from "../test/rig/ovsdb-server.ts";
+import { type Daemon, spawnDaemon } from "../test/rig/process.ts";
+import {
+  BENCH_NAMESPACE,
+  type LoadResult,
+  percentile,
+  prepareNamespace,
+  runLoad,
+} from "./controller/pod-load.ts";
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined =>
+  argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const quick = argv.includes("--quick");
+const SIZES = (flag("pods") ?? (quick ? "300" : "1000,5000")).split(",").map(Number);
+// The controller's default (ZSTACK_WORKERS), given to both annotators explicitly.
+const WORKERS = Number(flag("workers") ?? "4");
+const IN_FLIGHT = Number(flag("in-flight") ?? "20");
+// Under VXLAN one logical switch takes at most 2,048 ports and the controller rightly refuses pod 2,048 of the
+// default subnet; Geneve lifts that limit without changing the work done per pod.
+const TUNNEL = flag("tunnel") ?? "geneve";
+// --profile=DIR: both annotators write V8 CPU profiles there (.cpuprofile, open in Chrome DevTools).
+const PROFILE_DIR = flag("profile");
+const RSS_LIMIT_MIB = 250;
+const RSS_AT = 5000;
+
+const repo = fileURLToPath(new URL("..", import.meta.url));
+const CRD = join(repo, "deploy/crds/subnet.network.zstack.io.yaml");
+const CONTROLLER = join(repo, "src/cli/zstack-ovnkube-controller.ts");
+const PATCHER = join(repo, "bench/controller/patcher.ts");
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** A node process started like the sandbox starts the controller. */
+function nodeProcess(script: string, env: NodeJS.ProcessEnv, outputFile: string): Daemon {
+  return spawnDaemon(
+    process.execPath,
+    [
+      ...NODE_FLAGS,
+      ...(PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+      "--import",
+      import.meta.resolve("tsx"),
+      script,
+    ],
+    {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+      outputFile,
+    },
+  );
+}
+
+function vmHwmMiB(pid: number): number {
+  const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+/** User + system CPU seconds a process has used so far (USER_HZ is 100 on Linux). */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** CPU seconds each named process spends while `fn` runs: where the machine's two cores go. */
+async function cpuDuring<T>(
+  procs: Record<string, number>,
+  fn: () => Promise<T>,
+): Promise<{ value: T; cpu: Record<string, number> }> {
+  const before = Object.fromEntries(Object.entries(procs).map(([k, pid]) => [k, cpuSeconds(pid)]));
+  const self = process.cpuUsage();
+  const value = await fn();
+  const cpu: Record<string, number> = {};
+  for (const [k, pid] of Object.entries(procs)) cpu[k] = cpuSeconds(pid) - (before[k] as number);
+  const used = process.cpuUsage(self);
+  cpu.driver = (used.user + used.system) / 1e6;
+  return { value, cpu };
+}
+
+/** Polls fn until it returns a value; `alive` failing ends the wait at once. */
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs: number,
+  alive: () => boolean = () => true,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (!alive()) throw new Error(`the process exited while waiting for ${what}`);
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await delay(100);
+  }
+}
+
+async function withApiserver<T>(fn: (kube: KubeApiserver, api: ApiClient) => Promise<T>): Promise<T> {
+  const kube = await startKubeApiserver({
+    // Enough in-flight requests that the apiserver's own limits do not shape either run.
+    apiserverArgs: ["--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"],
+  });
+  const api = new ApiClient(kube.kubeConfig, { userAgent: "bench-driver" });
+  try {
+    await prepareNamespace(api);
+    return await fn(kube, api);
+  } finally {
+    api.close();
+    await kube.stop();
+  }
+}
+
+interface RunResult extends LoadResult {
+  rssMiB: number;
+  /** 1-minute load average at the end: other work on the machine skews the ratios. */
+  load: number;
+  /** CPU seconds per process during the load. */
+  cpu: Record<string, number>;
+  nbTxns?: number;
+  metrics?: string;
+}
+
+function loadTimeout(pods: number): number {
+  return 120_000 + pods * 60;
+}
+
+async function baselineRun(pods: number): Promise<RunResult> {
+  return withApiserver(async (kube, api) => {
+    const out = join(kube.dir, "patcher.out");
+    const patcher = nodeProcess(
+      PATCHER,
+      { BENCH_KUBECONFIG: kube.kubeconfigPath, BENCH_WORKERS: String(WORKERS) },
+      out,
+    );
+    try {
+      await until(
+        "the baseline patcher's watch",
+        async () => ((await readFile(out, "utf8")).includes("watching") ? true : undefined),
+        30_000,
+        () => !patcher.hasExited(),
+      );
+      const [etcd, apiserver] = kube.pids() as [number, number];
+      const { value: r, cpu } = await cpuDuring(
+        { annotator: patcher.pid, "kube-apiserver": apiserver, etcd },
+        () => runLoad(api, { pods, inFlight: IN_FLIGHT, timeoutMs: loadTimeout(pods), progress: log }),
+      );
+      const rssMiB = vmHwmMiB(patcher.pid);
+      if (r.annotated < pods) log((await readFile(out, "utf8")).split("\n").slice(-10).join("\n"));
+      return { ...r, rssMiB, cpu, load: loadavg()[0] as number };
+    } finally {
+      await patcher.terminate(3000);
+    }
+  });
+}
+
+async function controllerRun(pods: number): Promise<RunResult> {
+  return withApiserver(async (kube, api) => {
+    await kube.kubectl(["apply", "-f", CRD]);
+    await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
+    const nb = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
+    const out = join(kube.dir, "controller.out");
+    const metricsPort = await freePort();
+    const ctl = nodeProcess(
+      CONTROLLER,
+      {
+        ZSTACK_OVN_NBDB_ADDRESS: nb.unix,
+        ZSTACK_KUBECONFIG: kube.kubeconfigPath,
+        ZSTACK_LEADER_ELECT: "false",
+        ZSTACK_WORKERS: String(WORKERS),
+        ZSTACK_CLUSTER_CIDR: "10.244.0.0/16",
+        ZSTACK_TUNNEL_TYPE: TUNNEL,
+        ZSTACK_METRICS_PORT: String(metricsPort),
+        ZSTACK_LOG_LEVEL: "warn",
+        ZSTACK_LOG_FORMAT: "json",
+        ZSTACK_POD_NAME: "bench-controller",
+      },
+      out,
+    );
+    try {
+      await until(
+        "the default Subnet Ready",
+        async () => {
+          const s = await api.request<Subnet>(`${SUBNET_PATH}/default`);
+          return s.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")
+            ? true
+            : undefined;
+        },
+        60_000,
+        () => !ctl.hasExited(),
+      ).catch(async (e) => {
+        throw new Error(`${(e as Error).message}\n${(await readFile(out, "utf8")).slice(-3000)}`);
+      });
+      await delay(1500); // the subnet's status write and the first usage refresh are not part of the pods' cost
+      const before = await writeRecords(nb, "OVN_Northbound");
+      const [etcd, apiserver] = kube.pids() as [number, number];
+      const { value: r, cpu } = await cpuDuring(
+        { annotator: ctl.pid, "kube-apiserver": apiserver, etcd, "ovsdb-server": nb.pid },
+        () => runLoad(api, { pods, inFlight: IN_FLIGHT, timeoutMs: loadTimeout(pods), progress: log }),
+      );
+      // Each annotation comes back to the controller as an update and is reconciled again; those runs, and
+      // the subnet status refreshes, belong to the create path too, so let them finish before counting.
+      await delay(3000);
+      const after = await writeRecords(nb, "OVN_Northbound");
+      const compacted = /compact/i.test(await readFile(nb.logFile, "utf8").catch(() => ""));
+      if (compacted)
+        log("warning: the NB server compacted its file during the run; the transaction count is low");
+      const rssMiB = vmHwmMiB(ctl.pid);
+      const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`)
+        .then((res) => res.text())
+        .catch(() => "");
+      if (r.annotated < pods) log((await readFile(out, "utf8")).slice(-3000));
+      return { ...r, rssMiB, nbTxns: after - before, metrics, cpu, load: loadavg()[0] as number };
+    } finally {
+      await ctl.terminate(5000);
+      await nb.stop();
+    }
+  });
+}
+
+/** sum/count of a histogram for the pods controller, from the Prometheus text. */
+function histogramMean(text: string, name: string): { mean: number; count: number } | undefined {
+  const pick = (suffix: string) => {
+    const line = text
+      .split("\n")
+      .find((l) => l.startsWith(`${name}_${suffix}{`) && /(controller|queue|name)="pods"/.test(l));
+    return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : undefined;
+  };
+  const sum = pick("sum");
+  const count = pick("count");
+  return sum !== undefined && count ? { mean: sum / count, count } : undefined;
+}
+
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
+
+function report(pods: number, base: RunResult, ctl: RunResult): string[] {
+  const rate = (r: RunResult) => (r.annotated / r.wallMs) * 1000;
+  const createRate = (r: RunResult) => (r.pods / r.createMs) * 1000;
+  const p = (r: RunResult, q: number) => percentile(r.latenciesMs, q);
+  const verdict = (ok: boolean) => (ok ? "MET" : "MISSED");
+  const lines = [
+    `== ${pods} unscheduled pods, ${WORKERS} workers, ${IN_FLIGHT} creates in flight, tunnel ${TUNNEL} ==`,
+    `                                    baseline   controller`,
+    `pods annotated                    ${String(base.annotated).padStart(10)} ${String(ctl.annotated).padStart(12)}`,
+    `creates answered per second       ${f1(createRate(base)).padStart(10)} ${f1(createRate(ctl)).padStart(12)}`,
+    `pods annotated per second         ${f1(rate(base)).padStart(10)} ${f1(rate(ctl)).padStart(12)}`,
+    `create -> annotation p50 (ms)     ${f1(p(base, 0.5)).padStart(10)} ${f1(p(ctl, 0.5)).padStart(12)}`,
+    `create -> annotation p99 (ms)     ${f1(p(base, 0.99)).padStart(10)} ${f1(p(ctl, 0.99)).padStart(12)}`,
+    `peak RSS, VmHWM (MiB)             ${f1(base.rssMiB).padStart(10)} ${f1(ctl.rssMiB).padStart(12)}`,
+    `NB write transactions (server)    ${"-".padStart(10)} ${String(ctl.nbTxns).padStart(12)}`,
+    `load average (1 min, at the end)  ${f1(base.load).padStart(10)} ${f1(ctl.load).padStart(12)}`,
+  ];
+  const tput = rate(ctl) / rate(base);
+  const p99 = p(ctl, 0.99) / p(base, 0.99);
+  const perPod = (ctl.nbTxns ?? Number.NaN) / pods;
+  lines.push(
+    `target throughput >= 0.7x baseline: ${f2(tput)}x  ${verdict(tput >= 0.7 && ctl.annotated === pods)}`,
+    `target p99 <= 2x baseline p99:      ${f2(p99)}x  ${verdict(p99 <= 2 && ctl.annotated === pods)}`,
+  );
+  if (pods >= RSS_AT) {
+    const ratio = ctl.rssMiB / RSS_LIMIT_MIB;
+    lines.push(
+      `target RSS < ${RSS_LIMIT_MIB} MiB at ${RSS_AT} pods:   ${f1(ctl.rssMiB)} MiB = ${f2(ratio)}x of the limit  ${verdict(ratio < 1)}`,
+    );
+  } else {
+    lines.push(
+      `RSS (target applies at ${RSS_AT} pods):  ${f1(ctl.rssMiB)} MiB = ${f2(ctl.rssMiB / RSS_LIMIT_MIB)}x of ${RSS_LIMIT_MIB} MiB`,
+    );
+  }
+  lines.push(`target <= 1 NB transaction per pod: ${f2(perPod)}  ${verdict(perPod <= 1)}`);
+  const cpuLine = (r: RunResult) =>
+    Object.entries(r.cpu)
+      .map(([k, v]) => `${k} ${f1(v)}`)
+      .join(", ");
+  lines.push(`CPU s during the load, baseline:   ${cpuLine(base)}`);
+  lines.push(`CPU s during the load, controller: ${cpuLine(ctl)}`);
+  if (ctl.metrics) {
+    const rec = histogramMean(ctl.metrics, "zstack_ovn_reconcile_duration_seconds");
+    const wait = histogramMean(ctl.metrics, "zstack_ovn_workqueue_queue_duration_seconds");
+    if (rec && wait)
+      lines.push(
+        `controller pods queue: ${rec.count} reconciles, mean ${f1(rec.mean * 1000)} ms each; ` +
+          `mean wait in queue ${f1(wait.mean * 1000)} ms`,
+      );
+    const buckets = ctl.metrics
+      .split("\n")
+      .filter(
+        (l) =>
+          l.startsWith("zstack_ovn_reconcile_duration_seconds_bucket{") && l.includes('controller="pods"'),
+      )
+      .map((l) => `<=${/le="([^"]+)"/.exec(l)?.[1]}s:${l.slice(l.lastIndexOf(" ") + 1)}`);
+    if (buckets.length) lines.push(`pod reconcile durations (cumulative): ${buckets.join(" ")}`);
+  }
+  return lines;
+}
+
+async function main(): Promise<void> {
+  // exit() runs the rig's exit hook, which kills the daemons and removes their temp dirs.
+  for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
+  log(
+    `bench-controller: pods ${SIZES.join(", ")}; namespace ${BENCH_NAMESPACE}; node ${NODE_FLAGS.join(" ")}`,
+  );
+  const out: string[] = [];
+  for (const pods of SIZES) {
+    log(`-- ${pods} pods: baseline run (patcher, no NB)`);
+    const base = await baselineRun(pods);
+    log(`-- ${pods} pods: controller run`);
+    const ctl = await controllerRun(pods);
+    const lines = report(pods, base, ctl);
+    log(lines.join("\n"));
+    out.push(...lines, "");
+  }
+  process.stdout.write(`${out.join("\n")}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    process.stderr.write(`bench-controller: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  },
+);
