@@ -106,7 +106,7 @@ test("pod lifecycle and cleanup of objects deleted during downtime", async (t) =
   await until("requested-chassis", () =>
     port("regular")?.options["requested-chassis"] === "node1" ? true : undefined,
   );
-  const ip = (port("regular")?.addresses[0] as string).split(" ")[1] as string;
+  const ip = String(port("regular")?.addresses[0]).split(" ")[1] as string;
   const set = () =>
     nb()
       .cache.table("Address_Set")
