@@ -250,12 +250,19 @@ export class Transaction<T extends TableMap = TableMap> {
    * or ovsdb-server garbage-collects them at commit without an error.
    */
   checkReferences(): void {
-    for (const [name, { table, index }] of this.inserted) {
-      const t = this.table(table);
-      if (t.isRoot) continue;
-      const needle = `["named-uuid","${name}"]`;
-      const referenced = this.ops.some((op, i) => i !== index && JSON.stringify(op).includes(needle));
-      if (!referenced) throw new OrphanRowError(table, name);
+    const nonRoot = [...this.inserted].filter(([, { table }]) => !this.table(table).isRoot);
+    if (nonRoot.length === 0) return;
+    // One pass over the operations: which op indexes mention each uuid-name.
+    const mentions = new Map<string, number[]>();
+    this.ops.forEach((op, i) => {
+      for (const m of JSON.stringify(op).matchAll(/\["named-uuid","([A-Za-z_][A-Za-z0-9_]*)"\]/g)) {
+        const list = mentions.get(m[1] as string);
+        if (list) list.push(i);
+        else mentions.set(m[1] as string, [i]);
+      }
+    });
+    for (const [name, { table, index }] of nonRoot) {
+      if (!mentions.get(name)?.some((i) => i !== index)) throw new OrphanRowError(table, name);
     }
   }
 
