@@ -72,9 +72,7 @@ function classify(e: unknown): CniError {
     );
   }
   if (e instanceof StepError) {
-    const code = e.message.includes("ovs-port")
-      ? CniErrorCode.OvsPortFailed
-      : CniErrorCode.InterfaceSetupFailed;
+    const code = e.step === "ovs-port" ? CniErrorCode.OvsPortFailed : CniErrorCode.InterfaceSetupFailed;
     return new CniError(code, e.message);
   }
   if (e instanceof CheckFailedError) return new CniError(CniErrorCode.CheckFailed, e.message);
