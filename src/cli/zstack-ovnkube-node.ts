@@ -10,7 +10,7 @@ import { CniServer } from "../cni/server.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
-import { MGMT_IFNAME, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
+import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
 import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
@@ -26,8 +26,6 @@ interface NodeObject extends KubeObject {
   metadata: { name: string; annotations?: Record<string, string> };
   status?: { addresses?: { type: string; address: string }[] };
 }
-
-const MGMT_ANNOTATION = "network.zstack.io/mgmt-port";
 
 async function main(): Promise<number> {
   let cfg: ReturnType<typeof loadNodeConfig>;
@@ -100,7 +98,7 @@ async function main(): Promise<number> {
     logger: log.child({ informer: "node" }),
   });
   const onNode = (n: NodeObject) => {
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_ANNOTATION]);
+    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
     if (!ann) return;
     setup.update({
       mgmt: {

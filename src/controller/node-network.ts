@@ -13,8 +13,7 @@ import { type ClusterNetworks, egressPlaceholder, mgmtPortName, nodeRows } from 
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 
-/** Node annotation with the node's management port, read by the node agent. */
-export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";
+export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
 
 export interface MgmtPort {
   readonly name: string;

@@ -16,7 +16,7 @@ import { IFACE_ID_KEY } from "./ovs-port.ts";
 import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
 
 /** Node annotation written by the controller: {"name","ip","mac","gateway"}. */
-export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";
+export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
 /** The device name; the logical port name (`zovn-mgmt-<node>`) would not fit in 15 characters. */
 export const MGMT_IFNAME = "zovn-mgmt";
 export const KIND_KEY = "zstack.io/kind";

@@ -6,6 +6,7 @@
 
 import { isIP } from "node:net";
 import { performance } from "node:perf_hooks";
+import { podPortName } from "../ovn/pod-port.ts";
 import { type AddStep, CheckFailedError, StepError, StepTimeoutError } from "./errors.ts";
 import { KeyedLock } from "./keyed-lock.ts";
 import { INTEGRATION_BRIDGE } from "./ovs-bridge.ts";
@@ -85,9 +86,8 @@ function familyOf(cidrOrIp: string): number {
   return isIP(cidrOrIp.split("/")[0] ?? "");
 }
 
-export function podPortName(namespace: string, name: string): string {
-  return `${namespace}_${name}`;
-}
+// The iface-id is the controller's port name; one definition for both sides.
+export { podPortName } from "../ovn/pod-port.ts";
 
 export class PodAttacher {
   private readonly lock = new KeyedLock();

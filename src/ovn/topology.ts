@@ -9,8 +9,9 @@
 // node agent SNATs it to the node IP (gateway.mode local).
 
 import { createHash } from "node:crypto";
-import { formatIp, ipFromValue } from "../ipam/address.ts";
+import { formatIp, ipFromValue, parseIp } from "../ipam/address.ts";
 import { cidrLast, parseCidr } from "../ipam/cidr.ts";
+import { macFromIPv4 as macFromIPv4Address } from "../ipam/mac.ts";
 import type { DesiredRow, Scope } from "./nb-diff.ts";
 import { KIND_KEY, NODE_KEY, ownedIds, SUBNET_KEY } from "./ownership.ts";
 
@@ -67,8 +68,11 @@ export function nodePodsAddressSet(node: string, family: 4 | 6): string {
 
 /** ovn-kubernetes style MAC derived from an IPv4 address: 0a:58 + the four address bytes. */
 export function macFromIPv4(ip: string): string {
-  return ["0a", "58", ...ip.split(".").map((b) => Number(b).toString(16).padStart(2, "0"))].join(":");
+  return macFromIPv4Address(parseIp(ip));
 }
+
+/** The node annotation carrying the node's management port; written by the controller, read by the node agent. */
+export const MGMT_PORT_ANNOTATION = "network.zstack.io/mgmt-port";
 
 function prefixOf(cidr: string): string {
   return cidr.slice(cidr.indexOf("/") + 1);
