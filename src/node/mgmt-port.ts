@@ -6,6 +6,7 @@
 // whenever its ifindex changes.
 
 import { isIP } from "node:net";
+import { KIND_KEY } from "../ovn/ownership.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
@@ -19,7 +20,7 @@ import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } fr
 export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
 /** The device name; the logical port name (`zovn-mgmt-<node>`) would not fit in 15 characters. */
 export const MGMT_IFNAME = "zovn-mgmt";
-export const KIND_KEY = "zstack.io/kind";
+export { KIND_KEY } from "../ovn/ownership.ts";
 
 export interface MgmtPortAnnotation {
   /** The logical switch port, e.g. zovn-mgmt-node1. */

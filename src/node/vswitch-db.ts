@@ -13,7 +13,7 @@ export type VswitchClient = OvsdbClient<VswitchTables>;
 export type VswitchTxn = Transaction<VswitchTables>;
 
 /** The external_ids key naming the component that created a row. */
-export const OWNER_KEY = "zstack.io/owner";
+export { OWNER_KEY } from "../ovsdb/ownership.ts";
 export const NODE_AGENT = "zstack-ovnkube-node";
 
 export function rootRow(client: VswitchClient): OpenVSwitch | undefined {

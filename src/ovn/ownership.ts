@@ -1,7 +1,9 @@
 // The external_ids every NB row we create carries. `zstack.io/id` is the row's stable identity, so a reconcile can
 // find "its" row again after a restart without relying on names that others may also use.
 
-export const OWNER_KEY = "zstack.io/owner";
+import { OWNER_KEY } from "../ovsdb/ownership.ts";
+
+export { OWNER_KEY };
 export const ID_KEY = "zstack.io/id";
 export const KIND_KEY = "zstack.io/kind";
 export const CONTROLLER = "zstack-ovnkube-controller";
