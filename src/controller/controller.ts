@@ -3,6 +3,8 @@
 // difference in one transaction. Runs only while this process leads (see cli/zstack-ovnkube-controller.ts).
 
 import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import { formatIp, ipFromValue } from "../ipam/address.ts";
+import { parseCidr } from "../ipam/cidr.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { isAlreadyExists, isNotFound } from "../k8s/api-client.ts";
 import type { EventRecorder } from "../k8s/events.ts";
@@ -12,7 +14,7 @@ import { WorkQueue } from "../k8s/workqueue.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
-import { idOf, KIND_KEY, NODE_KEY, POD_KEY, STATEFULSET_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import { KIND_KEY, NODE_KEY, POD_KEY, STATEFULSET_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
@@ -85,13 +87,21 @@ function slimPod(o: KubeObject): PodLite {
   };
 }
 
-function firstAddress(cidr: string): string {
-  const [ip, prefix] = cidr.split("/");
-  if ((ip as string).includes(":")) return `${(ip as string).replace(/::$/, "::")}1`.replace(/:::1$/, "::1");
-  const parts = (ip as string).split(".").map(Number);
-  parts[3] = (parts[3] as number) + 1;
-  void prefix;
-  return parts.join(".");
+/** The first usable address of each CIDR in a comma-separated list: the gateways of the default Subnet. */
+function firstAddresses(cidrs: string): string {
+  return splitList(cidrs)
+    .map((c) => {
+      const cidr = parseCidr(c);
+      return formatIp(ipFromValue(cidr.family, cidr.network + 1n));
+    })
+    .join(",");
+}
+
+function splitList(text: string): string[] {
+  return text
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
 }
 
 export class OvnController {
@@ -113,10 +123,10 @@ export class OvnController {
 
   constructor(private readonly o: ControllerOptions) {
     this.net = {
-      clusterCIDRs: [o.clusterCIDR],
+      clusterCIDRs: splitList(o.clusterCIDR),
       serviceCIDRs: o.serviceCIDRs,
       joinCIDR: o.joinCIDR,
-      joinGateway: firstAddress(o.joinCIDR),
+      joinGateway: firstAddresses(o.joinCIDR),
     };
     const log = o.log;
     this.subnets = new Informer<Subnet>({
@@ -315,7 +325,7 @@ export class OvnController {
       apiVersion: "network.zstack.io/v1",
       kind: "Subnet",
       metadata: { name: "default" },
-      spec: { cidr: this.o.clusterCIDR, gateway: firstAddress(this.o.clusterCIDR), default: true },
+      spec: { cidr: this.o.clusterCIDR, gateway: firstAddresses(this.o.clusterCIDR), default: true },
     };
     try {
       await this.o.api.request(SUBNET_PATH, { method: "POST", body });
@@ -562,5 +572,3 @@ export class OvnController {
     return undefined;
   }
 }
-
-export { idOf };
