@@ -3,69 +3,17 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
-import { OvnController } from "../../../src/controller/controller.ts";
 import { MGMT_PORT_ANNOTATION } from "../../../src/controller/node-network.ts";
-import { ApiClient } from "../../../src/k8s/api-client.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
-import { useKubeApiserver } from "../../rig/kube-apiserver.ts";
-import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
-
-const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
-
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await delay(100);
-  }
-}
+import { startInProcess, until, useCluster } from "./harness.ts";
 
 interface Pod {
   metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
 }
 
-async function startController(api: ApiClient, srv: OvsdbServer) {
-  const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
-  await nb.connect();
-  const ctl = new OvnController({
-    api,
-    nb,
-    clusterCIDR: "10.244.0.0/16",
-    serviceCIDRs: ["10.96.0.0/16"],
-    joinCIDR: "100.64.0.0/16",
-    tunnel: "vxlan",
-    log: silentLogger,
-  });
-  const abort = new AbortController();
-  const running = ctl.run(abort.signal);
-  return {
-    ctl,
-    nb,
-    async stop() {
-      abort.abort();
-      await running;
-      await nb.close();
-    },
-  };
-}
-
 test("the controller gives nodes management ports and pods addresses and ports, removes deleted pods' ports, and a restart writes nothing", async (t) => {
-  const kube = await useKubeApiserver(t);
-  await kube.kubectl(["apply", "-f", CRD]);
-  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const api = new ApiClient(kube.kubeConfig);
-  t.after(() => api.close());
+  const { api, srv } = await useCluster(t);
 
   for (const n of ["node1", "node2"]) {
     await api.request("/api/v1/nodes", {
@@ -86,7 +34,7 @@ test("the controller gives nodes management ports and pods addresses and ports, 
     });
   }
 
-  let run = await startController(api, srv);
+  let run = await startInProcess({ api, srv });
   t.after(() => run.stop());
 
   // The default subnet is created from the cluster CIDR and becomes Ready.
@@ -147,7 +95,7 @@ test("the controller gives nodes management ports and pods addresses and ports, 
   // Restart: nothing changed, so nothing is written to NB.
   await run.stop();
   const before = await writeRecords(srv, "OVN_Northbound");
-  run = await startController(api, srv);
+  run = await startInProcess({ api, srv });
   await delay(3000);
   assert.equal(
     (await writeRecords(srv, "OVN_Northbound")) - before,
@@ -169,20 +117,15 @@ test("the controller gives nodes management ports and pods addresses and ports, 
     method: "DELETE",
     query: { gracePeriodSeconds: 0 },
   });
-  run = await startController(api, srv);
+  run = await startInProcess({ api, srv });
   await until("the port of the pod deleted during downtime is gone", () =>
     lsps().length === 19 ? true : undefined,
   );
 });
 
 test("an overlapping Subnet is Failed naming the other one, and becomes Ready once the conflict is removed", async (t) => {
-  const kube = await useKubeApiserver(t);
-  await kube.kubectl(["apply", "-f", CRD]);
-  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const api = new ApiClient(kube.kubeConfig);
-  t.after(() => api.close());
-  const run = await startController(api, srv);
+  const { api, srv } = await useCluster(t);
+  const run = await startInProcess({ api, srv });
   t.after(() => run.stop());
   const create = (name: string, cidr: string, gateway: string) =>
     api.request(SUBNET_PATH, {

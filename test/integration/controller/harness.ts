@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { OvnController } from "../../../src/controller/controller.ts";
 import { ApiClient, isNotFound } from "../../../src/k8s/api-client.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
 import { POD_KEY, POD_UID_KEY } from "../../../src/ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
@@ -52,6 +54,23 @@ export async function until<T>(
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await delay(pollMs);
   }
+}
+
+/** Like until, but a failing check (an API error while objects settle) counts as "not yet". */
+export function untilOk<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+): Promise<T> {
+  return until(
+    what,
+    () =>
+      Promise.resolve()
+        .then(fn)
+        .catch(() => undefined),
+    timeoutMs,
+    100,
+  );
 }
 
 /** A namespace with the default ServiceAccount, which pod admission insists on (no controller-manager here). */
@@ -321,4 +340,38 @@ function readTail(file: string): string {
   } catch {
     return "(no output)";
   }
+}
+
+export interface InProcessController {
+  /** The controller's own NB client. */
+  nb: OvsdbClient<NbTables>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs OvnController in this process with its own NB client (cluster CIDR 10.244.0.0/16, VXLAN): for tests
+ * that stop and start it, or read its cache, without a separate process.
+ */
+export async function startInProcess(c: Pick<Cluster, "api" | "srv">): Promise<InProcessController> {
+  const nb = new OvsdbClient<NbTables>({ remotes: c.srv.unix, model: nbModel });
+  await nb.connect();
+  const ctl = new OvnController({
+    api: c.api,
+    nb,
+    clusterCIDR: "10.244.0.0/16",
+    serviceCIDRs: ["10.96.0.0/16"],
+    joinCIDR: "100.64.0.0/16",
+    tunnel: "vxlan",
+    log: silentLogger,
+  });
+  const abort = new AbortController();
+  const running = ctl.run(abort.signal);
+  return {
+    nb,
+    async stop() {
+      abort.abort();
+      await running;
+      await nb.close();
+    },
+  };
 }

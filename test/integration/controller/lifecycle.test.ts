@@ -3,66 +3,13 @@
 // the controller was down lose their NB rows at the next start.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { setTimeout as delay } from "node:timers/promises";
 import { SUBNET_PATH } from "../../../src/api/subnet.ts";
-import { OvnController } from "../../../src/controller/controller.ts";
-import { ApiClient } from "../../../src/k8s/api-client.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
 import { POD_NETWORKS_ANNOTATION } from "../../../src/ovn/pod-port.ts";
 import { nodePodsAddressSet } from "../../../src/ovn/topology.ts";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
-import { useKubeApiserver } from "../../rig/kube-apiserver.ts";
-import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
-
-const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
-
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await Promise.resolve()
-      .then(fn)
-      .catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await delay(100);
-  }
-}
-
-function start(api: ApiClient, srv: OvsdbServer) {
-  const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
-  const ctl = new OvnController({
-    api,
-    nb,
-    clusterCIDR: "10.244.0.0/16",
-    serviceCIDRs: ["10.96.0.0/16"],
-    joinCIDR: "100.64.0.0/16",
-    tunnel: "vxlan",
-    log: silentLogger,
-  });
-  const abort = new AbortController();
-  const running = nb.connect().then(() => ctl.run(abort.signal));
-  return {
-    nb,
-    async stop() {
-      abort.abort();
-      await running;
-      await nb.close();
-    },
-  };
-}
+import { startInProcess, untilOk as until, useCluster } from "./harness.ts";
 
 test("pod lifecycle and cleanup of objects deleted during downtime", async (t) => {
-  const kube = await useKubeApiserver(t);
-  await kube.kubectl(["apply", "-f", CRD]);
-  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const api = new ApiClient(kube.kubeConfig);
-  t.after(() => api.close());
+  const { api, srv } = await useCluster(t);
   await api
     .request("/api/v1/namespaces/default/serviceaccounts", {
       method: "POST",
@@ -71,7 +18,7 @@ test("pod lifecycle and cleanup of objects deleted during downtime", async (t) =
     .catch(() => undefined);
   for (const n of ["node1", "node2"])
     await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: n } } });
-  let run = start(api, srv);
+  let run = await startInProcess({ api, srv });
   t.after(() => run.stop());
   const nb = () => run.nb;
   const port = (name: string) =>
@@ -144,7 +91,7 @@ test("pod lifecycle and cleanup of objects deleted during downtime", async (t) =
   await run.stop();
   await api.request(`${SUBNET_PATH}/extra`, { method: "DELETE" });
   await api.request("/api/v1/nodes/node2", { method: "DELETE" });
-  run = start(api, srv);
+  run = await startInProcess({ api, srv });
   await until("subnet-extra switch removed", () =>
     nb().connected &&
     !nb()

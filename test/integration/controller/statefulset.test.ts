@@ -4,58 +4,20 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
-import { OvnController } from "../../../src/controller/controller.ts";
-import { ApiClient } from "../../../src/k8s/api-client.ts";
-import { silentLogger } from "../../../src/observability/log.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
-import { OvsdbClient } from "../../../src/ovsdb/client.ts";
-import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
-import { useKubeApiserver } from "../../rig/kube-apiserver.ts";
-import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
-
-const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await delay(100);
-  }
-}
+import { startInProcess, untilOk as until, useCluster } from "./harness.ts";
 
 test("a StatefulSet pod keeps its address across recreation and releases it when scaled down or deleted", async (t) => {
-  const kube = await useKubeApiserver(t);
-  await kube.kubectl(["apply", "-f", CRD]);
-  await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const api = new ApiClient(kube.kubeConfig);
-  t.after(() => api.close());
+  const { api, srv } = await useCluster(t);
   await api
     .request("/api/v1/namespaces/default/serviceaccounts", {
       method: "POST",
       body: { metadata: { name: "default" } },
     })
     .catch(() => undefined);
-  const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
-  await nb.connect();
-  const ctl = new OvnController({
-    api,
-    nb,
-    clusterCIDR: "10.244.0.0/16",
-    serviceCIDRs: ["10.96.0.0/16"],
-    joinCIDR: "100.64.0.0/16",
-    tunnel: "vxlan",
-    log: silentLogger,
-  });
-  const abort = new AbortController();
-  const running = ctl.run(abort.signal);
-  t.after(async () => {
-    abort.abort();
-    await running;
-    await nb.close();
-  });
+  const run = await startInProcess({ api, srv });
+  t.after(() => run.stop());
+  const nb = run.nb;
 
   const sts = await api.request<{ metadata: { uid: string } }>(
     "/apis/apps/v1/namespaces/default/statefulsets",
