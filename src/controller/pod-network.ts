@@ -172,7 +172,7 @@ export class PodNetworks {
       ...(pod.node ? { node: pod.node } : {}),
     };
     const txn = this.nb.transaction();
-    const summary = plan(cache, this.nb.schema, txn as never, [
+    plan(cache, this.nb.schema, txn as never, [
       podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
     ]);
     // The pod's address joins its node's address set, which the node's egress policy matches on.
@@ -182,7 +182,8 @@ export class PodNetworks {
       if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
       if (pod.node) this.addressSetMutation(txn, pod.node, "insert", v4);
     }
-    const wrote = !summary.empty || txn.size > 0;
+    // The plan and the address-set mutations both land in txn: anything in it is a write.
+    const wrote = txn.size > 0;
     if (wrote) {
       try {
         await txn.commit();

@@ -48,9 +48,7 @@ const ID_INDEX = "zstack.io/id";
 /** Adds the index the planner looks rows up by; call once per table after connecting. */
 export function ensureIdIndex(cache: Cache, table: string): TableCache {
   const tc = cache.table(table) as unknown as TableCache;
-  try {
-    tc.lookup(ID_INDEX, "");
-  } catch {
+  if (!tc.hasIndex(ID_INDEX)) {
     tc.addIndex(ID_INDEX, (r) => idOf(r as AnyRow & { external_ids: Record<string, string> }));
   }
   return tc;

@@ -138,6 +138,10 @@ export class TableCache<R extends RowBase = AnyRow> {
     this.indexes.set(name, idx);
   }
 
+  hasIndex(name: string): boolean {
+    return this.indexes.has(name);
+  }
+
   lookup(index: string, key: IndexKey): readonly R[] {
     const idx = this.indexes.get(index);
     if (!idx) throw new Error(`${this.name}: no index ${index}`);
