@@ -236,4 +236,24 @@ describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
     const probe = await inside(a.node, [ps, "dial", "tcp", `${b.ip}:8080`, "--payload", "geneve-probe"]);
     assert.match(probe, /^\S+ 100\.64\.\d+\.\d+:\d+ geneve-probe$/);
   });
+
+  it("Raft: with 3-member NB and SB clusters the controller and agents work through the leaders", async () => {
+    await zovn(["down", "--purge"]);
+    await zovn(["up", "--raft"]);
+    const { state, topo } = ctx();
+    for (const db of ["nb", "sb"] as const) {
+      const remote = localRemote(layout, topo, db);
+      const status = await run("ovsdb-client", ["dump", remote, "_Server", "Database", "name", "model"]);
+      assert.match(status, /clustered/, `${db} is clustered`);
+    }
+    const report = await runDemo(layout, topo, state);
+    assert.deepEqual(
+      report.matrix.filter((m) => !m.ok),
+      [],
+    );
+    assert.ok(
+      report.egress.every((e) => e.ok),
+      JSON.stringify(report.egress),
+    );
+  });
 });
