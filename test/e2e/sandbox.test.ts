@@ -305,7 +305,8 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
   });
 
   after(async () => {
-    await zovn(["down"]);
+    // --purge: the test leaves no state or logs behind either.
+    await zovn(["down", "--purge"]);
   });
 
   it("up brings three nodes to Ready and registers three chassis", async (t) => {
