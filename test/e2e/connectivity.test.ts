@@ -10,7 +10,6 @@ import { type DemoPod, runDemo } from "../../src/sandbox/demo.ts";
 import { execArgv } from "../../src/sandbox/exec.ts";
 import { kubectl } from "../../src/sandbox/kubectl.ts";
 import { layoutFor } from "../../src/sandbox/layout.ts";
-import { listNetns } from "../../src/sandbox/netns.ts";
 import { localRemote } from "../../src/sandbox/ovn-central.ts";
 import { repoRoot } from "../../src/sandbox/repo.ts";
 import { loadState, type SandboxState } from "../../src/sandbox/state.ts";
@@ -152,7 +151,15 @@ describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
       }
       return { ports, veths };
     };
-    const baseline = { netns: listNetns().length, nodes: await nodeCounts() };
+    // Pod netns live in each node's private /run/netns (its mount namespace), not in the machine's, where
+    // other suites' sandboxes come and go.
+    const podNetns = async () => {
+      let n = 0;
+      for (const node of topo.nodes)
+        n += (await inside(node.name, ["ip", "netns", "list"])).split("\n").filter(Boolean).length;
+      return n;
+    };
+    const baseline = { netns: await podNetns(), nodes: await nodeCounts() };
     const used = async () =>
       Number(await kubectl(layout, state, ["get", "sn", "default", "-o", "jsonpath={.status.usedIPs}"]));
     const usedBefore = await used();
@@ -193,7 +200,7 @@ describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
       const now = await nodeCounts();
       return now.ports === baseline.nodes.ports && now.veths === baseline.nodes.veths ? true : undefined;
     });
-    assert.equal(listNetns().length, baseline.netns, "no pod netns left");
+    assert.equal(await podNetns(), baseline.netns, "no pod netns left");
     await eventually("addresses returned", 30_000, async () =>
       (await used()) === usedBefore ? true : undefined,
     );
