@@ -239,11 +239,15 @@ async function controllerRun(pods: number): Promise<RunResult> {
 }
 
 /** sum/count of a histogram for the pods controller, from the Prometheus text. */
-function histogramMean(text: string, name: string): { mean: number; count: number } | undefined {
+function histogramMean(
+  text: string,
+  name: string,
+  queue: string,
+): { mean: number; count: number } | undefined {
   const pick = (suffix: string) => {
     const line = text
       .split("\n")
-      .find((l) => l.startsWith(`${name}_${suffix}{`) && /(controller|queue|name)="pods"/.test(l));
+      .find((l) => l.startsWith(`${name}_${suffix}{`) && l.includes(`="${queue}"`));
     return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : undefined;
   };
   const sum = pick("sum");
@@ -296,13 +300,16 @@ function report(pods: number, base: RunResult, ctl: RunResult): string[] {
   lines.push(`CPU s during the load, baseline:   ${cpuLine(base)}`);
   lines.push(`CPU s during the load, controller: ${cpuLine(ctl)}`);
   if (ctl.metrics) {
-    const rec = histogramMean(ctl.metrics, "zstack_ovn_reconcile_duration_seconds");
-    const wait = histogramMean(ctl.metrics, "zstack_ovn_workqueue_queue_duration_seconds");
-    if (rec && wait)
-      lines.push(
-        `controller pods queue: ${rec.count} reconciles, mean ${f1(rec.mean * 1000)} ms each; ` +
-          `mean wait in queue ${f1(wait.mean * 1000)} ms`,
-      );
+    // Two stages per pod: "pods" (address and port, one NB transaction) and "pod-annotations" (the PATCH).
+    for (const queue of ["pods", "pod-annotations"]) {
+      const rec = histogramMean(ctl.metrics, "zstack_ovn_reconcile_duration_seconds", queue);
+      const wait = histogramMean(ctl.metrics, "zstack_ovn_workqueue_queue_duration_seconds", queue);
+      if (rec && wait)
+        lines.push(
+          `controller ${queue} queue: ${rec.count} reconciles, mean ${f1(rec.mean * 1000)} ms each; ` +
+            `mean wait in queue ${f1(wait.mean * 1000)} ms`,
+        );
+    }
     const buckets = ctl.metrics
       .split("\n")
       .filter(

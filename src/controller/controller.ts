@@ -16,7 +16,13 @@ import type { Metrics } from "../observability/metrics.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
 import { KIND_KEY, NODE_KEY, POD_KEY, STATEFULSET_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
-import { type ClusterNetworks, coreRows, subnetRows, subnetSwitchName } from "../ovn/topology.ts";
+import {
+  type ClusterNetworks,
+  coreRows,
+  subnetRows,
+  subnetScope,
+  subnetSwitchName,
+} from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
@@ -112,6 +118,11 @@ export class OvnController {
   private readonly subnetQ: WorkQueue;
   private readonly nodeQ: WorkQueue;
   private readonly podQ: WorkQueue;
+  /**
+   * The second stage of a pod: its k8s.ovn.org/pod-networks annotation, derived from its port in NB. A
+   * separate queue, so one pod's NB commit overlaps another's PATCH instead of waiting for it.
+   */
+  private readonly annotationQ: WorkQueue;
   private readonly podNets: PodNetworks;
   private nodeNets: NodeNetworks | undefined;
   private readonly net: ClusterNetworks;
@@ -168,13 +179,14 @@ export class OvnController {
       new WorkQueue({
         name,
         reconcile,
-        workers: name === "pods" ? (o.workers ?? 8) : 2,
+        workers: name === "pods" || name === "pod-annotations" ? (o.workers ?? 8) : 2,
         logger: log.child({ queue: name }),
         ...(o.metrics ? { hooks: o.metrics.queueHooks(name) } : {}),
       });
     this.subnetQ = queue("subnets", (k) => this.reconcileSubnet(k));
     this.nodeQ = queue("nodes", (k) => this.reconcileNode(k));
     this.podQ = queue("pods", (k) => this.reconcilePod(k));
+    this.annotationQ = queue("pod-annotations", (k) => this.reconcileAnnotation(k));
     this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel });
   }
 
@@ -232,11 +244,16 @@ export class OvnController {
           if (
             a.spec.nodeName !== b.spec.nodeName ||
             a.status.phase !== b.status.phase ||
-            a.metadata.uid !== b.metadata.uid ||
-            a.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !==
-              b.metadata.annotations?.[POD_NETWORKS_ANNOTATION]
+            a.metadata.uid !== b.metadata.uid
           ) {
             this.podQ.add(podKey(b));
+          }
+          // Someone else changed or removed the annotation: put ours back.
+          if (
+            a.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !==
+            b.metadata.annotations?.[POD_NETWORKS_ANNOTATION]
+          ) {
+            this.annotationQ.add(podKey(b));
           }
         },
         onDelete: (p) => this.podQ.add(podKey(p)),
@@ -256,6 +273,14 @@ export class OvnController {
       }
     };
     this.statefulSets.addHandlers({ onUpdate: (_o, n) => stsChanged(n), onDelete: stsChanged });
+    // A pod port written or changed in NB (by us, or restored from the database) is what the annotation says.
+    nb.cache.subscribe("Logical_Switch_Port", (events) => {
+      for (const e of events) {
+        if (e.kind === "delete") continue;
+        const ids = e.row.external_ids as Readonly<Record<string, string>>;
+        if (ids[KIND_KEY] === "pod-port" && ids[POD_KEY]) this.annotationQ.add(ids[POD_KEY]);
+      }
+    });
     // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
     // Subnets that name it.
     nb.cache.subscribe("Logical_Switch", (events) => {
@@ -284,8 +309,13 @@ export class OvnController {
     this.subnetQ.start();
     this.nodeQ.start();
     this.podQ.start();
+    for (const k of this.pods.keys()) this.annotationQ.add(k);
+    this.annotationQ.start();
     this.resyncTimer = setInterval(() => {
-      for (const k of this.pods.keys()) this.podQ.add(k);
+      for (const k of this.pods.keys()) {
+        this.podQ.add(k);
+        this.annotationQ.add(k);
+      }
       for (const k of this.nodes.keys()) this.nodeQ.add(k);
       enqueueAllSubnets();
     }, this.o.resyncMs ?? 300_000);
@@ -304,6 +334,7 @@ export class OvnController {
       this.subnetQ.shutdown({ timeoutMs: 5000 }),
       this.nodeQ.shutdown({ timeoutMs: 5000 }),
       this.podQ.shutdown({ timeoutMs: 5000 }),
+      this.annotationQ.shutdown({ timeoutMs: 5000 }),
     ]);
     await Promise.all([this.subnets.stop(), this.nodes.stop(), this.pods.stop(), this.statefulSets.stop()]);
   }
@@ -365,12 +396,7 @@ export class OvnController {
     );
     const subnet = this.subnets.get(name);
     const v = this.verdicts.get(name);
-    const scope: Scope = {
-      tables: ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Switch"],
-      owns: (id, row) =>
-        id.startsWith(`subnet/${name}`) &&
-        (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",
-    };
+    const scope = subnetScope(name);
     const externalSwitch = subnet?.spec.externalLogicalSwitch;
     const desired =
       subnet && v?.definition && !externalSwitch
@@ -559,15 +585,31 @@ export class OvnController {
       return { requeueAfterMs: res.reason === "SubnetNotReady" ? 1000 : 30_000 };
     }
     if (res.wrote) this.usageChanged(subnet);
-    if (pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !== res.annotation) {
-      try {
-        await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {
-          method: "PATCH",
-          body: { metadata: { annotations: { [POD_NETWORKS_ANNOTATION]: res.annotation } } },
-        });
-      } catch (e) {
-        if (!isNotFound(e)) throw e;
-      }
+    // The port change also reaches the annotation stage through the NB cache; this covers a port that was
+    // already right while the annotation is not.
+    if (pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !== res.annotation) this.annotationQ.add(key);
+    return undefined;
+  }
+
+  /** Makes the pod's k8s.ovn.org/pod-networks annotation say what its port in NB holds. */
+  async reconcileAnnotation(key: string): Promise<undefined> {
+    const pod = this.pods.get(key);
+    if (!pod || pod.spec.hostNetwork) return undefined;
+    if (pod.status.phase === "Succeeded" || pod.status.phase === "Failed") return undefined;
+    const slash = key.indexOf("/");
+    const ns = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    // No port yet, or the port of an earlier pod with this name: the pod stage has work to do first, and
+    // its port landing in the cache brings this key back.
+    const want = this.podNets.annotationFor(ns, name, pod.metadata.uid);
+    if (want === undefined || pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] === want) return undefined;
+    try {
+      await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {
+        method: "PATCH",
+        body: { metadata: { annotations: { [POD_NETWORKS_ANNOTATION]: want } } },
+      });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
     }
     return undefined;
   }

@@ -7,9 +7,15 @@ import { SubnetAllocator } from "../ipam/allocator.ts";
 import { parseLspAddress } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
 import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
-import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
+import { findOwned, plan } from "../ovn/nb-diff.ts";
 import { NODE_KEY } from "../ovn/ownership.ts";
-import { type ClusterNetworks, egressPlaceholder, mgmtPortName, nodeRows } from "../ovn/topology.ts";
+import {
+  type ClusterNetworks,
+  egressPlaceholder,
+  mgmtPortName,
+  nodeRows,
+  nodeScope,
+} from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 
@@ -95,11 +101,4 @@ export class NodeNetworks {
     this.allocator.releaseOwner(`node/${node}`);
     return true;
   }
-}
-
-function nodeScope(node: string): Scope {
-  return {
-    tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set"],
-    owns: (id) => id.startsWith(`node/${node}/`),
-  };
 }

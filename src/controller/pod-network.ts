@@ -56,6 +56,16 @@ interface SubnetState {
 
 const SWITCH_ID = (subnet: string) => `subnet/${subnet}`;
 
+function addressingOf(sn: SubnetState, ips: readonly string[], mac: string) {
+  return {
+    subnet: sn.name,
+    logicalSwitch: subnetSwitchName(sn.name),
+    mac,
+    ipsWithPrefix: ips.map((ip, i) => `${ip}/${sn.prefixes[i] ?? (ip.includes(":") ? "128" : "32")}`),
+    gateways: sn.gateways,
+  };
+}
+
 function ownerOf(ns: string, name: string): string {
   return `${ns}/${name}`;
 }
@@ -124,6 +134,18 @@ export class PodNetworks {
       | undefined;
   }
 
+  /**
+   * The pod-networks annotation for the port of this pod incarnation (by UID), as NB holds it; undefined when
+   * there is no such port or its subnet is not loaded.
+   */
+  annotationFor(namespace: string, name: string, uid: string): string | undefined {
+    const p = this.portOf(namespace, name);
+    if (!p || p.external_ids[POD_UID_KEY] !== uid) return undefined;
+    const sn = this.subnets.get((p.external_ids["zstack.io/subnet"] as string | undefined) ?? "");
+    if (!sn) return undefined;
+    return podNetworksAnnotation(addressingOf(sn, this.portIps(p), p.addresses[0]?.split(" ")[0] ?? ""));
+  }
+
   /** Ensures the pod's port exists with its address; one NB transaction when anything must change, none otherwise. */
   async ensure(pod: PodSpecInfo, subnetName: string): Promise<EnsureResult> {
     const sn = this.subnets.get(subnetName);
@@ -163,14 +185,7 @@ export class PodNetworks {
       mac = res.mac;
       allocated = res.fresh;
     }
-    const addressing = {
-      subnet: subnetName,
-      logicalSwitch: subnetSwitchName(subnetName),
-      mac,
-      ipsWithPrefix: ips.map((ip, i) => `${ip}/${sn.prefixes[i] ?? (ip.includes(":") ? "128" : "32")}`),
-      gateways: sn.gateways,
-      ...(pod.node ? { node: pod.node } : {}),
-    };
+    const addressing = { ...addressingOf(sn, ips, mac), ...(pod.node ? { node: pod.node } : {}) };
     const txn = this.nb.transaction();
     plan(cache, this.nb.schema, txn as never, [
       podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),

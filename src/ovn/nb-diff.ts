@@ -6,6 +6,7 @@
 import type { AnyRow, Cache, TableCache } from "../ovsdb/cache.ts";
 import { NamedUuid, type Value, valuesEqual } from "../ovsdb/datum.ts";
 import type { DatabaseSchema } from "../ovsdb/schema.ts";
+import { setHas } from "../ovsdb/set-index.ts";
 import { byUuid, type Transaction } from "../ovsdb/transaction.ts";
 import { ID_KEY, idOf } from "./ownership.ts";
 
@@ -32,6 +33,11 @@ export interface Scope {
   readonly tables: readonly string[];
   /** Which owned rows of those tables this plan is responsible for (the others are left alone). */
   readonly owns: (id: string, row: AnyRow) => boolean;
+  /**
+   * When set, only rows whose id group (see idGroup) is listed are candidates: an index lookup instead of a
+   * scan of the table, which matters for Logical_Switch_Port with thousands of pod ports.
+   */
+  readonly groups?: readonly string[];
 }
 
 export interface PlanSummary {
@@ -44,6 +50,15 @@ export interface PlanSummary {
 }
 
 const ID_INDEX = "zstack.io/id";
+const GROUP_INDEX = "zstack.io/id-group";
+
+/** An id's first two segments ("subnet/a/rtos" → "subnet/a", "pod/ns/name" → "pod/ns"), or the id itself. */
+export function idGroup(id: string): string {
+  const first = id.indexOf("/");
+  if (first < 0) return id;
+  const second = id.indexOf("/", first + 1);
+  return second < 0 ? id : id.slice(0, second);
+}
 
 /** Adds the index the planner looks rows up by; call once per table after connecting. */
 export function ensureIdIndex(cache: Cache, table: string): TableCache {
@@ -60,7 +75,7 @@ export function findOwned(cache: Cache, table: string, id: string): AnyRow | und
 
 function referencesUuid(v: Value, uuid: string): boolean {
   if (v === uuid) return true;
-  if (Array.isArray(v)) return v.includes(uuid);
+  if (Array.isArray(v)) return setHas(v, uuid);
   if (v !== null && typeof v === "object" && !(v instanceof NamedUuid))
     return Object.values(v).includes(uuid);
   return false;
@@ -145,7 +160,17 @@ export function plan(
   if (scope) {
     for (const table of scope.tables) {
       const tc = ensureIdIndex(cache, table);
-      for (const row of tc.values()) {
+      let candidates: Iterable<AnyRow> = tc.values() as Iterable<AnyRow>;
+      if (scope.groups) {
+        if (!tc.hasIndex(GROUP_INDEX)) {
+          tc.addIndex(GROUP_INDEX, (r) => {
+            const id = idOf(r as AnyRow & { external_ids: Record<string, string> });
+            return id === undefined ? undefined : idGroup(id);
+          });
+        }
+        candidates = scope.groups.flatMap((g) => tc.lookup(GROUP_INDEX, g) as readonly AnyRow[]);
+      }
+      for (const row of candidates) {
         const id = idOf(row as AnyRow & { external_ids: Record<string, string> });
         if (id === undefined || wanted.has(`${table}\0${id}`) || !scope.owns(id, row as AnyRow)) continue;
         unlinkAndDelete(cache, schema, txn, table, row._uuid);

@@ -272,6 +272,26 @@ export const topologyScope: Scope = {
   owns: (_id, row) => TOPOLOGY_KINDS.has((row.external_ids as Record<string, string>)[KIND_KEY] ?? ""),
 };
 
+/** The rows one subnet's reconcile is responsible for: its switch and router ports, never its pods' ports. */
+export function subnetScope(name: string): Scope {
+  return {
+    tables: ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Switch"],
+    owns: (id, row) =>
+      (id === `subnet/${name}` || id.startsWith(`subnet/${name}/`)) &&
+      (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",
+    groups: [`subnet/${name}`],
+  };
+}
+
+/** The rows one node's reconcile is responsible for: its management port, address set and egress policy. */
+export function nodeScope(node: string): Scope {
+  return {
+    tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set"],
+    owns: (id) => id.startsWith(`node/${node}/`),
+    groups: [`node/${node}`],
+  };
+}
+
 /** The whole desired topology, parents before children. */
 export function desiredTopology(
   net: ClusterNetworks,

@@ -10,6 +10,7 @@
 
 import { ValueError } from "./errors.ts";
 import type { BaseType, ColumnType } from "./schema.ts";
+import { handOn, INDEXED_MIN, setHas } from "./set-index.ts";
 
 const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const UUID_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -279,21 +280,17 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   switch (ct.kind) {
     case "scalar":
       return decodeAtom(diff, ct.key);
-    case "optional":
-    case "set": {
-      const cur = new Set<Atom>(
-        ct.kind === "optional" ? (old === null ? [] : [old as Atom]) : (old as Atom[]),
-      );
+    case "optional": {
+      const cur = new Set<Atom>(old === null ? [] : [old as Atom]);
       for (const e of wireSetElements(diff)) {
         const a = decodeAtom(e, ct.key);
         if (!cur.delete(a)) cur.add(a);
       }
-      if (ct.kind === "optional") {
-        const first = cur.values().next();
-        return first.done ? null : first.value;
-      }
-      return cur.size === 0 ? EMPTY_SET : [...cur];
+      const first = cur.values().next();
+      return first.done ? null : first.value;
     }
+    case "set":
+      return applySetDiff(old as readonly Atom[], wireSetElements(diff), ct.key);
     case "map": {
       const d = decodeValue(diff, ct) as MapValue;
       const out: Record<string, Atom> = {};
@@ -307,6 +304,37 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
       return Object.keys(out).length === 0 ? EMPTY_MAP : out;
     }
   }
+}
+
+/**
+ * A set diff toggles each element: present ones leave, absent ones join. One pass over the old value with a
+ * Set of the (usually few) toggled elements, so growing a set of n elements by one costs a copy, not n hashes.
+ */
+function applySetDiff(old: readonly Atom[], wire: readonly unknown[], key: BaseType): Value {
+  const toggled = new Set<Atom>();
+  for (const e of wire) {
+    const a = decodeAtom(e, key);
+    // An element listed twice toggles twice: no change.
+    if (!toggled.delete(a)) toggled.add(a);
+  }
+  if (toggled.size === 0) return old as Value;
+  const removed: Atom[] = [];
+  let next: Atom[];
+  if (old.length >= INDEXED_MIN) {
+    for (const a of toggled) if (setHas(old, a)) removed.push(a);
+  } else {
+    for (const a of old) if (toggled.has(a)) removed.push(a);
+  }
+  if (removed.length === 0) next = old.concat([...toggled]);
+  else {
+    for (const r of removed) toggled.delete(r);
+    const gone = new Set<Atom>(removed);
+    next = old.filter((a) => !gone.has(a));
+    for (const a of toggled) next.push(a);
+  }
+  if (next.length === 0) return EMPTY_SET;
+  handOn(old, next, [...toggled], removed);
+  return next;
 }
 
 export function compareAtoms(a: unknown, b: unknown): number {

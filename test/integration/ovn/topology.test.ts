@@ -10,7 +10,10 @@ import {
   desiredTopology,
   mgmtPortName,
   type NodeTopology,
+  nodeScope,
   type SubnetTopology,
+  subnetRows,
+  subnetScope,
   subnetSwitchName,
   topologyScope,
 } from "../../../src/ovn/topology.ts";
@@ -135,6 +138,47 @@ describe("OVN topology on a real NB database", () => {
     assert.equal(foreign.length, 1);
     assert.equal(foreign[0]?.external_ids["zstack.io/vpc"], "x");
     assert.equal(c.cache.table("Logical_Switch_Port").find((r) => r.name === "zstack-vm-1").length, 1);
+  });
+
+  test("one subnet's or one node's scope never reaches another whose name it prefixes", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    const subnets: SubnetTopology[] = [
+      { name: "a", cidrs: ["10.1.0.0/24"], gateways: ["10.1.0.1"] },
+      { name: "ab", cidrs: ["10.2.0.0/24"], gateways: ["10.2.0.1"] },
+    ];
+    const nodes: NodeTopology[] = [
+      { name: "n", mgmtIP: "100.64.0.2/16", mgmtMAC: "0a:58:64:40:00:02" },
+      { name: "n1", mgmtIP: "100.64.0.3/16", mgmtMAC: "0a:58:64:40:00:03" },
+    ];
+    await apply(c, subnets, nodes);
+    const planOnly = async (rows: Parameters<typeof plan>[3], scope: Parameters<typeof plan>[4]) => {
+      const txn = c.transaction();
+      const s = plan(c.cache as never, c.schema, txn as never, rows, scope);
+      if (!s.empty) await txn.commit();
+      await c.echo();
+      return s;
+    };
+    // Subnet a's own rows as desired: nothing to do, and ab's rows are not stale to it.
+    assert.ok((await planOnly(subnetRows(subnets[0] as SubnetTopology), subnetScope("a"))).empty);
+    // Subnet a deleted: exactly its three rows go.
+    const gone = await planOnly([], subnetScope("a"));
+    assert.deepEqual([...gone.deleted].sort(), [
+      "Logical_Router_Port/subnet/a/rtos",
+      "Logical_Switch/subnet/a",
+      "Logical_Switch_Port/subnet/a/stor",
+    ]);
+    assert.ok(c.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("ab")));
+    // Node n deleted: n1's rows stay.
+    const nodeGone = await planOnly([], nodeScope("n"));
+    assert.deepEqual([...nodeGone.deleted].sort(), [
+      "Address_Set/node/n/pods-v4",
+      "Logical_Router_Policy/node/n/egress-v4",
+      "Logical_Switch_Port/node/n/mgmt",
+    ]);
+    assert.ok(c.cache.table("Logical_Switch_Port").findOne((r) => r.name === mgmtPortName("n1")));
   });
 
   test("ovn-northd accepts the topology: the egress reroute policy becomes a logical flow", async (t) => {

@@ -1,0 +1,39 @@
+// Membership of large OVSDB set values in O(1). Cached values are never mutated (an update replaces the array),
+// so a Set built for one array stays true for it. When a monitor update adds or removes a few elements,
+// applyDiff hands the Set on to the new array and adjusts it by those elements only, so a logical switch that
+// grows to thousands of ports, one port per update, answers "is this port on it" without rescanning.
+
+/** Below this many elements a linear scan is cheaper than keeping a Set. */
+export const INDEXED_MIN = 64;
+
+const sets = new WeakMap<readonly unknown[], Set<unknown>>();
+
+/** Whether the (immutable) array `values` holds `x`. */
+export function setHas(values: readonly unknown[], x: unknown): boolean {
+  if (values.length < INDEXED_MIN) return values.includes(x);
+  let s = sets.get(values);
+  if (!s) {
+    s = new Set(values);
+    sets.set(values, s);
+  }
+  return s.has(x);
+}
+
+/**
+ * Records that `to` is `from` with `added` appended and `removed` taken out. An index built for `from` moves to
+ * `to` (`from` is the superseded value; it falls back to scanning if asked again).
+ */
+export function handOn(
+  from: readonly unknown[],
+  to: readonly unknown[],
+  added: readonly unknown[],
+  removed: readonly unknown[],
+): void {
+  const s = sets.get(from);
+  if (!s) return;
+  sets.delete(from);
+  if (to.length < INDEXED_MIN) return;
+  for (const r of removed) s.delete(r);
+  for (const a of added) s.add(a);
+  sets.set(to, s);
+}
