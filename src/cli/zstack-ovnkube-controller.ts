@@ -57,6 +57,8 @@ async function main(): Promise<number> {
         }
       : {}),
     logger: log.child({ db: "nb" }),
+    // ovsdb-tool show-log names the replica behind each write.
+    comment: `zstack-ovnkube-controller ${cfg.controller.identity}`,
   });
   nb.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the OVN northbound database yet"));
 

@@ -63,6 +63,7 @@ async function main(): Promise<number> {
     remotes: cfg.ovsDb,
     model: vswitchModel,
     logger: log.child({ db: "vswitch" }),
+    comment: `zstack-ovnkube-node ${cfg.nodeName}`,
   });
   vswitch.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the local OVS database yet"));
   await vswitch.connect({ retry: true });

@@ -67,6 +67,11 @@ export interface ClientOptions<T extends TableMap> {
   /** Try remotes in random order, as OVS does (default true). */
   shuffleRemotes?: boolean;
   logger?: Logger;
+  /**
+   * Added as an OVSDB comment to every transaction that writes, as ovn-nbctl adds its command line: the server
+   * stores it with the record, so `ovsdb-tool show-log` tells who wrote what (e.g. which controller replica).
+   */
+  comment?: string;
 }
 
 export interface ClientStats {
@@ -623,6 +628,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   private async commit(txn: Transaction<T>, opts: TransactOptions): Promise<TransactionResult> {
     txn.checkReferences();
     if (txn.size === 0) return txn.interpret([]);
+    const comment = this.opts.comment;
+    if (comment && !txn.meta.some((m) => m.op === "comment") && !isReadOnly(txn)) txn.comment(comment);
     const started = Date.now();
     const conn = await this.readyConn(opts.timeoutMs);
     const left =
@@ -655,7 +662,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       } catch (e) {
         const err = e as OvsdbError;
         const guarded = txn.meta.some((m) => m.guard);
-        const readOnly = txn.meta.every((m) => ["select", "wait", "comment", "assert"].includes(m.op));
+        const readOnly = isReadOnly(txn);
         const notApplied = err instanceof NotLeaderTransactionError;
         if (!err.retryable || i >= attempts || !(guarded || readOnly || notApplied)) throw e;
         this.log.info({ attempt: i, err: err.message }, "retrying ovsdb transaction");
@@ -732,3 +739,10 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
 }
 
 export type { RowBase };
+
+/** A transaction of only reads, waits, comments and asserts writes nothing. */
+function isReadOnly(txn: { readonly meta: readonly { op: string }[] }): boolean {
+  return txn.meta.every(
+    (m) => m.op === "select" || m.op === "wait" || m.op === "comment" || m.op === "assert",
+  );
+}

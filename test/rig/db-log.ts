@@ -9,3 +9,19 @@ export async function writeRecords(server: OvsdbServer, db: string): Promise<num
   const records = out.split("\n").filter((l) => l.startsWith("record ")).length;
   return Math.max(0, records - 1);
 }
+
+/**
+ * The write records of a standalone database file by the comment each carries (our clients put their component
+ * and identity there; "" for a transaction without one).
+ */
+export async function writeRecordsByComment(server: OvsdbServer, db: string): Promise<Map<string, number>> {
+  const out = await runTool("ovsdb-tool", ["show-log", join(server.dir, `${db}.db`)]);
+  const by = new Map<string, number>();
+  for (const line of out.split("\n")) {
+    const m = /^record (\d+):(.*)$/.exec(line);
+    if (!m || m[1] === "0") continue;
+    const comment = /"((?:[^"\\]|\\.)*)"\s*$/.exec(m[2] ?? "")?.[1] ?? "";
+    by.set(comment, (by.get(comment) ?? 0) + 1);
+  }
+  return by;
+}

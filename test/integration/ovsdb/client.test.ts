@@ -9,6 +9,7 @@ import {
 } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
+import { writeRecordsByComment } from "../../rig/db-log.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 import { diffCacheAndDump } from "./compare.ts";
 
@@ -51,6 +52,26 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
     // p2 was garbage-collected by the server once unreferenced
     assert.equal(c.cache.table("Logical_Switch_Port").size, 1);
+  });
+
+  test("the client's comment goes with every write into the database file, and a read writes no record", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, comment: "writer-a" });
+    t.after(() => c.close());
+    await c.connect();
+    await c.transact((txn) => txn.insert("Address_Set", { name: "s1" }));
+    await c.transact((txn) => {
+      txn.insert("Address_Set", { name: "s2" });
+      txn.comment("own words");
+    });
+    await c.transact((txn) => txn.select("Address_Set", []));
+    await c.transactWithRetry((txn) =>
+      txn.mutate("Address_Set", [["name", "==", "s1"]], [["addresses", "insert", ["10.0.0.1"]]]),
+    );
+    assert.deepEqual(Object.fromEntries(await writeRecordsByComment(srv, "OVN_Northbound")), {
+      "writer-a": 2,
+      "own words": 1,
+    });
   });
 
   test("inserting into a non-root table without a reference is refused before sending", async (t) => {
