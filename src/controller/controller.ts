@@ -129,7 +129,10 @@ export class OvnController {
   private readonly loadedSpecs = new Map<string, string>();
   private verdicts = new Map<string, Verdict>();
   private resyncTimer: NodeJS.Timeout | undefined;
-  /** Pods that found their subnet exhausted, by subnet: an address released there wakes them. */
+  /**
+   * Pods that found their subnet exhausted or its switch full, by subnet: an address released or a port
+   * removed there wakes them.
+   */
   private readonly waitingForAddress = new Map<string, Set<string>>();
 
   constructor(private readonly o: ControllerOptions) {
@@ -280,17 +283,43 @@ export class OvnController {
         const ids = e.row.external_ids as Readonly<Record<string, string>>;
         if (ids[KIND_KEY] === "pod-port" && ids[POD_KEY]) this.annotationQ.add(ids[POD_KEY]);
       }
+      // Ports of others on our switches hold addresses too.
+      const { changed, problems } = this.podNets.observeForeign(events);
+      for (const p of problems)
+        log.warn(
+          { subnet: p.subnet, problem: p.message },
+          "a port of someone else took an address a pod holds",
+        );
+      for (const sn of changed) this.usageChanged(sn);
     });
     // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
     // Subnets that name it.
     nb.cache.subscribe("Logical_Switch", (events) => {
       const names = new Set<string>();
-      for (const e of events)
-        if (e.kind !== "update") names.add((e.kind === "add" ? e.row : e.old).name as string);
+      for (const e of events) {
+        if (e.kind !== "update") {
+          names.add((e.kind === "add" ? e.row : e.old).name as string);
+          continue;
+        }
+        // Ports added to or removed from a subnet's switch (by us or by others) change its status; a port
+        // gone may let a pod waiting for room on the switch in.
+        const ids = e.row.external_ids as Readonly<Record<string, string>>;
+        const sn = ids[SUBNET_KEY];
+        const delta = (e.row.ports as readonly string[]).length - (e.old.ports as readonly string[]).length;
+        if (sn && ids[KIND_KEY] === "subnet-switch" && delta !== 0) {
+          if (delta < 0) this.usageChanged(sn);
+          else this.subnetQ.addAfter(sn, 1000);
+        }
+      }
+      if (names.size === 0) return;
       for (const s of this.subnets.list()) {
         const ext = s.spec.externalLogicalSwitch;
         if (ext && names.has(ext)) this.subnetQ.add(s.metadata.name);
       }
+      this.datapathsChanged();
+    });
+    nb.cache.subscribe("Logical_Router", (events) => {
+      if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
     });
     // Subnets and nodes deleted while we were not running still have rows in NB: reconcile them too.
     for (const ls of nb.cache.table("Logical_Switch").values()) {
@@ -380,6 +409,9 @@ export class OvnController {
       nodeIPs,
       switchExists: (name) => ls.findOne((r) => r.name === name) !== undefined,
       tunnel: this.o.tunnel,
+      datapaths: ls.size + this.o.nb.cache.table("Logical_Router").size,
+      subnetSwitchExists: (subnet) =>
+        findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${subnet}`) !== undefined,
     };
   }
 
@@ -509,6 +541,12 @@ export class OvnController {
   }
 
   /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
+  /** A switch or router came or went: Subnets refused for want of a VXLAN datapath are judged again. */
+  private datapathsChanged(): void {
+    for (const [name, v] of this.verdicts)
+      if (v.reason === "DatapathCapacityExceeded") this.subnetQ.add(name);
+  }
+
   private usageChanged(subnet: string | false): void {
     if (!subnet) return;
     this.subnetQ.addAfter(subnet, 1000);
@@ -571,7 +609,7 @@ export class OvnController {
       subnet,
     );
     if (!res.ok) {
-      if (res.reason === "AddressesExhausted") {
+      if (res.reason === "AddressesExhausted" || res.reason === "PortCapacityExceeded") {
         const set = this.waitingForAddress.get(subnet) ?? new Set<string>();
         set.add(key);
         this.waitingForAddress.set(subnet, set);

@@ -12,8 +12,10 @@ import { findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import { idOf, isOurs, POD_UID_KEY } from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
 import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
+import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
+import { setHas } from "../ovsdb/set-index.ts";
 
 export const ANNOTATION_IP = "network.zstack.io/ip_address";
 export const ANNOTATION_MAC = "network.zstack.io/mac_address";
@@ -100,6 +102,48 @@ export class PodNetworks {
       gateways: def.gateways.map((g) => formatIp(g)),
     });
     return problems.map((p) => ({ subnet: name, message: p.message }));
+  }
+
+  /**
+   * Keeps the allocators in step with ports that others add to our switches, change, or remove at run time
+   * (a ZStack VM, an operator's port): their addresses count as used while they exist. Our own pod ports are
+   * left to ensure/remove. Returns the subnets whose usage changed, and the problems (an address someone took
+   * that a pod already holds) for logs and Events.
+   */
+  observeForeign(events: readonly RowEvent[]): { changed: Set<string>; problems: SubnetProblem[] } {
+    const changed = new Set<string>();
+    const problems: SubnetProblem[] = [];
+    for (const e of events) {
+      const before = e.kind === "add" ? undefined : (e.old as unknown as LogicalSwitchPort);
+      const after = e.kind === "delete" ? undefined : (e.row as unknown as LogicalSwitchPort);
+      const port = (after ?? before) as LogicalSwitchPort;
+      if (!this.holderOf(port).foreign) continue;
+      if (before && after && before.addresses.join("\n") === after.addresses.join("\n")) continue;
+      if (before) {
+        for (const ip of this.portIps(before))
+          for (const sn of this.subnets.values())
+            if (sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
+      }
+      if (after) {
+        const sn = this.subnetHolding(after._uuid);
+        if (!sn) continue;
+        for (const ip of this.portIps(after)) {
+          const problem = sn.allocator.recordHolder(ip, { owner: after.name, foreign: true });
+          if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
+          changed.add(sn.name);
+        }
+      }
+    }
+    return { changed, problems };
+  }
+
+  /** The loaded subnet whose switch holds the port (few subnets; O(1) membership each). */
+  private subnetHolding(portUuid: string): SubnetState | undefined {
+    for (const sn of this.subnets.values()) {
+      const ls = findOwned(this.nb.cache as never, "Logical_Switch", SWITCH_ID(sn.name));
+      if (ls && setHas(ls.ports as readonly string[], portUuid)) return sn;
+    }
+    return undefined;
   }
 
   allocatorOf(subnet: string): SubnetAllocator | undefined {

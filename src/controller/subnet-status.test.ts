@@ -10,6 +10,8 @@ const FACTS: ClusterFacts = {
   nodeIPs: new Map([["node1", ["192.168.200.11"]]]),
   switchExists: (n) => n === "ls-zstack-1",
   tunnel: "vxlan",
+  datapaths: 3,
+  subnetSwitchExists: () => false,
 };
 const sn = (name: string, t: string, spec: Record<string, unknown>) => ({ name, creationTimestamp: t, spec });
 
@@ -92,5 +94,29 @@ test("port capacity is capped at 2048 under VXLAN and not under Geneve", () => {
   assert.equal(
     statusFor(v, { capacity: cap, ports: 0, logicalSwitch: "x" }, { tunnel: "geneve" }).portCapacity,
     65533,
+  );
+});
+
+test("under VXLAN the oldest new Subnets get the datapaths left, the next is refused by name, and existing switches stay", () => {
+  const subnets = [
+    sn("a", "1", { cidr: "10.1.0.0/24", gateway: "10.1.0.1" }),
+    sn("b", "2", { cidr: "10.2.0.0/24", gateway: "10.2.0.1" }),
+    sn("c", "3", { cidr: "10.3.0.0/24", gateway: "10.3.0.1" }),
+    sn("old", "0", { cidr: "10.4.0.0/24", gateway: "10.4.0.1" }),
+    sn("ext", "4", { cidr: "10.5.0.0/24", gateway: "10.5.0.1", externalLogicalSwitch: "ls-zstack-1" }),
+  ];
+  const full = { ...FACTS, datapaths: 4094, subnetSwitchExists: (n: string) => n === "old" };
+  const v = judgeSubnets(subnets, full);
+  assert.equal(v.get("old")?.ready, true, "a Subnet whose switch exists needs no new datapath");
+  assert.equal(v.get("a")?.ready, true);
+  assert.equal(v.get("b")?.ready, true);
+  assert.equal(v.get("c")?.phase, "Failed");
+  assert.equal(v.get("c")?.reason, "DatapathCapacityExceeded");
+  assert.match(v.get("c")?.message ?? "", /4096 logical switches and routers.*4096 with VXLAN.*Geneve/);
+  assert.equal(v.get("ext")?.ready, true, "an external switch is an existing datapath");
+  const geneve = judgeSubnets(subnets, { ...full, tunnel: "geneve" });
+  assert.ok(
+    [...geneve.values()].every((x) => x.ready),
+    "Geneve has no such limit",
   );
 });

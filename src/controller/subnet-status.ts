@@ -26,7 +26,14 @@ export interface ClusterFacts {
   /** Whether a logical switch of that name exists in NB (External mode switches). */
   readonly switchExists: (name: string) => boolean;
   readonly tunnel: "vxlan" | "geneve";
+  /** Logical datapaths in NB now: every Logical_Switch and Logical_Router, ours or not. */
+  readonly datapaths: number;
+  /** Whether the switch of our Subnet of that name is already in NB (it needs no new datapath). */
+  readonly subnetSwitchExists: (subnet: string) => boolean;
 }
+
+/** OVN's limit on logical datapaths (switches and routers) with VXLAN (ovn-architecture(7), "VXLAN"). */
+export const VXLAN_MAX_DATAPATHS = 4096;
 
 export interface Verdict {
   readonly name: string;
@@ -52,6 +59,7 @@ function byAge(a: SubnetObject, b: SubnetObject): number {
 export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFacts): Map<string, Verdict> {
   const out = new Map<string, Verdict>();
   const accepted: { name: string; cidrs: string[] }[] = [];
+  let newDatapaths = 0;
   for (const s of [...subnets].sort(byAge)) {
     const parsed = parseSubnetSpec(s.spec);
     if (!parsed.ok) {
@@ -64,6 +72,25 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
     if (problem) {
       out.set(s.name, fail(s.name, problem.reason, problem.message));
       continue;
+    }
+    // A Subnet of ours whose switch is not in NB yet needs one more datapath; under VXLAN the older Subnets
+    // get the ones left, and a Subnet whose switch exists keeps it.
+    const needsDatapath = !s.spec.externalLogicalSwitch && !facts.subnetSwitchExists(s.name);
+    if (needsDatapath && facts.tunnel === "vxlan") {
+      if (facts.datapaths + newDatapaths + 1 > VXLAN_MAX_DATAPATHS) {
+        out.set(
+          s.name,
+          fail(
+            s.name,
+            "DatapathCapacityExceeded",
+            `NB already holds ${facts.datapaths + newDatapaths} logical switches and routers, and OVN allows at ` +
+              `most ${VXLAN_MAX_DATAPATHS} with VXLAN; delete unused Subnets (or ZStack networks), or switch the ` +
+              "tunnel to Geneve",
+          ),
+        );
+        continue;
+      }
+      newDatapaths++;
     }
     accepted.push({ name: s.name, cidrs });
     out.set(s.name, {
