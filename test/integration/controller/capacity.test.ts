@@ -15,12 +15,11 @@ import {
   deletePods,
   listPods,
   podAddress,
+  readyCondition as ready,
   spawnController,
   until,
   useCluster,
 } from "./harness.ts";
-
-const ready = (s: Subnet | undefined) => s?.status?.conditions?.find((c) => c.type === "Ready");
 
 interface EventList {
   items: { reason: string; type: string; message: string; involvedObject: { name: string } }[];

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import type { Subnet } from "../../../src/api/subnet.ts";
 import { OvnController } from "../../../src/controller/controller.ts";
 import { ApiClient, isNotFound } from "../../../src/k8s/api-client.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
@@ -91,6 +92,11 @@ export async function createSubnet(
     method: "POST",
     body: { apiVersion: "network.zstack.io/v1", kind: "Subnet", metadata: { name }, spec },
   });
+}
+
+/** A Subnet's Ready condition. */
+export function readyCondition(s: Subnet | undefined) {
+  return s?.status?.conditions?.find((c) => c.type === "Ready");
 }
 
 export type PodRef = readonly [namespace: string, name: string];

@@ -10,12 +10,11 @@ import {
   deletePods,
   listPods,
   podAddress,
+  readyCondition as ready,
   spawnController,
   until,
   useCluster,
 } from "./harness.ts";
-
-const ready = (s: Subnet | undefined) => s?.status?.conditions?.find((c) => c.type === "Ready");
 
 test("a Subnet naming a missing external switch is Failed with ExternalSwitchNotFound, and Ready once the switch exists", async (t) => {
   const c = await useCluster(t);
