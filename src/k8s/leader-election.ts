@@ -3,7 +3,8 @@
 // gives up leading if it could not renew for renewDeadline (shorter than leaseDuration, so it stops before
 // anyone else may start). Every write carries the resourceVersion read just before, so two candidates can
 // never both win. Expiry is measured on this process's clock from when it saw the Lease last change, so
-// clock skew between machines does not matter. A graceful stop releases the Lease and a successor takes over
+// clock skew between machines does not matter; a candidate retries right when the Lease it watches runs out,
+// not up to one retry period later. A graceful stop releases the Lease and a successor takes over
 // on its next retry instead of waiting out the lease.
 
 import { type Logger, silentLogger } from "../observability/log.ts";
@@ -120,7 +121,12 @@ export class LeaderElector {
   private async run(): Promise<void> {
     while (!this.stopped) {
       if (!(await this.tryAcquireOrRenew(this.renewDeadlineMs))) {
-        await this.pause(this.retryPeriodMs * (1 + 0.2 * Math.random()));
+        // Retry every retryPeriod, but no later than just after the Lease we observe runs out: a dead
+        // leader's Lease is taken when it expires, not up to one retry period after.
+        let wait = this.retryPeriodMs * (1 + 0.2 * Math.random());
+        const o = this.observed;
+        if (o && o.holder !== "") wait = Math.min(wait, Math.max(0, o.at + o.durationMs - Date.now()) + 20);
+        await this.pause(wait);
         continue;
       }
       await this.lead();

@@ -83,8 +83,8 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
   await follower.waitForLog("controller running", LEASE_MS + 3 * RETRY_MS + 30_000);
   const takeoverMs = Date.now() - killedAt;
   t.diagnostic(`takeover ${takeoverMs} ms after SIGKILL (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)`);
-  // Expiry is measured from the follower's last sight of a renewal, up to one retry period before the kill,
-  // and it notices expiry on its next retry; starting up (informer sync) takes a moment more.
+  // Expiry is measured from the follower's last sight of a renewal, up to one retry period after the last
+  // renewal; starting up (informer sync) takes a moment more.
   assert.ok(takeoverMs <= LEASE_MS + 2 * RETRY_MS + 3000, `takeover took ${takeoverMs} ms`);
   assert.equal(await holder(), follower.identity);
   const acquired = Date.parse((await lease()).spec?.acquireTime ?? "");
@@ -93,10 +93,10 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
     `last renewal ${lastRenew - killedAt} ms from the kill; the Lease was acquired ${acquired - killedAt} ms after ` +
       `the kill, ${afterExpiry} ms after it expired`,
   );
-  // The follower acquires on its first retry after the expiry it observed (client-go semantics: it measures
-  // the lease from when it saw the last renewal, at most one retry period late).
+  // The follower measures the Lease from when it saw the last renewal (client-go semantics, no trust in
+  // another host's clock), which is at most one jittered retry period late, and tries again right then.
   assert.ok(
-    afterExpiry >= -50 && afterExpiry <= 2 * RETRY_MS + 500,
+    afterExpiry >= -50 && afterExpiry <= 1.2 * RETRY_MS + 500,
     `acquired ${afterExpiry} ms after expiry`,
   );
   await creating;
