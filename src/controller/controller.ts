@@ -285,11 +285,23 @@ export class OvnController {
       }
       // Ports of others on our switches hold addresses too.
       const { changed, problems } = this.podNets.observeForeign(events);
-      for (const p of problems)
+      for (const p of problems) {
         log.warn(
           { subnet: p.subnet, problem: p.message },
           "a port of someone else took an address a pod holds",
         );
+        const sub = this.subnets.get(p.subnet);
+        this.o.events?.warning(
+          {
+            apiVersion: "network.zstack.io/v1",
+            kind: "Subnet",
+            name: p.subnet,
+            uid: String(sub?.metadata.uid ?? ""),
+          },
+          "AddressConflict",
+          `${p.message}; remove the other port or give it another address`,
+        );
+      }
       for (const sn of changed) this.usageChanged(sn);
     });
     // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
@@ -540,13 +552,13 @@ export class OvnController {
     return Number(m[1]) < (sts.spec.replicas ?? 1);
   }
 
-  /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   /** A switch or router came or went: Subnets refused for want of a VXLAN datapath are judged again. */
   private datapathsChanged(): void {
     for (const [name, v] of this.verdicts)
       if (v.reason === "DatapathCapacityExceeded") this.subnetQ.add(name);
   }
 
+  /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   private usageChanged(subnet: string | false): void {
     if (!subnet) return;
     this.subnetQ.addAfter(subnet, 1000);

@@ -49,38 +49,64 @@ test("under VXLAN: foreign ports hold their addresses, a full switch and a full 
       return l.items.find((e) => e.involvedObject.name === pod && e.reason === reason);
     });
 
-  await t.test("a port someone else adds while the controller runs holds its address", async () => {
-    await createPods(c.api, [["small", "first"]]);
-    assert.equal(await addressOf("first"), "10.80.0.2");
-    // A VM port appears with the next free address, written by another client.
-    const ls = await lsOf();
-    await c.nb.transact((txn) => {
-      const vm = txn.insert("Logical_Switch_Port", {
-        name: "vm-1",
-        addresses: ["fa:16:3e:00:00:03 10.80.0.3"],
+  await t.test(
+    "a port someone else adds while the controller runs holds its address, and one that claims a pod's gets an Event",
+    async () => {
+      await createPods(c.api, [["small", "first"]]);
+      assert.equal(await addressOf("first"), "10.80.0.2");
+      // A VM port appears with the next free address, written by another client.
+      const ls = await lsOf();
+      await c.nb.transact((txn) => {
+        const vm = txn.insert("Logical_Switch_Port", {
+          name: "vm-1",
+          addresses: ["fa:16:3e:00:00:03 10.80.0.3"],
+        });
+        txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", [vm]]]);
       });
-      txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", [vm]]]);
-    });
-    await until("usedIPs counts the VM", async () =>
-      (await get("small")).status?.usedIPs === 2 ? true : undefined,
-    );
-    await createPods(c.api, [["small", "second"]]);
-    assert.equal(await addressOf("second"), "10.80.0.4", "10.80.0.3 belongs to the VM");
-    // The VM goes: its address is free again (the lowest free one is handed out next).
-    const vmPort = c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === "vm-1");
-    await c.nb.transact((txn) => {
-      txn.mutate(
-        "Logical_Switch",
-        [["_uuid", "==", ls._uuid]],
-        [["ports", "delete", [vmPort?._uuid as string]]],
+      await until("usedIPs counts the VM", async () =>
+        (await get("small")).status?.usedIPs === 2 ? true : undefined,
       );
-    });
-    await until("usedIPs without the VM", async () =>
-      (await get("small")).status?.usedIPs === 2 ? true : undefined,
-    );
-    await createPods(c.api, [["small", "third"]]);
-    assert.equal(await addressOf("third"), "10.80.0.3");
-  });
+      await createPods(c.api, [["small", "second"]]);
+      assert.equal(await addressOf("second"), "10.80.0.4", "10.80.0.3 belongs to the VM");
+      // The VM goes: its address is free again (the lowest free one is handed out next).
+      const vmPort = c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === "vm-1");
+      await c.nb.transact((txn) => {
+        txn.mutate(
+          "Logical_Switch",
+          [["_uuid", "==", ls._uuid]],
+          [["ports", "delete", [vmPort?._uuid as string]]],
+        );
+      });
+      await until("usedIPs without the VM", async () =>
+        (await get("small")).status?.usedIPs === 2 ? true : undefined,
+      );
+      await createPods(c.api, [["small", "third"]]);
+      assert.equal(await addressOf("third"), "10.80.0.3");
+
+      // Someone else's port claims an address a pod holds: a Warning Event on the Subnet names both.
+      await c.nb.transact((txn) => {
+        const dup = txn.insert("Logical_Switch_Port", {
+          name: "vm-dup",
+          addresses: ["fa:16:3e:00:00:02 10.80.0.2"],
+        });
+        txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", [dup]]]);
+      });
+      const conflict = await until("AddressConflict Event on Subnet small", async () => {
+        const l = await c.api.request<EventList>("/api/v1/namespaces/default/events");
+        return l.items.find((e) => e.involvedObject.name === "small" && e.reason === "AddressConflict");
+      });
+      assert.equal(conflict.type, "Warning");
+      assert.match(conflict.message, /10\.80\.0\.2 is claimed by .*small\/first.*vm-dup/);
+      const dupPort = c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === "vm-dup");
+      await c.nb.transact((txn) => {
+        txn.mutate(
+          "Logical_Switch",
+          [["_uuid", "==", ls._uuid]],
+          [["ports", "delete", [dupPort?._uuid as string]]],
+        );
+      });
+    },
+  );
 
   await t.test("a switch at 2,048 ports refuses the next pod, and lets it in when a port goes", async () => {
     // Fill the switch with address-less ports of someone else up to the limit.
