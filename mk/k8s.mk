@@ -5,4 +5,4 @@
 K8S_TEST_FILES = $(shell find src/k8s src/observability src/config src/api test/integration/k8s -name '*.test.ts' | sort)
 
 test-k8s: deps
-	$(NODE_TEST) --test-concurrency=2 $(K8S_TEST_FILES)
+	@hack/run-tests.sh $(K8S_TEST_FILES)

@@ -2,4 +2,4 @@
 # real OVS/OVN in network namespaces the tests create and remove.
 .PHONY: test-node
 test-node: deps
-	$(NODE_TEST) --test-concurrency=2 src/node/*.test.ts test/rig/ovs-node.test.ts test/integration/node/*.test.ts
+	@hack/run-tests.sh src/node/*.test.ts test/rig/ovs-node.test.ts test/integration/node/*.test.ts
