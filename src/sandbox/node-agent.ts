@@ -2,7 +2,7 @@
 // pod would run on a real node: it owns br-int and ovn-controller's settings, the management port, egress SNAT,
 // the CNI server on /var/run/zstack-ovn/cni-server.sock, the CNI binary and the conflist.
 
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { NODE_FLAGS } from "../runtime-flags.ts";
 import { run } from "./command.ts";
@@ -15,9 +15,27 @@ import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts"
 
 export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
 
-/** Builds the single-executable CNI shim once (a few seconds); later sandboxes reuse it. */
+/** What the single executable is built from (as mk/cni.mk lists it): a newer one means a rebuild. */
+function cniSources(): string[] {
+  const cniDir = join(repoRoot, "src", "cni");
+  return [
+    ...readdirSync(cniDir)
+      .filter((f) => f.endsWith(".ts"))
+      .map((f) => join(cniDir, f)),
+    join(repoRoot, "src", "cli", "zstack-ovn-cni.ts"),
+    join(repoRoot, "tools", "build-sea.ts"),
+    join(repoRoot, "package-lock.json"),
+  ];
+}
+
+/**
+ * Builds the single-executable CNI shim (a few seconds) when it is missing or older than any of its sources,
+ * so a sandbox never runs a shim that predates the code under test.
+ */
 export async function ensureCniExecutable(): Promise<string> {
-  if (!existsSync(CNI_SEA)) {
+  const built = existsSync(CNI_SEA) ? statSync(CNI_SEA).mtimeMs : -1;
+  const stale = built < 0 || cniSources().some((f) => existsSync(f) && statSync(f).mtimeMs > built);
+  if (stale) {
     await run(process.execPath, ["--import", "tsx", join(repoRoot, "tools/build-sea.ts"), "--out", CNI_SEA], {
       cwd: repoRoot,
       timeoutMs: 300_000,
