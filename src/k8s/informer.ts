@@ -102,6 +102,11 @@ function resourceVersionOf(obj: KubeObject): string | undefined {
 
 export class Informer<T extends KubeObject = KubeObject> {
   private store = new Map<string, T>();
+  /**
+   * Each stored object's resourceVersion, read before the transform: a transform that slims objects may drop
+   * it, and a relist must still tell which objects changed while it was not watching.
+   */
+  private versions = new Map<string, string | undefined>();
   private readonly indexes = new Map<string, Map<string, Set<string>>>();
   private readonly handlers = new Set<InformerHandlers<T>>();
   private rv = "";
@@ -282,6 +287,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     const ac = new AbortController();
     this.current = ac;
     const fresh = new Map<string, T>();
+    const freshVersions = new Map<string, string | undefined>();
     let cont: string | undefined;
     let rv = "";
     do {
@@ -296,7 +302,9 @@ export class Informer<T extends KubeObject = KubeObject> {
         raw.kind ??= kind;
         raw.apiVersion ??= page.apiVersion;
         const obj = this.transform(raw);
-        fresh.set(objectKey(obj), obj);
+        const key = objectKey(obj);
+        fresh.set(key, obj);
+        freshVersions.set(key, resourceVersionOf(raw));
       }
       cont = page.metadata?.continue || undefined;
       rv = page.metadata?.resourceVersion ?? rv;
@@ -304,13 +312,15 @@ export class Informer<T extends KubeObject = KubeObject> {
     if (this.stopped) throw new Stopped();
     this.stats.lists++;
     const old = this.store;
+    const oldVersions = this.versions;
     this.store = fresh;
+    this.versions = freshVersions;
     this.rv = rv;
     this.rebuildIndexes();
     for (const [key, obj] of fresh) {
       const prev = old.get(key);
       if (!prev) this.emitAdd(obj);
-      else if (resourceVersionOf(prev) !== resourceVersionOf(obj)) this.emitUpdate(prev, obj);
+      else if (oldVersions.get(key) !== freshVersions.get(key)) this.emitUpdate(prev, obj);
     }
     for (const [key, prev] of old) {
       if (!fresh.has(key)) this.emitDelete(prev, { finalStateUnknown: true });
@@ -392,12 +402,14 @@ export class Informer<T extends KubeObject = KubeObject> {
       case "ADDED":
       case "MODIFIED":
         this.store.set(key, stored);
+        this.versions.set(key, rv);
         this.updateIndexes(key, prev, stored);
         if (prev) this.emitUpdate(prev, stored);
         else this.emitAdd(stored);
         break;
       case "DELETED":
         this.store.delete(key);
+        this.versions.delete(key);
         this.updateIndexes(key, prev, undefined);
         this.emitDelete(prev ?? stored, { finalStateUnknown: false });
         break;

@@ -220,6 +220,45 @@ describe("informer", () => {
     assert.equal(inf.get("outage/changes")?.metadata.labels?.changed, "yes");
   });
 
+  it("a transform that drops resourceVersion still lets a relist report exactly the pods that changed", async () => {
+    await createNamespace(kube.kubeConfig, "slim");
+    await createPods(kube.kubeConfig, "slim", [pod("stays"), pod("changes")]);
+    const proxy = await startTcpProxy(kube.port);
+    after(() => proxy.close());
+    // Like the controller's pod informer: keep only what the handlers need.
+    const slim = (o: KubeObject): Pod => {
+      const m = (o as Pod).metadata;
+      return {
+        metadata: { name: m.name, namespace: m.namespace, labels: m.labels },
+      } as unknown as Pod;
+    };
+    const inf = podInformer({
+      namespace: "slim",
+      server: `https://127.0.0.1:${proxy.port}`,
+      transform: slim,
+    });
+    const seen = record(inf);
+    await inf.waitForSync();
+    const listsBefore = inf.stats.lists;
+    proxy.refuse();
+    proxy.cut();
+    await kube.restartApiserver();
+    await core.patchNamespacedPod({
+      namespace: "slim",
+      name: "changes",
+      body: [{ op: "add", path: "/metadata/labels", value: { changed: "yes" } }],
+    });
+    proxy.accept();
+    await eventually(
+      "the relist reports the changed pod",
+      () => seen.updates.includes("slim/changes"),
+      15_000,
+    );
+    assert.ok(inf.stats.lists > listsBefore, "recovery went through a relist");
+    assert.ok(!seen.updates.includes("slim/stays"), "unchanged pods produce no update");
+    assert.equal(inf.get("slim/changes")?.metadata.labels?.changed, "yes");
+  });
+
   it("the watchdog restarts a watch that stalled silently; without it the stalled informer misses changes", async () => {
     await createNamespace(kube.kubeConfig, "stall");
     const proxy = await startTcpProxy(kube.port);
