@@ -9,7 +9,7 @@ import { parseLspAddress } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseRequestedMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
-import { idOf, isOurs, POD_UID_KEY } from "../ovn/ownership.ts";
+import { idOf, isOurs, POD_UID_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
 import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
 import type { RowEvent } from "../ovsdb/cache.ts";
@@ -191,10 +191,17 @@ export class PodNetworks {
   }
 
   /** Ensures the pod's port exists with its address; one NB transaction when anything must change, none otherwise. */
-  async ensure(pod: PodSpecInfo, subnetName: string): Promise<EnsureResult> {
+  async ensure(pod: PodSpecInfo, wanted: string): Promise<EnsureResult> {
+    const cache = this.nb.cache as never;
+    const existing = findOwned(cache, "Logical_Switch_Port", podPortId(pod.namespace, pod.name)) as
+      | LogicalSwitchPort
+      | undefined;
+    // A pod keeps the subnet its port is on: a Subnet created later that names its namespace applies to new
+    // pods only. Moving the port would leave it on two switches and its address outside the new CIDR.
+    const current = existing?.external_ids[SUBNET_KEY] as string | undefined;
+    const subnetName = current !== undefined && this.subnets.has(current) ? current : wanted;
     const sn = this.subnets.get(subnetName);
     if (!sn) return { ok: false, reason: "SubnetNotReady", message: `subnet ${subnetName} is not ready yet` };
-    const cache = this.nb.cache as never;
     const ls = findOwned(cache, "Logical_Switch", SWITCH_ID(subnetName));
     if (!ls) {
       return {
@@ -204,9 +211,6 @@ export class PodNetworks {
       };
     }
     const owner = ownerOf(pod.namespace, pod.name);
-    const existing = findOwned(cache, "Logical_Switch_Port", podPortId(pod.namespace, pod.name)) as
-      | LogicalSwitchPort
-      | undefined;
     let ips: string[];
     let mac: string;
     let allocated = false;

@@ -7,6 +7,7 @@ import { parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import {
   desiredTopology,
   nodePodsAddressSet,
+  subnetRows,
   subnetSwitchName,
   topologyScope,
 } from "../../../src/ovn/topology.ts";
@@ -142,4 +143,40 @@ test("a foreign port's address is never handed out, a stale delete is ignored, a
   const again = await pn.ensure({ namespace: "ns", name: "c", uid: "uc" }, "default");
   assert.ok(again.ok);
   assert.equal(again.ips[0], "10.244.0.11", "the released address is free again");
+});
+
+test("a pod keeps the subnet its port is on when another subnet would now claim it: one switch, same address", async (t) => {
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const { c, pn } = await setup(t, srv);
+  // A second subnet, created after the pod got its port, that would now be chosen for it.
+  const txn = c.transaction();
+  plan(
+    c.cache as never,
+    c.schema,
+    txn as never,
+    subnetRows({ name: "later", cidrs: ["10.250.0.0/24"], gateways: ["10.250.0.1"] }),
+  );
+  await txn.commit();
+  await c.echo();
+  const later = parseSubnetSpec({ cidr: "10.250.0.0/24", gateway: "10.250.0.1" });
+  if (!later.ok) throw new Error(JSON.stringify(later));
+  pn.loadSubnet("later", later.subnet);
+
+  const pod = { namespace: "ns", name: "a", uid: "ua" };
+  const first = await pn.ensure(pod, "default");
+  assert.ok(first.ok);
+  await c.echo();
+  const again = await pn.ensure(pod, "later");
+  assert.ok(again.ok);
+  assert.deepEqual(again.ips, first.ips, "the address stays");
+  assert.equal(again.wrote, false, "nothing to write");
+  await c.echo();
+  const port = c.cache.table("Logical_Switch_Port").findOne((r) => r.name === "ns_a");
+  const holders = c.cache
+    .table("Logical_Switch")
+    .find((r) => (r.ports as string[]).includes(port?._uuid as string));
+  assert.deepEqual(
+    holders.map((r) => r.name),
+    [subnetSwitchName("default")],
+  );
 });
