@@ -134,6 +134,11 @@ export class OvnController {
    * removed there wakes them.
    */
   private readonly waitingForAddress = new Map<string, Set<string>>();
+  /**
+   * Pods whose subnet is not serving yet, by subnet name ("" when no Subnet applies at all): the subnet
+   * loading wakes them, instead of each pod polling.
+   */
+  private readonly waitingForSubnet = new Map<string, Set<string>>();
 
   constructor(private readonly o: ControllerOptions) {
     this.net = {
@@ -213,7 +218,12 @@ export class OvnController {
     this.subnets.addHandlers(
       {
         onAdd: enqueueAllSubnets,
-        onUpdate: enqueueAllSubnets,
+        // A spec change can change every Subnet's verdict (overlaps, datapaths); a status change, such as
+        // our own status write, concerns only that Subnet.
+        onUpdate: (o, n) => {
+          if (JSON.stringify(o.spec) !== JSON.stringify(n.spec)) enqueueAllSubnets();
+          else this.subnetQ.add(n.metadata.name);
+        },
         onDelete: (s) => {
           this.subnetQ.add(s.metadata.name);
           enqueueAllSubnets();
@@ -275,7 +285,14 @@ export class OvnController {
         }
       }
     };
-    this.statefulSets.addHandlers({ onUpdate: (_o, n) => stsChanged(n), onDelete: stsChanged });
+    this.statefulSets.addHandlers({
+      // Only fewer replicas or a deletion can free kept ports; status updates (replicas becoming ready) cannot.
+      onUpdate: (o, n) => {
+        const shrank = (n.spec.replicas ?? 1) < (o.spec.replicas ?? 1);
+        if (shrank || (n.metadata.deletionTimestamp && !o.metadata.deletionTimestamp)) stsChanged(n);
+      },
+      onDelete: stsChanged,
+    });
     // A pod port written or changed in NB (by us, or restored from the database) is what the annotation says.
     nb.cache.subscribe("Logical_Switch_Port", (events) => {
       for (const e of events) {
@@ -472,6 +489,10 @@ export class OvnController {
         for (const p of this.pods.list())
           if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
             this.podQ.add(`${p.metadata.namespace}/${p.metadata.name}`);
+        for (const waiting of [name, ""]) {
+          for (const k of this.waitingForSubnet.get(waiting) ?? []) this.podQ.add(k);
+          this.waitingForSubnet.delete(waiting);
+        }
       }
     }
     if (v && !v.ready) {
@@ -558,6 +579,40 @@ export class OvnController {
       if (v.reason === "DatapathCapacityExceeded") this.subnetQ.add(name);
   }
 
+  /**
+   * Parks a pod until its subnet ("" for any) loads. A Subnet that exists but was refused, or one that does
+   * not exist, gets a Warning Event on the pod; one still being set up does not.
+   */
+  private waitForSubnet(key: string, subnet: string): undefined {
+    const set = this.waitingForSubnet.get(subnet) ?? new Set<string>();
+    set.add(key);
+    this.waitingForSubnet.set(subnet, set);
+    const pod = this.pods.get(key);
+    const verdict = subnet ? this.verdicts.get(subnet) : undefined;
+    const problem =
+      subnet === ""
+        ? "no Subnet applies to this pod: none lists its namespace and none is the default"
+        : !this.subnets.get(subnet)
+          ? `Subnet ${subnet} does not exist`
+          : verdict && !verdict.definition
+            ? `Subnet ${subnet} is ${verdict.phase}: ${verdict.message}`
+            : undefined;
+    if (pod && problem) {
+      this.o.events?.warning(
+        {
+          apiVersion: "v1",
+          kind: "Pod",
+          namespace: pod.metadata.namespace,
+          name: pod.metadata.name,
+          uid: pod.metadata.uid,
+        },
+        "SubnetNotReady",
+        `${problem}; the pod gets its address once the Subnet is ready`,
+      );
+    }
+    return undefined;
+  }
+
   /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   private usageChanged(subnet: string | false): void {
     if (!subnet) return;
@@ -597,7 +652,7 @@ export class OvnController {
       return undefined;
     }
     const subnet = this.subnetFor(pod);
-    if (!subnet) return { requeueAfterMs: 1000 };
+    if (!subnet) return this.waitForSubnet(key, "");
     const sub = this.subnets.get(subnet);
     if (sub?.spec.externalLogicalSwitch) {
       // Pods on ZStack's switches need External mode, which this controller does not implement yet.
@@ -608,7 +663,7 @@ export class OvnController {
       );
       return { requeueAfterMs: 60_000 };
     }
-    if (!this.loadedSpecs.has(subnet)) return { requeueAfterMs: 500 };
+    if (!this.loadedSpecs.has(subnet)) return this.waitForSubnet(key, subnet);
     const res = await this.podNets.ensure(
       {
         namespace: ns,

@@ -166,6 +166,23 @@ test("Subnets overlapping the service CIDR or a node address are Failed naming i
 
   assert.equal((await c.api.request<Subnet>(`${SUBNET_PATH}/svc`)).status?.phase, "Failed");
 
+  // A pod of a Failed Subnet's namespace waits with an Event saying why, and gets its address once the
+  // Subnet is Ready (woken by the Subnet loading, not by polling).
+  await createNamespace(c.api, "wait-ns");
+  await c.api.request(`${SUBNET_PATH}/nodes`, {
+    method: "PATCH",
+    body: { spec: { namespaces: ["wait-ns"] } },
+  });
+  await createPods(c.api, [["wait-ns", "waiter"]]);
+  const waitEvent = await until("SubnetNotReady Event on waiter", async () => {
+    const l = await c.api.request<{ items: { reason: string; message: string; type: string }[] }>(
+      "/api/v1/namespaces/wait-ns/events",
+    );
+    return l.items.find((e) => e.reason === "SubnetNotReady");
+  });
+  assert.equal(waitEvent.type, "Warning");
+  assert.match(waitEvent.message, /Subnet nodes is Failed: .*node worker-9/);
+
   await c.api.request("/api/v1/nodes/worker-9", { method: "DELETE" });
   await t.test("the Subnet becomes Ready once the node is gone, with no Subnet event", async () => {
     const ok = await until(
@@ -177,6 +194,11 @@ test("Subnets overlapping the service CIDR or a node address are Failed naming i
       20_000,
     );
     assert.equal(ok.status?.phase, "Active");
+    const waiter = await until("waiter annotated", async () => {
+      const p = (await listPods(c.api)).find((x) => x.metadata.name === "waiter");
+      return p ? podAddress(p) : undefined;
+    });
+    assert.match(waiter, /^10\.91\.0\.\d+$/);
   });
   // An operator's touch of the Subnet re-judges it at once.
   await c.api.request(`${SUBNET_PATH}/nodes`, {
