@@ -2,9 +2,8 @@
 // address set of its pods and its egress reroute policy. The join allocator is rebuilt from the management
 // ports on the join switch, like the pod allocators from the pod ports.
 
-import { formatIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
-import { parseLspAddress } from "../ipam/lsp-addresses.ts";
+import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
 import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
@@ -47,17 +46,12 @@ export class NodeNetworks {
     for (const uuid of (join?.ports as readonly string[] | undefined) ?? []) {
       const p = ports.get(uuid);
       const node = p?.external_ids[NODE_KEY];
-      for (const a of p?.addresses ?? []) {
-        const parsed = parseLspAddress(a);
-        if (parsed.kind !== "static") continue;
-        for (const ip of parsed.ips) {
-          entries.push({
-            address: formatIp(ip),
-            holder: node
-              ? { owner: `node/${node}`, foreign: false }
-              : { owner: p?.name ?? uuid, foreign: true },
-          });
-        }
+      if (!p) continue;
+      for (const address of heldIps(p)) {
+        entries.push({
+          address,
+          holder: node ? { owner: `node/${node}`, foreign: false } : { owner: p.name, foreign: true },
+        });
       }
     }
     this.allocator = SubnetAllocator.rebuild(def.subnet, entries).allocator;

@@ -2,10 +2,10 @@
 // it commit in one NB transaction; the allocators live in memory and are rebuilt from the ports on each switch,
 // so NB stays the only durable record and a crash between any two steps leaks nothing.
 
-import { formatIp, type IpAddress } from "../ipam/address.ts";
+import { formatIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import type { Holder } from "../ipam/holder.ts";
-import { parseLspAddress } from "../ipam/lsp-addresses.ts";
+import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseRequestedMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
@@ -91,7 +91,7 @@ export class PodNetworks {
     for (const uuid of (ls?.ports as readonly string[] | undefined) ?? []) {
       const p = ports.get(uuid);
       if (!p) continue;
-      for (const ip of this.portIps(p)) entries.push({ address: ip, holder: this.holderOf(p) });
+      for (const ip of heldIps(p)) entries.push({ address: ip, holder: this.holderOf(p) });
     }
     const { allocator, problems } = SubnetAllocator.rebuild(def, entries);
     this.subnets.set(name, {
@@ -118,16 +118,22 @@ export class PodNetworks {
       const after = e.kind === "delete" ? undefined : (e.row as unknown as LogicalSwitchPort);
       const port = (after ?? before) as LogicalSwitchPort;
       if (!this.holderOf(port).foreign) continue;
-      if (before && after && before.addresses.join("\n") === after.addresses.join("\n")) continue;
+      if (
+        before &&
+        after &&
+        before.addresses.join("\n") === after.addresses.join("\n") &&
+        before.dynamic_addresses === after.dynamic_addresses
+      )
+        continue;
       if (before) {
-        for (const ip of this.portIps(before))
+        for (const ip of heldIps(before))
           for (const sn of this.subnets.values())
             if (sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
       }
       if (after) {
         const sn = this.subnetHolding(after._uuid);
         if (!sn) continue;
-        for (const ip of this.portIps(after)) {
+        for (const ip of heldIps(after)) {
           const problem = sn.allocator.recordHolder(ip, { owner: after.name, foreign: true });
           if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
           changed.add(sn.name);
@@ -148,19 +154,6 @@ export class PodNetworks {
 
   allocatorOf(subnet: string): SubnetAllocator | undefined {
     return this.subnets.get(subnet)?.allocator;
-  }
-
-  private portIps(p: LogicalSwitchPort): string[] {
-    const out: string[] = [];
-    for (const a of p.addresses) {
-      try {
-        const parsed = parseLspAddress(a);
-        if (parsed.kind === "static") out.push(...parsed.ips.map((ip: IpAddress) => formatIp(ip)));
-      } catch {
-        // A port whose addresses we cannot read holds nothing we could hand out twice.
-      }
-    }
-    return out;
   }
 
   private holderOf(p: LogicalSwitchPort): Holder {
@@ -187,7 +180,7 @@ export class PodNetworks {
     if (!p || p.external_ids[POD_UID_KEY] !== uid) return undefined;
     const sn = this.subnets.get((p.external_ids["zstack.io/subnet"] as string | undefined) ?? "");
     if (!sn) return undefined;
-    return podNetworksAnnotation(addressingOf(sn, this.portIps(p), p.addresses[0]?.split(" ")[0] ?? ""));
+    return podNetworksAnnotation(addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? ""));
   }
 
   /** Ensures the pod's port exists with its address; one NB transaction when anything must change, none otherwise. */
@@ -215,7 +208,7 @@ export class PodNetworks {
     let mac: string;
     let allocated = false;
     if (existing) {
-      ips = this.portIps(existing);
+      ips = heldIps(existing);
       mac = existing.addresses[0]?.split(" ")[0] ?? "";
     } else {
       if ((ls.ports as readonly string[]).length >= VXLAN_PORTS_PER_SWITCH && this.opts.tunnel === "vxlan") {
@@ -310,7 +303,7 @@ export class PodNetworks {
     if (!p) return false;
     if (uid !== undefined && p.external_ids[POD_UID_KEY] !== uid) return false;
     const subnet = p.external_ids["zstack.io/subnet"] as string | undefined;
-    const ips = this.portIps(p);
+    const ips = heldIps(p);
     const txn = this.nb.transaction();
     unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
     const node = p.options["requested-chassis"];

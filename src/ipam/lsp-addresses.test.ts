@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { formatIp, parseIp } from "./address.ts";
-import { formatLspAddress, parseLspAddress, portIps } from "./lsp-addresses.ts";
+import { formatLspAddress, heldIps, parseLspAddress, portIps } from "./lsp-addresses.ts";
 
 test("a 'MAC IP [IP...]' element yields its MAC and IPs", () => {
   const a = parseLspAddress("0a:58:0a:f4:00:05 10.244.0.5 fd00::5");
@@ -59,4 +59,16 @@ test("formatting a port address puts the MAC first and IPv4 before IPv6", () => 
     formatLspAddress("0A:58:0A:F4:00:05", [parseIp("fd00::5"), parseIp("10.244.0.5")]),
     "0a:58:0a:f4:00:05 10.244.0.5 fd00::5",
   );
+});
+
+test("heldIps gives a port's addresses as text, including what northd assigned a dynamic port, and skips bad ones", () => {
+  assert.deepEqual(heldIps({ addresses: ["0a:58:0a:f4:00:05 10.244.0.5 fd00::5"] }), [
+    "10.244.0.5",
+    "fd00::5",
+  ]);
+  assert.deepEqual(
+    heldIps({ addresses: ["dynamic", "not an address"], dynamic_addresses: "0a:00:00:00:00:07 10.80.0.7" }),
+    ["10.80.0.7"],
+  );
+  assert.deepEqual(heldIps({ addresses: ["router"], dynamic_addresses: null }), []);
 });

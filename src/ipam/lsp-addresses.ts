@@ -89,3 +89,14 @@ export function portIps(
   }
   return { ips: [...found.values()].sort(compareIp), problems };
 }
+
+/**
+ * The IPs a logical switch port holds, as text, from its `addresses` and `dynamic_addresses` columns.
+ * Unreadable elements are skipped: a port whose addresses we cannot read holds nothing we could hand out twice.
+ */
+export function heldIps(port: {
+  readonly addresses: readonly string[];
+  readonly dynamic_addresses?: string | null;
+}): string[] {
+  return portIps(port.addresses, port.dynamic_addresses ?? undefined).ips.map(formatIp);
+}
