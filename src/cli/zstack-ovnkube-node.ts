@@ -91,7 +91,6 @@ async function main(): Promise<number> {
       : {}),
     logger: log,
   });
-  let mgmtReady = false;
   const nodeInformer = new Informer<NodeObject>({
     client: api,
     path: "/api/v1/nodes",
@@ -112,12 +111,6 @@ async function main(): Promise<number> {
         mtu,
       },
     });
-    setup.reconcile().then(
-      () => {
-        mgmtReady = true;
-      },
-      (e) => log.warn({ err: (e as Error).message }, "node setup pass failed; retrying"),
-    );
   };
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
   nodeInformer.start();
@@ -133,7 +126,7 @@ async function main(): Promise<number> {
   await pods.informer.waitForSync();
   const notReady = () => {
     if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
-    if (!mgmtReady)
+    if (!setup.mgmtConfigured)
       return "the management port is not set up yet (waiting for zstack-ovnkube-controller's node annotation)";
     return undefined;
   };

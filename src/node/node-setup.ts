@@ -80,9 +80,19 @@ export class NodeSetup {
     this.schedule(0);
   }
 
+  /** Whether a pass has set up the management port (by any pass: the first, or a retry after a failure). */
+  get mgmtConfigured(): boolean {
+    return this.mgmtApplied !== undefined;
+  }
+
   /** One pass; concurrent calls share a pass, and a call during a pass gets a fresh one after it. */
   reconcile(): Promise<ReconcileReport> {
-    if (this.running) return this.running.then(() => this.reconcile());
+    // The fresh pass runs whether the current one succeeds or fails; its own result is what the caller gets.
+    if (this.running)
+      return this.running.then(
+        () => this.reconcile(),
+        () => this.reconcile(),
+      );
     this.running = this.pass().finally(() => {
       this.running = undefined;
     });

@@ -161,7 +161,9 @@ describe("management port and egress on a one-node OVN cluster", () => {
       resyncIntervalMs: 0,
     });
     cleanups.push(() => setup.stop());
+    assert.equal(setup.mgmtConfigured, false, "no pass yet: the agent reports not ready");
     await setup.reconcile();
+    assert.equal(setup.mgmtConfigured, true);
     setup.start();
     const pod = { namespace: "default", name: "web", uid: "uid-web" };
     const { mac, ipWithPrefix } = await c.addPodLsp(pod, podIp);
