@@ -97,7 +97,9 @@ export class NodePods {
         const v = this.current(namespace, name, uid);
         if (v) done(undefined, v);
       };
-      const onAbort = () => done(new Error("the CNI request was abandoned"));
+      // The signal's reason says why (the runtime gave up, or the agent is stopping: code 11), as PodAttacher
+      // passes it on.
+      const onAbort = () => done(signal?.reason ?? new Error("the CNI request was abandoned"));
       const timer = setTimeout(
         () =>
           done(

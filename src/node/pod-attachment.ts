@@ -194,8 +194,18 @@ export class PodAttacher {
   }
 
   private async removeLocked(ref: AttachmentRef): Promise<{ portsRemoved: string[]; vethRemoved: boolean }> {
-    const portsRemoved = await removePodPorts(this.cfg.client, [ref.containerId], ref.ifname);
-    const vethRemoved = await removePodInterface(ref.containerId, this.host);
+    // Failures name their step, as in ADD, so DEL answers with the same CNI codes (105 OVS port, 104 veth).
+    const step = async <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+      try {
+        return await fn();
+      } catch (e) {
+        throw new StepError(name, (e as Error).message, { cause: e });
+      }
+    };
+    const portsRemoved = await step("ovs-port", () =>
+      removePodPorts(this.cfg.client, [ref.containerId], ref.ifname),
+    );
+    const vethRemoved = await step("veth", () => removePodInterface(ref.containerId, this.host));
     return { portsRemoved, vethRemoved };
   }
 

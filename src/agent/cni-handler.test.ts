@@ -1,0 +1,136 @@
+// The node agent's CNI handler maps each failure to its documented CNI code (docs/cni.md). Pure logic: the
+// attacher and the pod watch are stand-ins here; the real ones are exercised by the node and e2e suites.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { CniError, CniErrorCode } from "../cni/error.ts";
+import type { AddRequest, DelRequest } from "../cni/handler.ts";
+import type { ApiClient } from "../k8s/api-client.ts";
+import { StepError, StepTimeoutError } from "../node/errors.ts";
+import type { PodAttacher } from "../node/pod-attachment.ts";
+import { silentLogger } from "../observability/log.ts";
+import { AgentCniHandler } from "./cni-handler.ts";
+import { NodePods, TimedOutError } from "./pod-networks.ts";
+
+const network = {
+  uid: "u1",
+  network: {
+    ip_addresses: ["10.244.0.5/16"],
+    mac_address: "0a:58:0a:f4:00:05",
+    gateway_ips: ["10.244.0.1"],
+    routes: [],
+    logical_switch: "subnet-default",
+  },
+};
+
+function handler(o: {
+  add?: () => Promise<unknown>;
+  del?: () => Promise<unknown>;
+  waitFor?: () => Promise<unknown>;
+  notReady?: string;
+}): AgentCniHandler {
+  const attacher = {
+    add: o.add ?? (async () => ({ result: { interfaces: [], ips: [], routes: [] }, timings: {} })),
+    del: o.del ?? (async () => ({ portsRemoved: [], vethRemoved: false })),
+  } as unknown as PodAttacher;
+  const pods = {
+    waitFor: o.waitFor ?? (async () => network),
+    current: () => undefined,
+  } as unknown as NodePods;
+  return new AgentCniHandler({ attacher, pods, log: silentLogger, notReady: () => o.notReady });
+}
+
+const add = (): AddRequest =>
+  ({
+    command: "ADD",
+    cniVersion: "1.1.0",
+    config: {},
+    cniPath: [],
+    signal: new AbortController().signal,
+    containerId: "c1",
+    ifname: "eth0",
+    args: {},
+    netns: "/proc/self/ns/net",
+    k8s: { podNamespace: "ns", podName: "p", podUid: "u1" },
+  }) as unknown as AddRequest;
+
+const del = (): DelRequest =>
+  ({ command: "DEL", containerId: "c1", ifname: "eth0", netns: "", k8s: {} }) as unknown as DelRequest;
+
+async function codeOf(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof CniError, `a CniError, got ${String(e)}`);
+    return e.code;
+  }
+  assert.fail("expected a CNI error");
+}
+
+test("ADD and STATUS before the agent is ready: 11 and 50", async () => {
+  const h = handler({ notReady: "the management port is not set up yet" });
+  assert.equal(await codeOf(h.add(add())), CniErrorCode.TryAgainLater);
+  assert.equal(await codeOf(h.status({} as never)), CniErrorCode.PluginNotAvailable);
+});
+
+test("ADD with a missing netns is 102, and an annotation that never comes is 100", async () => {
+  assert.equal(
+    await codeOf(handler({}).add({ ...add(), netns: "/nonexistent/netns" })),
+    CniErrorCode.NetnsMissing,
+  );
+  const waiting = handler({
+    waitFor: async () => {
+      throw new TimedOutError("no annotation");
+    },
+  });
+  assert.equal(await codeOf(waiting.add(add())), CniErrorCode.PodAnnotationTimeout);
+});
+
+test("ADD failures carry the code of their step", async () => {
+  const failing = (e: Error) =>
+    handler({
+      add: async () => {
+        throw e;
+      },
+    }).add(add());
+  assert.equal(await codeOf(failing(new StepError("ovs-port", "x"))), CniErrorCode.OvsPortFailed);
+  assert.equal(await codeOf(failing(new StepError("veth", "x"))), CniErrorCode.InterfaceSetupFailed);
+  assert.equal(
+    await codeOf(failing(new StepTimeoutError("ovn-installed", 1000))),
+    CniErrorCode.OvnInstalledTimeout,
+  );
+  assert.equal(await codeOf(failing(new Error("surprise"))), CniErrorCode.Internal);
+});
+
+test("an ADD abandoned while waiting for its annotation answers with the signal's reason", async () => {
+  const ac = new AbortController();
+  const reason = new CniError(CniErrorCode.TryAgainLater, "zstack-ovnkube-node is stopping");
+  const h = handler({
+    waitFor: () =>
+      new Promise((_, reject) => ac.signal.addEventListener("abort", () => reject(ac.signal.reason))),
+  });
+  const pending = codeOf(h.add({ ...add(), signal: ac.signal }));
+  ac.abort(reason);
+  assert.equal(await pending, CniErrorCode.TryAgainLater);
+});
+
+test("DEL failures carry the code of their step", async () => {
+  const failing = (e: Error) =>
+    handler({
+      del: async () => {
+        throw e;
+      },
+    }).del(del());
+  assert.equal(await codeOf(failing(new StepError("ovs-port", "x"))), CniErrorCode.OvsPortFailed);
+  assert.equal(await codeOf(failing(new StepError("veth", "x"))), CniErrorCode.InterfaceSetupFailed);
+});
+
+test("NodePods.waitFor, abandoned, rejects with the signal's reason, and times out with TimedOutError", async () => {
+  // Never started: no request reaches any API server; the pod is simply not (yet) known.
+  const pods = new NodePods({} as ApiClient, "node1", silentLogger);
+  const ac = new AbortController();
+  const reason = new CniError(CniErrorCode.TryAgainLater, "zstack-ovnkube-node is stopping");
+  const waiting = pods.waitFor("ns", "p", undefined, 60_000, ac.signal);
+  ac.abort(reason);
+  await assert.rejects(waiting, (e) => e === reason);
+  await assert.rejects(pods.waitFor("ns", "p", undefined, 10), TimedOutError);
+});
