@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
 import { ApiClient } from "../src/k8s/api-client.ts";
 import { NODE_FLAGS } from "../src/runtime-flags.ts";
+import { tsNodeCommand } from "../src/sandbox/repo.ts";
 import { writeRecords } from "../test/rig/db-log.ts";
 import { type KubeApiserver, startKubeApiserver } from "../test/rig/kube-apiserver.ts";
 import { freePort, SCHEMAS, startOvsdbServer } from "../test/rig/ovsdb-server.ts";
@@ -52,20 +53,14 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 
 /** A node process started like the sandbox starts the controller. */
 function nodeProcess(script: string, env: NodeJS.ProcessEnv, outputFile: string): Daemon {
-  return spawnDaemon(
-    process.execPath,
-    [
-      ...NODE_FLAGS,
-      ...(PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : []),
-      "--import",
-      import.meta.resolve("tsx"),
-      script,
-    ],
-    {
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
-      outputFile,
-    },
-  );
+  const ts = tsNodeCommand([
+    ...NODE_FLAGS,
+    ...(PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : []),
+  ]);
+  return spawnDaemon(ts.command, [...ts.args, script], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+    outputFile,
+  });
 }
 
 function vmHwmMiB(pid: number): number {

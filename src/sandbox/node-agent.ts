@@ -9,7 +9,7 @@ import { run } from "./command.ts";
 import { spawnDetached } from "./daemon.ts";
 import type { Layout } from "./layout.ts";
 import { nodePlace } from "./node.ts";
-import { repoRoot } from "./repo.ts";
+import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
 import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
 
@@ -55,15 +55,11 @@ export function ensureNodeAgent(ctx: AgentContext, node: Host, kubeconfig: strin
   if (liveDaemon(ctx.state, name)) return;
   const dirs = ctx.layout.node(node.name);
   const log = join(dirs.logs, "zstack-ovnkube-node.log");
+  const ts = tsNodeCommand(NODE_FLAGS);
   const id = spawnDetached({
     place: nodePlace(ctx.layout, node),
-    command: process.execPath,
-    args: [
-      ...NODE_FLAGS,
-      "--import",
-      import.meta.resolve("tsx"),
-      join(repoRoot, "src/cli/zstack-ovnkube-node.ts"),
-    ],
+    command: ts.command,
+    args: [...ts.args, join(repoRoot, "src/cli/zstack-ovnkube-node.ts")],
     log,
     cwd: repoRoot,
     env: {

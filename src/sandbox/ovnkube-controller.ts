@@ -10,7 +10,7 @@ import { spawnDetached } from "./daemon.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 import type { Layout } from "./layout.ts";
 import type { Pki } from "./pki.ts";
-import { repoRoot } from "./repo.ts";
+import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { type DaemonRecord, liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
 import { apiserverUrl, centralRemote, NB_PORT, type Topology } from "./topology.ts";
 
@@ -50,15 +50,11 @@ export async function ensureOvnkubeController(ctx: ControllerContext): Promise<D
     user: "zstack-ovnkube-controller",
   });
   const log = join(ctx.layout.cpLogDir, "zstack-ovnkube-controller.log");
+  const ts = tsNodeCommand(NODE_FLAGS);
   const id = spawnDetached({
     place: { netns: ctx.topo.controlPlane.netns },
-    command: process.execPath,
-    args: [
-      ...NODE_FLAGS,
-      "--import",
-      import.meta.resolve("tsx"),
-      join(repoRoot, "src/cli/zstack-ovnkube-controller.ts"),
-    ],
+    command: ts.command,
+    args: [...ts.args, join(repoRoot, "src/cli/zstack-ovnkube-controller.ts")],
     log,
     cwd: repoRoot,
     env: {

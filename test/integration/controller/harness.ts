@@ -13,6 +13,7 @@ import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../sr
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { NODE_FLAGS } from "../../../src/runtime-flags.ts";
+import { tsNodeCommand } from "../../../src/sandbox/repo.ts";
 import { type KubeApiserver, useKubeApiserver } from "../../rig/kube-apiserver.ts";
 import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 import { freePort } from "../../rig/ports.ts";
@@ -264,7 +265,8 @@ export async function spawnController(
 ): Promise<ControllerProcess> {
   const logFile = join(c.kube.dir, `controller-${opts.identity}-${Date.now()}.log`);
   const port = await freePort();
-  const daemon = spawnDaemon(process.execPath, [...NODE_FLAGS, "--import", import.meta.resolve("tsx"), CLI], {
+  const ts = tsNodeCommand(NODE_FLAGS);
+  const daemon = spawnDaemon(ts.command, [...ts.args, CLI], {
     outputFile: logFile,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
