@@ -41,7 +41,6 @@ export {
   type EgressSnatSpec,
   enableForwarding,
   NFT_TABLE,
-  removeEgressSnat,
 } from "./snat.ts";
 export { spawnedTools } from "./tool.ts";
 export { hostVethName, type PodRoute } from "./veth.ts";

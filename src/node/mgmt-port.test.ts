@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { MGMT_PORT_ANNOTATION as CONTROLLER_ANNOTATION } from "../controller/node-network.ts";
-import { MGMT_PORT_ANNOTATION, mgmtInterfaceLines, parseMgmtPortAnnotation } from "./mgmt-port.ts";
+import { mgmtInterfaceLines, parseMgmtPortAnnotation } from "./mgmt-port.ts";
 
 const SPEC = {
   bridge: "br-int",
@@ -14,10 +13,6 @@ const SPEC = {
 };
 
 describe("management port", () => {
-  test("the agent reads the annotation the controller writes", () => {
-    assert.equal(MGMT_PORT_ANNOTATION, CONTROLLER_ANNOTATION);
-  });
-
   test("the annotation the controller writes parses; anything malformed is treated as not there yet", () => {
     const v = {
       name: "zovn-mgmt-node1",

@@ -67,13 +67,6 @@ export async function applyEgressSnat(spec: EgressSnatSpec, opts: { netns?: stri
   if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
 }
 
-/** Removes the table; absent is fine. */
-export async function removeEgressSnat(opts: { netns?: string } = {}): Promise<void> {
-  const script = `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n`;
-  const r = await runTool("nft", ["-f", "-"], { input: script, ...opts });
-  if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
-}
-
 /** The table as nft lists it, or undefined when absent. */
 export async function listEgressSnat(opts: { netns?: string } = {}): Promise<string | undefined> {
   const r = await runTool("nft", ["list", "table", "inet", NFT_TABLE], opts);

@@ -80,14 +80,3 @@ export function runTool(
     if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
 }
-
-/** Like runTool, but a non-zero exit is a ToolError; resolves with stdout. */
-export async function runToolOk(
-  command: string,
-  args: readonly string[],
-  opts: ToolOptions = {},
-): Promise<string> {
-  const r = await runTool(command, args, opts);
-  if (r.code !== 0) throw new ToolError(argvIn(opts.netns, command, args), r);
-  return r.stdout;
-}

@@ -276,19 +276,9 @@ export function decodeValue(w: unknown, ct: ColumnType): Value {
 export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   // ovsdb-server sends the new value, not a difference, for every column that holds at most one element
   // (scalars, optional atoms and single-pair maps), as its monitor code does for n_max == 1.
-  if (ct.max === 1) return decodeValue(diff, ct);
+  // Scalars and optional atoms always have max 1 (schema.ts), so only sets and maps get here.
+  if (ct.max === 1 || ct.kind === "scalar" || ct.kind === "optional") return decodeValue(diff, ct);
   switch (ct.kind) {
-    case "scalar":
-      return decodeAtom(diff, ct.key);
-    case "optional": {
-      const cur = new Set<Atom>(old === null ? [] : [old as Atom]);
-      for (const e of wireSetElements(diff)) {
-        const a = decodeAtom(e, ct.key);
-        if (!cur.delete(a)) cur.add(a);
-      }
-      const first = cur.values().next();
-      return first.done ? null : first.value;
-    }
     case "set":
       return applySetDiff(old as readonly Atom[], wireSetElements(diff), ct.key);
     case "map": {

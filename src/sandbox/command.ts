@@ -52,20 +52,6 @@ export function run(command: string, args: readonly string[], opts: RunOptions =
   });
 }
 
-/** Like run, but resolves to undefined instead of throwing; for probes whose failure is an answer. */
-export async function tryRun(
-  command: string,
-  args: readonly string[],
-  opts: RunOptions = {},
-): Promise<string | undefined> {
-  try {
-    return await run(command, args, opts);
-  } catch (err) {
-    if (err instanceof CommandError) return undefined;
-    throw err;
-  }
-}
-
 /**
  * One `ip -batch` for many small changes, optionally inside a netns: a process per step would dominate `up`.
  * Lines are ip commands without the leading "ip".

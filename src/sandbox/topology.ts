@@ -25,14 +25,11 @@ export const DEFAULT_SPEC: SandboxSpec = {
   nodeAgent: true,
 };
 
-export const UNDERLAY_CIDR = "192.168.200.0/24";
 export const UNDERLAY_PREFIX_LEN = 24;
 /** Held by the external host; nodes route by default towards it, and it forwards nothing further. */
 export const UNDERLAY_GATEWAY = "192.168.200.1";
 export const SERVICE_CIDR = "10.96.0.0/16";
 export const KUBERNETES_SERVICE_IP = "10.96.0.1";
-/** Reserved for the CNI plugin's pod subnets; the control plane does not allocate node CIDRs. */
-export const CLUSTER_CIDR = "10.244.0.0/16";
 export const APISERVER_PORT = 6443;
 export const NB_PORT = 6641;
 export const SB_PORT = 6642;
