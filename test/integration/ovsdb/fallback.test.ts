@@ -73,29 +73,32 @@ describe("monitor fallbacks against older servers", () => {
   test("without monitor_cond_since the client uses monitor_cond (update2) and its cache stays exact", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
     const seen: string[] = [];
-    const remote = await refusingProxy(t, srv.unix.slice(5), (m) => {
-      seen.push(m);
+    // Method and database: the client also monitors _Server with monitor_cond, which says nothing about NB.
+    const remote = await refusingProxy(t, srv.unix.slice(5), (m, params) => {
+      seen.push(`${m} ${String(params[0])}`);
       return m === "monitor_cond_since";
     });
     const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel });
     t.after(() => c.close());
     await c.connect();
     await exercise(c);
-    assert.ok(seen.includes("monitor_cond"));
+    assert.ok(seen.includes("monitor_cond_since OVN_Northbound"), "the newest method was tried first");
+    assert.ok(seen.includes("monitor_cond OVN_Northbound"), "then NB was monitored with monitor_cond");
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
   });
 
   test("without monitor_cond_since and monitor_cond the client uses monitor (update) and list_dbs", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-    const remote = await refusingProxy(
-      t,
-      srv.unix.slice(5),
-      (m) => m === "monitor_cond_since" || m === "monitor_cond",
-    );
+    const seen: string[] = [];
+    const remote = await refusingProxy(t, srv.unix.slice(5), (m, params) => {
+      seen.push(`${m} ${String(params[0])}`);
+      return m === "monitor_cond_since" || m === "monitor_cond";
+    });
     const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel });
     t.after(() => c.close());
     await c.connect();
     await exercise(c);
+    assert.ok(seen.includes("monitor OVN_Northbound"), "NB was monitored with plain monitor");
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
   });
 });
