@@ -76,6 +76,8 @@ async function main(): Promise<number> {
 
   const connecting = nb.connect({ retry: true });
   const lead = async (signal: AbortSignal) => {
+    metrics.leader.set(1);
+    signal.addEventListener("abort", () => metrics.leader.set(0), { once: true });
     await connecting;
     const ctl = new OvnController({
       api,

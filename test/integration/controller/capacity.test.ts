@@ -28,7 +28,7 @@ interface EventList {
 test("under VXLAN: foreign ports hold their addresses, a full switch and a full cluster refuse by name and recover", async (t) => {
   const c = await useCluster(t);
   await createNamespace(c.api, "small");
-  await spawnController(t, c, { identity: "solo" });
+  const ctl = await spawnController(t, c, { identity: "solo" });
   await createSubnet(c.api, "small", { cidr: "10.80.0.0/20", gateway: "10.80.0.1", namespaces: ["small"] });
   const get = (name: string) => c.api.request<Subnet>(`${SUBNET_PATH}/${name}`);
   await until("small Ready", async () => (ready(await get("small"))?.status === "True" ? true : undefined));
@@ -66,6 +66,8 @@ test("under VXLAN: foreign ports hold their addresses, a full switch and a full 
       await until("usedIPs counts the VM", async () =>
         (await get("small")).status?.usedIPs === 2 ? true : undefined,
       );
+      const used = () => ctl.metricSum("zstack_ovn_ipam_addresses", 'state="used"');
+      await until("the IPAM metric counts the VM", async () => ((await used()) === 2 ? true : undefined));
       await createPods(c.api, [["small", "second"]]);
       assert.equal(await addressOf("second"), "10.80.0.4", "10.80.0.3 belongs to the VM");
       // The VM goes: its address is free again (the lowest free one is handed out next).

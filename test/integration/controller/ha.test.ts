@@ -52,6 +52,8 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
     "the follower reconciles nothing, so it writes nothing",
   );
   assert.ok(!follower.logs().some((l) => l.msg === "controller running"), "the follower never started");
+  assert.equal(await leader.metricSum("zstack_ovn_leader"), 1, "the leader's gauge");
+  assert.equal(await follower.metricSum("zstack_ovn_leader"), 0, "the follower's gauge");
   await assertConsistent(c.api, c.nb);
   const by = await writeRecordsByComment(c.srv, "OVN_Northbound");
   const leaderWrites = by.get(`zstack-ovnkube-controller ${leader.identity}`) ?? 0;

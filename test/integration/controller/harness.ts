@@ -244,8 +244,8 @@ export interface ControllerProcess {
   readonly identity: string;
   /** Port of /metrics and the health endpoints. */
   readonly port: number;
-  /** Sum of all samples of a metric on /metrics (0 when absent). */
-  metricSum(name: string): Promise<number>;
+  /** Sum of all samples of a metric on /metrics (0 when absent), of those whose labels include `label` if given. */
+  metricSum(name: string, label?: string): Promise<number>;
   /** Log lines (JSON) parsed; lines that are not JSON are skipped. */
   logs(): Record<string, unknown>[];
   /** Resolves when the log shows msg (after `since` lines). */
@@ -305,12 +305,13 @@ export async function spawnController(
     logFile,
     identity: opts.identity,
     port,
-    metricSum: async (name) => {
+    metricSum: async (name, label) => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       let sum = 0;
       for (const line of text.split("\n")) {
-        if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-          sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+        if (!(line.startsWith(`${name}{`) || line.startsWith(`${name} `))) continue;
+        if (label && !line.slice(0, line.lastIndexOf(" ")).includes(label)) continue;
+        sum += Number(line.slice(line.lastIndexOf(" ") + 1));
       }
       return sum;
     },
