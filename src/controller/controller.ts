@@ -522,10 +522,16 @@ export class OvnController {
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
     );
+    const generation = subnet.metadata.generation;
+    if (generation !== undefined) {
+      body.observedGeneration = generation;
+      for (const c of body.conditions) c.observedGeneration = generation;
+    }
     if (capacity) this.o.metrics?.setSubnetUsage(name, { used: body.usedIPs, available: body.availableIPs });
     const cur = subnet.status ?? {};
     const same =
       cur.phase === body.phase &&
+      cur.observedGeneration === body.observedGeneration &&
       cur.availableIPs === body.availableIPs &&
       cur.usedIPs === body.usedIPs &&
       cur.portCapacity === body.portCapacity &&

@@ -168,6 +168,8 @@ function fail(name: string, reason: string, message: string): Verdict {
 
 export interface SubnetStatusBody {
   phase: Phase;
+  /** The metadata.generation this status describes. */
+  observedGeneration?: number;
   availableIPs: number;
   usedIPs: number;
   logicalSwitch: string;

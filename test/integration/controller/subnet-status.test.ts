@@ -45,6 +45,12 @@ test("a Subnet naming a missing external switch is Failed with ExternalSwitchNot
   });
   assert.equal(ok.status?.phase, "Active");
   assert.equal(ok.status?.logicalSwitch, "zstack-l3-4711");
+  assert.equal(
+    ok.status?.observedGeneration,
+    ok.metadata.generation,
+    "the status says which spec it describes",
+  );
+  assert.equal(ready(ok)?.observedGeneration, ok.metadata.generation);
 
   // Attaching pods to ZStack's switches is External mode, not implemented yet: such a pod gets a Warning
   // Event saying so, no address, and nothing is written to the ZStack switch.
@@ -69,6 +75,15 @@ test("a Subnet naming a missing external switch is Failed with ExternalSwitchNot
       await c.nb.echo();
       const ls = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === "zstack-l3-4711");
       assert.equal(ls?.ports.length, 0, "nothing written to the ZStack switch");
+      // The namespaces change was a new generation; the status follows it.
+      const after = await until("status of the new generation", async () => {
+        const sn = await get();
+        return (sn.metadata.generation ?? 0) > (ok.metadata.generation ?? 0) &&
+          sn.status?.observedGeneration === sn.metadata.generation
+          ? sn
+          : undefined;
+      });
+      assert.equal(ready(after)?.observedGeneration, after.metadata.generation);
     },
   );
 });
