@@ -149,7 +149,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     this.monitorId = `zovn-${db}`;
     this.backoff = new Backoff(opts.backoff);
     this.log = opts.logger ?? silentLogger;
-    if (this.clientSchema) this.cacheImpl = new Cache<T>(this.clientSchema);
+    if (this.clientSchema) this.cacheImpl = this.newCache(this.clientSchema);
   }
 
   get state(): ClientState {
@@ -436,7 +436,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       this.serverSchema !== undefined && JSON.stringify(this.serverSchema.raw) !== JSON.stringify(raw);
     this.serverSchema = server;
     this.effective = this.clientSchema ? intersectSchema(this.clientSchema, server) : server;
-    if (!this.cacheImpl) this.cacheImpl = new Cache<T>(server);
+    if (!this.cacheImpl) this.cacheImpl = this.newCache(server);
     this.cacheImpl.setServerSchema(server);
     if (changed) {
       // History from before a schema change cannot be resumed.
@@ -603,6 +603,14 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     const conn = await this.readyConn();
     await conn.request("monitor_cancel", [this.monitorId]);
     this.monitorCancelled = conn;
+  }
+
+  /** The cache, with a subscriber's exception logged instead of lost (the other subscribers still run). */
+  private newCache(schema: DatabaseSchema): Cache<T> {
+    const cache = new Cache<T>(schema);
+    cache.onListenerError = (e) =>
+      this.log.error({ err: e instanceof Error ? e.message : String(e) }, "ovsdb cache subscriber failed");
+    return cache;
   }
 
   /** A new transaction on this database; nothing is sent until commit(). */

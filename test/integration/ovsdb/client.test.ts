@@ -74,6 +74,31 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     });
   });
 
+  test("a cache subscriber that throws is logged, and the other subscribers still run", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const errors: string[] = [];
+    const logger = {
+      debug() {},
+      info() {},
+      warn() {},
+      error: (_o: object, msg?: string) => errors.push(msg ?? ""),
+    };
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, logger });
+    t.after(() => c.close());
+    await c.connect();
+    const seen: string[] = [];
+    c.cache.subscribe("Address_Set", () => {
+      throw new Error("subscriber bug");
+    });
+    c.cache.subscribe("Address_Set", (events) => {
+      for (const e of events) if (e.kind === "add") seen.push(e.row.name as string);
+    });
+    await c.transact((txn) => txn.insert("Address_Set", { name: "s1" }));
+    await c.echo();
+    assert.deepEqual(seen, ["s1"]);
+    assert.deepEqual(errors, ["ovsdb cache subscriber failed"]);
+  });
+
   test("inserting into a non-root table without a reference is refused before sending", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
     const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
