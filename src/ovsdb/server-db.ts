@@ -11,7 +11,6 @@ export interface ServerDatabaseRow extends RowBase {
   readonly connected: boolean;
   readonly leader: boolean;
   readonly index: number | null;
-  readonly schema: string | null;
 }
 
 export const SERVER_SCHEMA = parseSchema({
@@ -25,14 +24,19 @@ export const SERVER_SCHEMA = parseSchema({
         model: { type: { key: { type: "string", enum: ["set", ["standalone", "clustered", "relay"]] } } },
         connected: { type: "boolean" },
         leader: { type: "boolean" },
-        schema: { type: { key: { type: "string" }, min: 0, max: 1 } },
         index: { type: { key: { type: "integer" }, min: 0, max: 1 } },
       },
     },
   },
 });
 
-export const SERVER_MONITOR_COLUMNS = ["name", "model", "connected", "leader", "index", "schema"];
+/**
+ * The columns monitored: those above. Not `schema`, the whole database schema as text: the client reads the
+ * schema once per connection with get_schema.
+ */
+export const SERVER_MONITOR_COLUMNS: readonly string[] = [
+  ...(SERVER_SCHEMA.tables.get("Database")?.columns.keys() ?? []),
+];
 
 export function newServerCache(): Cache<{ Database: ServerDatabaseRow }> {
   return new Cache<{ Database: ServerDatabaseRow }>(SERVER_SCHEMA);
