@@ -1,7 +1,7 @@
 // `zovn sandbox demo`: a Deployment spread over the nodes, then a connectivity matrix proving each pod reaches
 // every other pod over TCP (same node and across nodes), plus each pod's egress to the external host.
 
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "./command.ts";
 import { execArgv } from "./exec.ts";
@@ -159,6 +159,25 @@ export async function runDemo(
   return { pods, matrix, egress };
 }
 
+/** Resolves once the podserver logs "listening" on stderr; rejects if it exits or stays silent for 10 s. */
+function listening(server: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`the external podserver did not start: ${err}`)), 10_000);
+    server.stderr?.on("data", (d: Buffer) => {
+      err += d.toString();
+      if (err.includes("listening ")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    server.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the external podserver exited (${code}): ${err}`));
+    });
+  });
+}
+
 /** Each node's pods reach the external host, which sees the pod's node address as the source (local gateway). */
 async function egressCheck(
   layout: Layout,
@@ -171,12 +190,10 @@ async function egressCheck(
   const server = spawn(
     "ip",
     ["netns", "exec", ext.netns, podserver, "--tcp", String(EXT_PORT), "--name", "external"],
-    {
-      stdio: "ignore",
-    },
+    { stdio: ["ignore", "ignore", "pipe"] },
   );
   try {
-    await sleep(300);
+    await listening(server);
     const out: DemoReport["egress"] = [];
     const oneEach = [...new Map(pods.map((p) => [p.node, p])).values()];
     for (const p of oneEach) {
