@@ -15,14 +15,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { cniArgs } from "../src/sandbox/cni-driver.ts";
-import { run } from "../src/sandbox/command.ts";
+import { driverArgs } from "../src/sandbox/cni-driver.ts";
 import { execArgv } from "../src/sandbox/exec.ts";
 import { kubectl } from "../src/sandbox/kubectl.ts";
-import { layoutFor } from "../src/sandbox/layout.ts";
-import { repoRoot } from "../src/sandbox/repo.ts";
-import { loadState, type SandboxState } from "../src/sandbox/state.ts";
-import { planTopology, type Topology } from "../src/sandbox/topology.ts";
+import { eventually, sandboxHandle } from "../test/rig/sandbox-handle.ts";
 
 const { values: opts } = parseArgs({
   options: {
@@ -34,25 +30,15 @@ const { values: opts } = parseArgs({
 const NAME = opts.name as string;
 const LEVELS = (opts.levels as string).split(",").map(Number);
 const NODE = "node1";
-const layout = layoutFor(NAME);
+const sandbox = sandboxHandle(NAME);
+const { layout, zovn, ctx } = sandbox;
 const STEPS = ["veth", "ovs-port", "ovn-installed", "total"] as const;
 type Step = (typeof STEPS)[number];
 type Timings = Record<Step, number>;
 type AgentTimings = Timings & { request: number };
 
-function zovn(args: string[]): Promise<string> {
-  return run(join(repoRoot, "bin/zovn"), ["sandbox", "--name", NAME, ...args], { timeoutMs: 10 * 60_000 });
-}
-
-function ctx(): { state: SandboxState; topo: Topology } {
-  const state = loadState(layout);
-  if (!state) throw new Error("sandbox state missing");
-  return { state, topo: planTopology(state.spec) };
-}
-
 function onNode(command: string[], input?: string): Promise<string> {
-  const argv = execArgv(layout, ctx().topo, NODE, command);
-  return run(argv[0] as string, argv.slice(1), { timeoutMs: 120_000, ...(input ? { input } : {}) });
+  return sandbox.inside(NODE, command, { timeoutMs: 120_000, ...(input !== undefined ? { input } : {}) });
 }
 
 /** Spawns `command` on the node and resolves with its stdout and the milliseconds from spawn to exit. */
@@ -76,16 +62,6 @@ function timedOnNode(command: string[]): Promise<{ ms: number; out: string }> {
       else reject(new Error(`${command.join(" ")}: exit ${code}: ${err.trim() || out.trim()}`));
     });
   });
-}
-
-async function until<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
 }
 
 interface BenchPod {
@@ -116,7 +92,7 @@ async function createPods(level: number): Promise<BenchPod[]> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  return until(`${level} bench pods Running`, 180_000, async () => {
+  return eventually(`${level} bench pods Running`, 180_000, async () => {
     const out = JSON.parse(
       await kubectl(layout, state, ["get", "pods", "-l", `bench=${level}`, "-o", "json"]),
     ) as {
@@ -146,7 +122,7 @@ async function createPods(level: number): Promise<BenchPod[]> {
 async function deletePods(level: number): Promise<void> {
   const { state } = ctx();
   await kubectl(layout, state, ["delete", "pods", "-l", `bench=${level}`, "--wait=false"]);
-  await until(`bench pods ${level} gone`, 180_000, async () =>
+  await eventually(`bench pods ${level} gone`, 180_000, async () =>
     (await kubectl(layout, state, ["get", "pods", "-l", `bench=${level}`, "-o", "name"])).trim() === ""
       ? true
       : undefined,
@@ -171,16 +147,17 @@ function simulatorSandboxes(pods: BenchPod[]): { containerId: string; netns: str
 }
 
 function driverCall(op: "add" | "del", containerId: string, netns: string, pod: BenchPod): string[] {
-  const driver = ctx().state.binaries?.CNI_DRIVER as string;
-  const args = cniArgs({
-    containerId,
-    netnsPath: netns,
-    ifname: "eth0",
-    podNamespace: "default",
-    podName: pod.name,
-    podUid: pod.uid,
-  });
-  return [driver, op, "--container-id", containerId, "--netns", netns, "--ifname", "eth0", "--args", args];
+  return [
+    sandbox.binary("CNI_DRIVER"),
+    ...driverArgs(op, {
+      containerId,
+      netnsPath: netns,
+      ifname: "eth0",
+      podNamespace: "default",
+      podName: pod.name,
+      podUid: pod.uid,
+    }),
+  ];
 }
 
 async function makeNetns(names: string[]): Promise<void> {
@@ -236,7 +213,7 @@ async function agentRun(pods: BenchPod[]): Promise<{ agent: AgentTimings[]; endT
     );
     // The log line is written just before the reply; give the file a moment.
     const ids = new Set(runs.map((r) => r.containerId));
-    const agent = await until("agent timings logged", 10_000, async () => {
+    const agent = await eventually("agent timings logged", 10_000, async () => {
       const t = agentTimings(ids);
       return t.length === runs.length ? t : undefined;
     });

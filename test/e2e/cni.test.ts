@@ -9,67 +9,17 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
-import { type CniAttachment, cniArgs } from "../../src/sandbox/cni-driver.ts";
+import { type CniAttachment, driverArgs } from "../../src/sandbox/cni-driver.ts";
 import { run } from "../../src/sandbox/command.ts";
 import { execArgv, findPod } from "../../src/sandbox/exec.ts";
 import { kubectl } from "../../src/sandbox/kubectl.ts";
-import { layoutFor } from "../../src/sandbox/layout.ts";
 import { isAlive } from "../../src/sandbox/process-table.ts";
-import { repoRoot } from "../../src/sandbox/repo.ts";
-import { loadState, type SandboxState } from "../../src/sandbox/state.ts";
-import { planTopology, type Topology } from "../../src/sandbox/topology.ts";
+import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
 
 const NAME = "zsbcni";
-const ZOVN = `${repoRoot}/bin/zovn`;
 const NODE = "node1";
-const layout = layoutFor(NAME);
-
-async function zovn(args: string[], timeoutMs = 10 * 60_000): Promise<string> {
-  return run(ZOVN, ["sandbox", "--name", NAME, ...args], { timeoutMs });
-}
-
-function ctx(): { state: SandboxState; topo: Topology } {
-  const state = loadState(layout);
-  if (!state) throw new Error("sandbox state missing");
-  return { state, topo: planTopology(state.spec) };
-}
-
-function binary(key: "CNI_DRIVER" | "CNITOOL" | "PODSERVER"): string {
-  const path = ctx().state.binaries?.[key];
-  if (!path) throw new Error(`the sandbox state records no ${key}`);
-  return path;
-}
-
-async function inside(
-  target: string,
-  command: string[],
-  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
-): Promise<string> {
-  const { topo } = ctx();
-  const argv = execArgv(layout, topo, target, command);
-  return (
-    await run(argv[0] as string, argv.slice(1), {
-      timeoutMs: opts.timeoutMs ?? 60_000,
-      ...(opts.env ? { env: opts.env } : {}),
-    })
-  ).trim();
-}
-
-async function eventually<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > end) throw new Error(`timed out: ${what}${last ? ` (${(last as Error).message})` : ""}`);
-    await sleep(300);
-  }
-}
+const sandbox = sandboxHandle(NAME);
+const { layout, zovn, ctx, binary, inside } = sandbox;
 
 function k(args: string[]): Promise<string> {
   return kubectl(layout, ctx().state, args);
@@ -175,18 +125,7 @@ function containerId(): string {
 }
 
 async function driver(op: "add" | "del" | "check", a: CniAttachment): Promise<string> {
-  return inside(NODE, [
-    binary("CNI_DRIVER"),
-    op,
-    "--container-id",
-    a.containerId,
-    "--netns",
-    a.netnsPath,
-    "--ifname",
-    a.ifname,
-    "--args",
-    cniArgs(a),
-  ]);
+  return inside(NODE, [binary("CNI_DRIVER"), ...driverArgs(op, a)]);
 }
 
 /** A TCP payload from a process in `from` (a pod, or a netns path on NODE) to a listener in pod `server`. */

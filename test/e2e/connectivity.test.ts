@@ -4,46 +4,17 @@
 // nothing behind.
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "../../src/sandbox/command.ts";
 import { type DemoPod, runDemo } from "../../src/sandbox/demo.ts";
 import { execArgv } from "../../src/sandbox/exec.ts";
 import { kubectl } from "../../src/sandbox/kubectl.ts";
-import { layoutFor } from "../../src/sandbox/layout.ts";
 import { localRemote } from "../../src/sandbox/ovn-central.ts";
-import { repoRoot } from "../../src/sandbox/repo.ts";
-import { loadState, type SandboxState } from "../../src/sandbox/state.ts";
-import { planTopology, type Topology } from "../../src/sandbox/topology.ts";
+import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
 
 const NAME = "zsbnet";
-const ZOVN = `${repoRoot}/bin/zovn`;
-const layout = layoutFor(NAME);
-
-async function zovn(args: string[], timeoutMs = 10 * 60_000): Promise<string> {
-  return run(ZOVN, ["sandbox", "--name", NAME, ...args], { timeoutMs });
-}
-
-function ctx(): { state: SandboxState; topo: Topology } {
-  const state = loadState(layout);
-  if (!state) throw new Error("sandbox state missing");
-  return { state, topo: planTopology(state.spec) };
-}
-
-async function inside(target: string, command: string[]): Promise<string> {
-  const { topo } = ctx();
-  const argv = execArgv(layout, topo, target, command);
-  return (await run(argv[0] as string, argv.slice(1), { timeoutMs: 15_000 })).trim();
-}
-
-async function eventually<T>(what: string, timeoutMs: number, fn: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out: ${what}`);
-    await sleep(300);
-  }
-}
+const sandbox = sandboxHandle(NAME);
+const { layout, zovn, ctx } = sandbox;
+const inside = (target: string, command: string[]) => sandbox.inside(target, command, { timeoutMs: 15_000 });
 
 describe("pod connectivity in the sandbox", { timeout: 30 * 60_000 }, () => {
   after(async () => {
