@@ -8,7 +8,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "../../src/sandbox/command.ts";
 import { layoutFor } from "../../src/sandbox/layout.ts";
 import { listNetns, readMountInfo } from "../../src/sandbox/netns.ts";
@@ -21,9 +20,10 @@ import {
   readProcess,
 } from "../../src/sandbox/process-table.ts";
 import { repoRoot } from "../../src/sandbox/repo.ts";
-import type { SandboxState } from "../../src/sandbox/state.ts";
+import { loadState as loadSandboxState, type SandboxState } from "../../src/sandbox/state.ts";
 import { findNamespaces, processesIn } from "../../src/sandbox/sweep.ts";
 import { planTopology } from "../../src/sandbox/topology.ts";
+import { eventually } from "../rig/sandbox-handle.ts";
 
 const NAME = "zsbe2e";
 const PREFIX = `${NAME}-`;
@@ -95,11 +95,7 @@ function sandboxProcesses(): ProcessIdentity[] {
   ];
 }
 
-function loadState(): SandboxState | undefined {
-  return existsSync(layout.stateFile)
-    ? (JSON.parse(readFileSync(layout.stateFile, "utf8")) as SandboxState)
-    : undefined;
-}
+const loadState = (): SandboxState | undefined => loadSandboxState(layout);
 
 interface Result {
   code: number | null;
@@ -181,25 +177,6 @@ async function chassisNames(): Promise<string[]> {
     "Chassis",
   ]);
   return out.split("\n").filter(Boolean).sort();
-}
-
-async function eventually<T>(
-  what: string,
-  timeoutMs: number,
-  probe: () => Promise<T | undefined>,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(500);
-  }
-  throw new Error(`${what} did not happen within ${timeoutMs} ms${last ? `: ${String(last)}` : ""}`);
 }
 
 const deployment = JSON.stringify({
@@ -425,6 +402,33 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
     );
   });
 
+  it("a killed kubelet simulator: status exits 1 naming it, and up restarts it, which adopts the running pods", async () => {
+    const list = (await kubectlJson<PodList>(["get", "pods", "-l", "app=web"])).items.filter(
+      (p) => p.spec.nodeName === "node1",
+    );
+    assert.ok(list.length > 0, "node1 runs pods");
+    const before = new Map(
+      list.map((p) => [p.metadata.uid, podRecord("node1", p.metadata.uid)?.containerId]),
+    );
+    const sim = loadState()?.daemons.find((d) => d.name === "node1/kubelet-sim");
+    assert.ok(sim, "the state records node1's kubelet simulator");
+    process.kill(sim.pid, "SIGKILL"); // a process this suite's sandbox started
+    await eventually("the simulator gone", 10_000, async () => (isAlive(sim) ? undefined : true));
+    const status = await zovn(["status"]);
+    assert.equal(status.code, 1, "status exits 1 when a component is down");
+    assert.match(status.stdout, /node1\/kubelet-sim\s+NOT RUNNING/);
+    await ok(["up"]);
+    assert.equal((await zovn(["status"])).code, 0, "all running again");
+    // The restarted simulator took the running pods over: same sandboxes, still Running.
+    await runningPodsOn("node1", "10.244.1", list.length);
+    for (const p of list)
+      assert.equal(
+        podRecord("node1", p.metadata.uid)?.containerId,
+        before.get(p.metadata.uid),
+        p.metadata.name,
+      );
+  });
+
   it("a pod whose netns disappears gets a new sandbox with a new container id", async () => {
     const list = (await kubectlJson<PodList>(["get", "pods", "-l", "app=web"])).items.filter(
       (p) => p.spec.nodeName === "node1",
@@ -469,6 +473,7 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
     assert.ok(ours.length >= 10, `expected the sandbox's processes, found ${ours.length}`);
     await ok(["down"]);
     assertRestored(baseline, ours);
+    assert.ok(existsSync(layout.logDir), "down without --purge keeps the logs");
   });
 
   it("a killed up, followed by down and up, still brings the sandbox up", async () => {
