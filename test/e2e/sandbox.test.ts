@@ -361,6 +361,31 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
     await ok(["kubectl", "delete", "pod", "hostnet", "--wait=true", "--timeout=30s"]);
   });
 
+  it("a container that keeps exiting is restarted with back-off and shows CrashLoopBackOff", async () => {
+    const pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "crasher", namespace: "default" },
+      spec: {
+        hostNetwork: true, // no CNI needed
+        nodeName: "node3",
+        containers: [{ name: "c", image: "busybox", command: ["false"] }],
+      },
+    };
+    await ok(["kubectl", "apply", "-f", "-"], { input: JSON.stringify(pod) });
+    const status = await eventually("CrashLoopBackOff after a restart", 60_000, async () => {
+      const p = JSON.parse(await ok(["kubectl", "get", "pod", "crasher", "-o", "json"])) as {
+        status: {
+          containerStatuses?: { restartCount: number; state?: { waiting?: { reason?: string } } }[];
+        };
+      };
+      const c = p.status.containerStatuses?.[0];
+      return c && c.restartCount >= 1 && c.state?.waiting?.reason === "CrashLoopBackOff" ? c : undefined;
+    });
+    assert.ok(status.restartCount >= 1);
+    await ok(["kubectl", "delete", "pod", "crasher", "--wait=true", "--timeout=30s"]);
+  });
+
   it("once a node has a CNI configuration its pods get IPs, turn Ready and become endpoints", async () => {
     const onNode1 = (await kubectlJson<PodList>(["get", "pods", "-l", "app=web"])).items.filter(
       (p) => p.spec.nodeName === "node1",
