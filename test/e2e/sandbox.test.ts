@@ -155,7 +155,7 @@ interface PodList {
 }
 
 interface EventList {
-  items: Array<{ reason: string; message: string; involvedObject: { name: string } }>;
+  items: Array<{ reason: string; message: string; count?: number; involvedObject: { name: string } }>;
 }
 
 async function readyNodes(): Promise<string[]> {
@@ -333,6 +333,16 @@ describe("zovn sandbox", { timeout: UP_TIMEOUT_MS + 10 * 60_000 }, () => {
       pods.every((p) => withEvent.has(p.metadata.name)),
       "each pod has a FailedCreatePodSandBox event",
     );
+    // The retries (backing off from 1 s) repeat the same event, which bumps its count instead of adding one.
+    await eventually("a repeated FailedCreatePodSandBox event counted", 30_000, async () => {
+      const again = await kubectlJson<EventList>([
+        "get",
+        "events",
+        "--field-selector",
+        "reason=FailedCreatePodSandBox",
+      ]);
+      return again.items.some((e) => (e.count ?? 1) >= 2) ? true : undefined;
+    });
   });
 
   it("a hostNetwork pod runs in its node's netns with the node's IP, without the CNI", async () => {
