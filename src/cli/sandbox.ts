@@ -27,7 +27,7 @@ import { upSummary } from "../sandbox/up-summary.ts";
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
   demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--skip-chassis-config] [--no-node-agent] [--timeout SECONDS]
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
@@ -108,7 +108,6 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       nodes: { type: "string" },
       raft: { type: "boolean" },
       encap: { type: "string" },
-      "skip-chassis-config": { type: "boolean" },
       "node-agent": { type: "boolean" },
       "no-node-agent": { type: "boolean" },
       timeout: { type: "string" },
@@ -131,10 +130,6 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
   if (values["node-agent"] !== undefined || values["no-node-agent"] !== undefined) {
     spec.nodeAgent = values["no-node-agent"] !== true;
     explicit.add("nodeAgent");
-  }
-  if (values["skip-chassis-config"] !== undefined) {
-    spec.chassisConfig = !values["skip-chassis-config"];
-    explicit.add("chassisConfig");
   }
   const progress = new Progress();
   // Loaded on demand: the Kubernetes client is large, and the relay process needs none of it.

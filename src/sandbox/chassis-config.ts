@@ -1,6 +1,6 @@
-// Stand-in for the node agent: ovn-controller's settings in the node's Open_vSwitch table. They belong to the
-// node agent (a later issue), which also owns br-int; until it exists the sandbox writes them so that the
-// chassis register. `zovn sandbox up --skip-chassis-config` leaves them to the agent.
+// Stand-in for the node agent under `up --no-node-agent`: ovn-controller's settings in the node's Open_vSwitch
+// table. They belong to zstack-ovnkube-node (which also owns br-int); without it the sandbox writes them so
+// that the chassis register.
 
 import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
 

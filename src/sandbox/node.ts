@@ -180,7 +180,7 @@ export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
   await ensureNodeMountNamespace(ctx.layout, node);
   await ensureOvs(ctx, node);
   await ensureBrPhy(ctx.layout, node);
-  if (ctx.topo.spec.chassisConfig && !ctx.topo.spec.nodeAgent)
+  if (!ctx.topo.spec.nodeAgent)
     await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
   await ensureOvnController(ctx, node);
   ensureNodeSimulator(ctx, node);

@@ -9,8 +9,6 @@ export interface SandboxSpec {
   nodes: number;
   /** Three-member Raft clusters for NB and SB instead of one standalone server each. */
   raft: boolean;
-  /** Write ovn-remote, encap and system-id on each node (the node agent's job once it exists). */
-  chassisConfig: boolean;
   encap: Encap;
   /** Run zstack-ovnkube-node on every node; it then owns the chassis settings instead of the sandbox. */
   nodeAgent?: boolean;
@@ -20,7 +18,6 @@ export const DEFAULT_SPEC: SandboxSpec = {
   name: "zsb",
   nodes: 3,
   raft: false,
-  chassisConfig: true,
   encap: "vxlan",
   nodeAgent: true,
 };

@@ -220,8 +220,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       progress,
     ),
   ];
-  if (spec.chassisConfig || spec.nodeAgent)
-    waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
+  waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();
   progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
