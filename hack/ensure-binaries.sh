@@ -20,7 +20,7 @@ case "${1:-}" in
 "") ;;
 --print) mode=print ;;
 -h | --help)
-	sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 0
 	;;
 *)

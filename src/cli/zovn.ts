@@ -2,7 +2,7 @@
 
 import { runSandboxCommand } from "./sandbox.ts";
 
-const usage = `usage: zovn sandbox up|down|status|kubectl|exec|restart-node ... (zovn sandbox --help)`;
+const usage = `usage: zovn sandbox up|down|status|kubectl|exec|restart-node|demo ... (zovn sandbox --help)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;

@@ -18,7 +18,6 @@ import {
   Watch,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { CniError } from "./cni-driver.ts";
 import { EventRecorder } from "./event-recorder.ts";
 import { microTime, type NodeFacts, nodeLabels, nodeStatusPatch } from "./node-status.ts";
 import { containerProcess } from "./pod-command.ts";
@@ -341,7 +340,7 @@ export class NodeSimulator {
       this.log.info({ pod: podKey(pod), containerId: rec.containerId, ips: rec.ips }, "sandbox ready");
       return rec;
     } catch (err) {
-      const detail = err instanceof CniError ? err.message : (err as Error).message;
+      const detail = (err as Error).message;
       const message = `Failed to create pod sandbox: failed to setup network for sandbox: ${detail}`;
       const delayMs = Math.min((retry?.delayMs ?? SANDBOX_RETRY_MIN_MS / 2) * 2, SANDBOX_RETRY_MAX_MS);
       this.sandboxRetry.set(uid, { at: Date.now() + delayMs, delayMs, error: message });

@@ -1,7 +1,7 @@
 // What `zovn sandbox up` prints last: where everything is and the commands to reach it.
 
 import { localRemote } from "./ovn-central.ts";
-import { APISERVER_PORT, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
+import { APISERVER_PORT, centralRemote, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
 import type { UpResult } from "./up.ts";
 
 export function upSummary(r: UpResult): string {
@@ -13,7 +13,7 @@ export function upSummary(r: UpResult): string {
     `  apiserver    https://127.0.0.1:${state.apiserverPort} (relayed to https://${topo.controlPlane.ip}:${APISERVER_PORT} in netns ${topo.controlPlane.netns})`,
     `  kubeconfig   ${r.kubeconfig}`,
     `  kubectl      ${cli} kubectl get pods -A`,
-    `  OVN NB/SB    ${topo.centralIps.map((ip) => `tcp:${ip}:${NB_PORT}`).join(",")} / ${topo.centralIps.map((ip) => `tcp:${ip}:${SB_PORT}`).join(",")}`,
+    `  OVN NB/SB    ${centralRemote(topo, NB_PORT)} / ${centralRemote(topo, SB_PORT)}`,
     `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
     ...topo.nodes.map(
       (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
