@@ -19,6 +19,7 @@ import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import {
   type ClusterNetworks,
   coreRows,
+  insideSetRow,
   subnetRows,
   subnetScope,
   subnetSwitchName,
@@ -404,7 +405,15 @@ export class OvnController {
       tables: ["Logical_Router", "Logical_Switch", "Logical_Router_Port", "Logical_Switch_Port"],
       owns: (id) => id === "cluster-router" || id === "join" || id.startsWith("join-"),
     };
-    const s = plan(nb.cache as never, nb.schema, txn as never, coreRows(this.net), core);
+    // The inside set already lists the Subnets that will be accepted, so their reconciles write nothing more.
+    this.judge();
+    const s = plan(
+      nb.cache as never,
+      nb.schema,
+      txn as never,
+      coreRows(this.net, this.acceptedCidrs()),
+      core,
+    );
     if (!s.empty) await txn.commit();
   }
 
@@ -444,17 +453,34 @@ export class OvnController {
     };
   }
 
-  async reconcileSubnet(name: string): Promise<{ requeueAfterMs: number } | undefined> {
-    const { nb } = this.o;
-    const facts = this.facts();
+  /** Judges every Subnet against the cluster (overlaps, external switches, datapaths). */
+  private judge(): void {
     this.verdicts = judgeSubnets(
       this.subnets.list().map((s) => ({
         name: s.metadata.name,
         creationTimestamp: String((s.metadata as { creationTimestamp?: string }).creationTimestamp ?? ""),
         spec: s.spec as unknown as Record<string, unknown>,
       })),
-      facts,
+      this.facts(),
     );
+  }
+
+  /** The CIDRs of the Subnets accepted now whose switches are ours, on the cluster router. */
+  private acceptedCidrs(): string[] {
+    const cidrs: string[] = [];
+    for (const s of this.subnets.list())
+      if (this.verdicts.get(s.metadata.name)?.definition && !s.spec.externalLogicalSwitch)
+        cidrs.push(...s.spec.cidr.split(",").map((c) => c.trim()));
+    return cidrs;
+  }
+
+  private insideSet() {
+    return insideSetRow(this.net, this.acceptedCidrs());
+  }
+
+  async reconcileSubnet(name: string): Promise<{ requeueAfterMs: number } | undefined> {
+    const { nb } = this.o;
+    this.judge();
     const subnet = this.subnets.get(name);
     const v = this.verdicts.get(name);
     const scope = subnetScope(name);
@@ -467,12 +493,14 @@ export class OvnController {
             gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
           })
         : [];
-    // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone.
-    if (subnet === undefined || v?.definition) {
-      const txn = nb.transaction();
-      const s = plan(nb.cache as never, nb.schema, txn as never, desired, scope);
-      if (!s.empty) await txn.commit();
-    }
+    // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone. The inside
+    // set follows the accepted Subnets, in the same transaction as the switch it concerns.
+    const txn = nb.transaction();
+    const s =
+      subnet === undefined || v?.definition
+        ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
+        : plan(nb.cache as never, nb.schema, txn as never, [this.insideSet()]);
+    if (!s.empty) await txn.commit();
     if (!subnet) {
       this.loadedSpecs.delete(name);
       this.o.metrics?.deleteSubnet(name);

@@ -72,7 +72,7 @@ export class NodeNetworks {
       this.nb.cache as never,
       this.nb.schema,
       txn as never,
-      nodeRows(mgmt, this.net),
+      nodeRows(mgmt),
       nodeScope(node),
     );
     if (!summary.empty) {

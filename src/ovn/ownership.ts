@@ -25,7 +25,8 @@ export type Kind =
   | "pod-port"
   | "node-pods"
   | "egress-policy"
-  | "egress-route";
+  | "egress-route"
+  | "inside-set";
 
 export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
   return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };

@@ -100,11 +100,31 @@ export function egressPlaceholder(joinCIDR: string): string {
   return formatIp(ipFromValue(cidr.family, cidrLast(cidr).value - 1n));
 }
 
-/** The cluster router, the join switch and their link. */
-export function coreRows(net: ClusterNetworks): DesiredRow[] {
+/** The address set of IPv4 destinations that stay inside the cluster; the egress policies match against it. */
+export const INSIDE_ADDRESS_SET_V4 = "zovn_inside_v4";
+
+/**
+ * The cluster CIDR, the service and join CIDRs and every Subnet's CIDR: traffic to these stays on the cluster
+ * router; everything else from a pod leaves through its node. One cluster-wide row, so a Subnet added or
+ * removed changes one row, not every node's policy.
+ */
+export function insideSetRow(net: ClusterNetworks, subnetCidrs: readonly string[] = []): DesiredRow {
+  const v4 = [...new Set([...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR, ...subnetCidrs])]
+    .filter((c) => !isV6(c))
+    .sort();
+  return {
+    table: "Address_Set",
+    id: "inside-v4",
+    row: { name: INSIDE_ADDRESS_SET_V4, addresses: v4, external_ids: ownedIds("inside-set", "inside-v4") },
+  };
+}
+
+/** The cluster router, the join switch and their link, and the inside address set (with `subnetCidrs`). */
+export function coreRows(net: ClusterNetworks, subnetCidrs: readonly string[] = []): DesiredRow[] {
   const joinPrefix = prefixOf(net.joinCIDR);
   const v4Default = isV6(net.joinCIDR) ? "::/0" : "0.0.0.0/0";
   return [
+    insideSetRow(net, subnetCidrs),
     {
       table: "Logical_Router",
       id: "cluster-router",
@@ -206,7 +226,7 @@ export function subnetRows(s: SubnetTopology): DesiredRow[] {
  * policy that sends their traffic bound outside the cluster to this node's management port.
  * The address sets' `addresses` column is not managed here: pod reconciles add and remove single addresses.
  */
-export function nodeRows(n: NodeTopology, net: ClusterNetworks): DesiredRow[] {
+export function nodeRows(n: NodeTopology): DesiredRow[] {
   const tag = { [NODE_KEY]: n.name };
   const mgmtIp = n.mgmtIP.slice(0, n.mgmtIP.indexOf("/"));
   const rows: DesiredRow[] = [
@@ -222,7 +242,6 @@ export function nodeRows(n: NodeTopology, net: ClusterNetworks): DesiredRow[] {
       parent: { table: "Logical_Switch", id: "join", column: "ports" },
     },
   ];
-  const v4Inside = [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR].filter((c) => !isV6(c));
   const set = nodePodsAddressSet(n.name, 4);
   rows.push(
     {
@@ -235,7 +254,7 @@ export function nodeRows(n: NodeTopology, net: ClusterNetworks): DesiredRow[] {
       id: `node/${n.name}/egress-v4`,
       row: {
         priority: EGRESS_POLICY_PRIORITY,
-        match: `ip4.src == $${set} && ip4.dst != {${v4Inside.join(", ")}}`,
+        match: `ip4.src == $${set} && ip4.dst != $${INSIDE_ADDRESS_SET_V4}`,
         action: "reroute",
         nexthops: [mgmtIp],
         external_ids: ownedIds("egress-policy", `node/${n.name}/egress-v4`, tag),
@@ -256,6 +275,7 @@ const TOPOLOGY_KINDS = new Set([
   "node-pods",
   "egress-policy",
   "egress-route",
+  "inside-set",
 ]);
 
 /** The owned rows a full topology plan is responsible for: everything but pod ports. */
@@ -298,5 +318,12 @@ export function desiredTopology(
   subnets: readonly SubnetTopology[],
   nodes: readonly NodeTopology[],
 ): DesiredRow[] {
-  return [...coreRows(net), ...subnets.flatMap(subnetRows), ...nodes.flatMap((n) => nodeRows(n, net))];
+  return [
+    ...coreRows(
+      net,
+      subnets.flatMap((s) => s.cidrs),
+    ),
+    ...subnets.flatMap(subnetRows),
+    ...nodes.flatMap((n) => nodeRows(n)),
+  ];
 }

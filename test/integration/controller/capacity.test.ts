@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-network.ts";
 import { VXLAN_MAX_DATAPATHS } from "../../../src/controller/subnet-status.ts";
-import { subnetSwitchName } from "../../../src/ovn/topology.ts";
+import { INSIDE_ADDRESS_SET_V4, subnetSwitchName } from "../../../src/ovn/topology.ts";
 import {
   createNamespace,
   createPods,
@@ -32,6 +32,12 @@ test("under VXLAN: foreign ports hold their addresses, a full switch and a full 
   await createSubnet(c.api, "small", { cidr: "10.80.0.0/20", gateway: "10.80.0.1", namespaces: ["small"] });
   const get = (name: string) => c.api.request<Subnet>(`${SUBNET_PATH}/${name}`);
   await until("small Ready", async () => (ready(await get("small"))?.status === "True" ? true : undefined));
+  // Its CIDR lies outside the cluster CIDR: pod traffic to it must stay inside, not be rerouted out via a node.
+  await until("the inside address set lists small's CIDR", async () => {
+    await c.nb.echo();
+    const inside = c.nb.cache.table("Address_Set").findOne((r) => r.name === INSIDE_ADDRESS_SET_V4);
+    return inside?.addresses.includes("10.80.0.0/20") ? true : undefined;
+  });
   const lsOf = async () => {
     await c.nb.echo();
     const ls = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("small"));

@@ -8,6 +8,7 @@ import {
   CLUSTER_ROUTER,
   type ClusterNetworks,
   desiredTopology,
+  INSIDE_ADDRESS_SET_V4,
   mgmtPortName,
   type NodeTopology,
   nodeScope,
@@ -78,8 +79,16 @@ describe("OVN topology on a real NB database", () => {
     const pol = c.cache.table("Logical_Router_Policy").values().next().value;
     assert.match(
       pol?.match ?? "",
-      /^ip4\.src == \$zovn_pods_node\d_[0-9a-f]{8}_v4 && ip4\.dst != \{10\.244\.0\.0\/16, 10\.96\.0\.0\/16, 100\.64\.0\.0\/16\}$/,
+      /^ip4\.src == \$zovn_pods_node\d_[0-9a-f]{8}_v4 && ip4\.dst != \$zovn_inside_v4$/,
     );
+    // Inside: the cluster, service and join CIDRs and every Subnet's IPv4 CIDR, also one outside the cluster CIDR.
+    const inside = c.cache.table("Address_Set").findOne((r) => r.name === INSIDE_ADDRESS_SET_V4);
+    assert.deepEqual([...(inside?.addresses ?? [])].sort(), [
+      "10.244.0.0/16",
+      "10.245.0.0/24",
+      "10.96.0.0/16",
+      "100.64.0.0/16",
+    ]);
     const mgmt = c.cache.table("Logical_Switch_Port").findOne((r) => r.name === mgmtPortName("node1"));
     assert.deepEqual(mgmt?.options, { "requested-chassis": "node1" });
 
