@@ -99,6 +99,24 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.deepEqual(errors, ["ovsdb cache subscriber failed"]);
   });
 
+  test("a guarded insert committed twice applies once; the second resolves as alreadyApplied", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    const insert = () =>
+      c.transact((txn) => {
+        txn.guardAbsent("Address_Set", [["name", "==", "once"]]);
+        txn.insert("Address_Set", { name: "once" });
+      });
+    const first = await insert();
+    assert.equal(first.alreadyApplied, false);
+    const second = await insert();
+    assert.equal(second.alreadyApplied, true);
+    await c.echo();
+    assert.equal(c.cache.table("Address_Set").find((r) => r.name === "once").length, 1);
+  });
+
   test("inserting into a non-root table without a reference is refused before sending", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
     const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
