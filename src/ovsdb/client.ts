@@ -748,9 +748,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
 
 export type { RowBase };
 
-/** A transaction of only reads, waits, comments and asserts writes nothing. */
+/** A transaction of only reads, waits and comments writes nothing. */
 function isReadOnly(txn: { readonly meta: readonly { op: string }[] }): boolean {
-  return txn.meta.every(
-    (m) => m.op === "select" || m.op === "wait" || m.op === "comment" || m.op === "assert",
-  );
+  return txn.meta.every((m) => m.op === "select" || m.op === "wait" || m.op === "comment");
 }

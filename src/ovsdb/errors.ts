@@ -115,7 +115,6 @@ export function transactionErrorFor(error: string, failures: readonly OperationF
     case "timed out":
       return new WaitFailedError(error, failures);
     case "not leader":
-    case "not owner":
       return new NotLeaderTransactionError(error, failures);
     default:
       return new TransactionError(error, failures);

@@ -223,12 +223,6 @@ export class Transaction<T extends TableMap = TableMap> {
     );
   }
 
-  /** Requires that this client holds the named lock (RFC 7047 §5.2.10). */
-  assertLock(lock: string): this {
-    this.push({ op: "assert", lock }, { op: "assert" });
-    return this;
-  }
-
   comment(text: string): this {
     this.push({ op: "comment", comment: text }, { op: "comment" });
     return this;

@@ -4,8 +4,11 @@ import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import {
   ConstraintViolationError,
   OrphanRowError,
+  ReferentialIntegrityError,
+  TransactionError,
   UnknownDatabaseError,
   ValueError,
+  WaitFailedError,
 } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
@@ -115,6 +118,55 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.equal(second.alreadyApplied, true);
     await c.echo();
     assert.equal(c.cache.table("Address_Set").find((r) => r.name === "once").length, 1);
+  });
+
+  test("wait, abort and commitDurable do what RFC 7047 says, and failures come back typed", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    // commitDurable: the write is applied (and on disk when the reply comes).
+    await c.transact((txn) => {
+      txn.insert("Address_Set", { name: "d", addresses: ["10.0.0.1"] });
+      txn.commitDurable();
+    });
+    // wait: holds while the rows are as stated, fails (typed) once they are not.
+    await c.transact((txn) => {
+      txn.wait("Address_Set", [["name", "==", "d"]], ["addresses"], "==", [{ addresses: ["10.0.0.1"] }]);
+      txn.insert("Address_Set", { name: "after-wait" });
+    });
+    await assert.rejects(
+      c.transact((txn) => {
+        txn.wait("Address_Set", [["name", "==", "d"]], ["addresses"], "==", [{ addresses: ["10.9.9.9"] }]);
+        txn.insert("Address_Set", { name: "never" });
+      }),
+      WaitFailedError,
+    );
+    // abort: nothing of the transaction is applied.
+    await assert.rejects(
+      c.transact((txn) => {
+        txn.insert("Address_Set", { name: "aborted" });
+        txn.abort();
+      }),
+      TransactionError,
+    );
+    // A row still referenced strongly cannot be deleted on its own.
+    const ls = await c.transact((txn) => {
+      const p = txn.insert("Logical_Switch_Port", { name: "held" });
+      txn.insert("Logical_Switch", { name: "holder", ports: [p] });
+    });
+    assert.ok(ls.uuids.size === 2);
+    await assert.rejects(
+      c.transact((txn) => txn.delete("Logical_Switch_Port", [["name", "==", "held"]])),
+      ReferentialIntegrityError,
+    );
+    await c.echo();
+    const names = c.cache
+      .table("Address_Set")
+      .find(() => true)
+      .map((r) => r.name)
+      .sort();
+    assert.deepEqual(names, ["after-wait", "d"]);
   });
 
   test("inserting into a non-root table without a reference is refused before sending", async (t) => {
