@@ -19,6 +19,7 @@ import { driverArgs } from "../src/sandbox/cni-driver.ts";
 import { execArgv } from "../src/sandbox/exec.ts";
 import { kubectl } from "../src/sandbox/kubectl.ts";
 import { eventually, sandboxHandle } from "../test/rig/sandbox-handle.ts";
+import { percentile } from "./controller/pod-load.ts";
 
 const { values: opts } = parseArgs({
   options: {
@@ -279,8 +280,10 @@ async function baselineRun(pods: BenchPod[]): Promise<Timings[]> {
 }
 
 function pct(values: number[], p: number): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? Number.NaN;
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    p / 100,
+  );
 }
 
 const f = (ms: number) => ms.toFixed(1).padStart(8);

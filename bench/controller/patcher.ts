@@ -7,6 +7,7 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { ApiClient, isNotFound } from "../../src/k8s/api-client.ts";
 import { POD_NETWORKS_ANNOTATION } from "../../src/ovn/pod-port.ts";
+import { watchFrom } from "./watch.ts";
 
 interface PodEvent {
   type: string;
@@ -90,25 +91,14 @@ async function watchPods(): Promise<void> {
     "/api/v1/pods",
   );
   for (const p of list.items) onEvent({ type: "ADDED", object: p });
-  let rv = list.metadata.resourceVersion;
-  let announced = false;
-  while (!stop.signal.aborted) {
-    const h = await api.stream(
-      "/api/v1/pods",
-      { watch: true, resourceVersion: rv, allowWatchBookmarks: true },
-      (line) => {
-        const ev = JSON.parse(line) as PodEvent;
-        if (ev.object.metadata.resourceVersion) rv = ev.object.metadata.resourceVersion;
-        onEvent(ev);
-      },
-      stop.signal,
-    );
-    if (!announced) {
-      process.stdout.write("watching\n");
-      announced = true;
-    }
-    await h.done.catch(() => {});
-  }
+  await watchFrom<PodEvent["object"]>(
+    api,
+    "/api/v1/pods",
+    list.metadata.resourceVersion,
+    onEvent,
+    stop.signal,
+    () => process.stdout.write("watching\n"),
+  );
 }
 
 process.once("SIGTERM", () => {

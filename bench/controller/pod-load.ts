@@ -6,6 +6,7 @@
 import { performance } from "node:perf_hooks";
 import type { ApiClient } from "../../src/k8s/api-client.ts";
 import { POD_NETWORKS_ANNOTATION } from "../../src/ovn/pod-port.ts";
+import { watchFrom } from "./watch.ts";
 
 export const BENCH_NAMESPACE = "bench";
 
@@ -60,26 +61,13 @@ export async function runLoad(
 
   const stop = new AbortController();
   const list = await api.request<{ metadata: { resourceVersion: string } }>(base, { query: { limit: 1 } });
-  let rv = list.metadata.resourceVersion;
-  const watching = (async () => {
-    while (!stop.signal.aborted) {
-      try {
-        const h = await api.stream(
-          base,
-          { watch: true, resourceVersion: rv, allowWatchBookmarks: true },
-          (line) => {
-            const ev = JSON.parse(line) as PodEvent;
-            if (ev.object.metadata.resourceVersion) rv = ev.object.metadata.resourceVersion;
-            onEvent(ev);
-          },
-          stop.signal,
-        );
-        await h.done;
-      } catch {
-        if (stop.signal.aborted) return;
-      }
-    }
-  })();
+  const watching = watchFrom<PodEvent["object"]>(
+    api,
+    base,
+    list.metadata.resourceVersion,
+    onEvent,
+    stop.signal,
+  );
 
   const start = performance.now();
   let next = 0;
