@@ -2,6 +2,7 @@
 // (no leading zeros in IPv4 octets, no zones) and IPv6 is printed in the RFC 5952 canonical form, so the
 // same address always has the same text in OVN rows, annotations and status.
 
+import { isIP } from "node:net";
 import { InvalidInputError } from "./problem.ts";
 
 export type Family = 4 | 6;
@@ -168,4 +169,10 @@ export function formatIp(ip: IpAddress): string {
 function formatIPv4(value: bigint): string {
   const v = Number(value);
   return `${v >>> 24}.${(v >>> 16) & 255}.${(v >>> 8) & 255}.${v & 255}`;
+}
+
+/** 6 for an IPv6 address or CIDR, else 4; for text already known to be an address (no validation). */
+export function ipFamilyOf(cidrOrIp: string): 4 | 6 {
+  const slash = cidrOrIp.indexOf("/");
+  return isIP(slash < 0 ? cidrOrIp : cidrOrIp.slice(0, slash)) === 6 ? 6 : 4;
 }

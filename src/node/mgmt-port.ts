@@ -6,6 +6,7 @@
 // whenever its ifindex changes.
 
 import { isIP } from "node:net";
+import { ipFamilyOf } from "../ipam/address.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
@@ -67,20 +68,16 @@ export interface MgmtPortSpec {
   mtu: number;
 }
 
-function family(cidrOrIp: string): number {
-  return isIP(cidrOrIp.split("/")[0] ?? "");
-}
-
 /** The ip lines that give the device its MAC, MTU, address and routes; `flush` drops addresses set before. */
 export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): string[] {
   const dev = spec.ifname ?? MGMT_IFNAME;
   const addr = spec.ip.split("/")[0] as string;
-  const v6 = family(addr) === 6;
+  const v6 = ipFamilyOf(addr) === 6;
   const lines = [`link set dev ${dev} address ${spec.mac} mtu ${spec.mtu} up`];
   if (flush) lines.push(`addr flush dev ${dev} scope global`);
   lines.push(`addr replace ${spec.ip} dev ${dev}${v6 ? " nodad" : ""}`);
   for (const cidr of spec.routeCidrs) {
-    if (family(cidr) !== family(addr)) continue;
+    if (ipFamilyOf(cidr) !== ipFamilyOf(addr)) continue;
     lines.push(`route replace ${cidr} via ${spec.gateway} dev ${dev} src ${addr}`);
   }
   return lines;

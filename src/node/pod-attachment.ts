@@ -4,8 +4,8 @@
 // GC select by container id, so they never touch a newer sandbox of the same pod. Operations on one
 // container id run one at a time.
 
-import { isIP } from "node:net";
 import { performance } from "node:perf_hooks";
+import { ipFamilyOf } from "../ipam/address.ts";
 import { podPortName } from "../ovn/pod-port.ts";
 import { type AddStep, CheckFailedError, StepError, StepTimeoutError } from "./errors.ts";
 import { KeyedLock } from "./keyed-lock.ts";
@@ -80,10 +80,6 @@ export interface PodAttacherConfig {
 export interface GcOutcome {
   portsRemoved: string[];
   vethsRemoved: string[];
-}
-
-function familyOf(cidrOrIp: string): number {
-  return isIP(cidrOrIp.split("/")[0] ?? "");
 }
 
 // The iface-id is the controller's port name; one definition for both sides.
@@ -171,7 +167,7 @@ export class PodAttacher {
   }
 
   private result(req: AddRequest, hostIfname: string, hostMac: string | undefined): AttachmentResult {
-    const gwFor = (ip: string) => req.network.gateways.find((g) => familyOf(g) === familyOf(ip));
+    const gwFor = (ip: string) => req.network.gateways.find((g) => ipFamilyOf(g) === ipFamilyOf(ip));
     return {
       interfaces: [
         { name: hostIfname, ...(hostMac ? { mac: hostMac } : {}) },
@@ -182,7 +178,7 @@ export class PodAttacher {
         return { address, ...(gateway ? { gateway } : {}), interface: 1 };
       }),
       routes: [
-        ...req.network.gateways.map((gw) => ({ dst: familyOf(gw) === 6 ? "::/0" : "0.0.0.0/0", gw })),
+        ...req.network.gateways.map((gw) => ({ dst: ipFamilyOf(gw) === 6 ? "::/0" : "0.0.0.0/0", gw })),
         ...(req.network.routes ?? []).map((r) => ({ dst: r.dest, gw: r.nextHop })),
       ],
     };
@@ -234,7 +230,7 @@ export class PodAttacher {
         if (!pod.up) problems.push(`${req.ifname} is down`);
         for (const ip of req.network.ips)
           if (!pod.ips.includes(ip)) problems.push(`${req.ifname} lacks address ${ip}`);
-        const gw4 = req.network.gateways.find((g) => familyOf(g) === 4);
+        const gw4 = req.network.gateways.find((g) => ipFamilyOf(g) === 4);
         if (gw4 && pod.gateway4 !== gw4)
           problems.push(`default route via ${pod.gateway4 ?? "nothing"}, expected ${gw4}`);
       }

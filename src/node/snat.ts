@@ -4,7 +4,7 @@
 // rules live in their own nftables table, replaced as a whole in one atomic `nft -f` transaction.
 
 import { writeFile } from "node:fs/promises";
-import { isIP } from "node:net";
+import { ipFamilyOf } from "../ipam/address.ts";
 import { runTool, ToolError } from "./tool.ts";
 
 export const NFT_TABLE = "zstack_ovn";
@@ -18,10 +18,6 @@ export interface EgressSnatSpec {
   nodeIps?: readonly string[];
 }
 
-function family(cidrOrIp: string): 4 | 6 {
-  return isIP(cidrOrIp.split("/")[0] ?? "") === 6 ? 6 : 4;
-}
-
 /**
  * The nft script. Declaring the table before deleting it makes the delete valid when the table is absent,
  * and the whole script is one transaction: the rules are never missing in between.
@@ -31,8 +27,8 @@ export function snatRuleset(spec: EgressSnatSpec): string {
   const lines = [`table inet ${NFT_TABLE}`, `delete table inet ${NFT_TABLE}`, `table inet ${NFT_TABLE} {`];
   const rules: string[] = [];
   for (const fam of [4, 6] as const) {
-    const inside = spec.insideCidrs.filter((c) => family(c) === fam);
-    const nodeIp = spec.nodeIps?.find((ip) => family(ip) === fam);
+    const inside = spec.insideCidrs.filter((c) => ipFamilyOf(c) === fam);
+    const nodeIp = spec.nodeIps?.find((ip) => ipFamilyOf(ip) === fam);
     const proto = fam === 4 ? "ip" : "ip6";
     const set = `inside_v${fam}`;
     const setType = fam === 4 ? "ipv4_addr" : "ipv6_addr";

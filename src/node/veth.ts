@@ -6,7 +6,7 @@
 
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { isIP } from "node:net";
+import { ipFamilyOf } from "../ipam/address.ts";
 import {
   IpBatchError,
   type IpBatchFailure,
@@ -65,11 +65,6 @@ function ownNetnsPath(host: HostNetns): string {
   return host.netns ?? `/proc/${process.pid}/ns/net`;
 }
 
-function familyOf(cidrOrIp: string): 4 | 6 {
-  const slash = cidrOrIp.indexOf("/");
-  return isIP(slash < 0 ? cidrOrIp : cidrOrIp.slice(0, slash)) === 6 ? 6 : 4;
-}
-
 /** The ip lines that configure the pod end once it exists; each is idempotent. */
 export function podSideLines(spec: PodInterfaceSpec): string[] {
   const dev = spec.ifname;
@@ -81,10 +76,10 @@ export function podSideLines(spec: PodInterfaceSpec): string[] {
   for (const ip of spec.ips) {
     // IPv6 duplicate address detection would hold the address "tentative" for a second; OVN's port
     // security already guarantees uniqueness.
-    lines.push(`addr replace ${ip} dev ${dev}${familyOf(ip) === 6 ? " nodad" : ""}`);
+    lines.push(`addr replace ${ip} dev ${dev}${ipFamilyOf(ip) === 6 ? " nodad" : ""}`);
   }
   for (const gw of spec.gateways) {
-    lines.push(`route replace ${familyOf(gw) === 6 ? "::/0" : "0.0.0.0/0"} via ${gw} dev ${dev}`);
+    lines.push(`route replace ${ipFamilyOf(gw) === 6 ? "::/0" : "0.0.0.0/0"} via ${gw} dev ${dev}`);
   }
   for (const r of spec.routes ?? []) lines.push(`route replace ${r.dest} via ${r.nextHop} dev ${dev}`);
   return lines;
