@@ -53,6 +53,7 @@ async function main(): Promise<number> {
             ca: readFileSync(ssl.caCert),
             cert: readFileSync(ssl.clientCert),
             key: readFileSync(ssl.clientKey),
+            verifyHostname: ssl.verifyHostname,
           },
         }
       : {}),

@@ -33,7 +33,7 @@ describe("controller configuration", () => {
         mode: "standalone",
         nbdbAddress: "",
         sbdbAddress: "",
-        ssl: { enabled: false, caCert: "", clientCert: "", clientKey: "" },
+        ssl: { enabled: false, verifyHostname: false, caCert: "", clientCert: "", clientKey: "" },
       },
       network: {
         clusterCIDR: "10.244.0.0/16",
@@ -101,7 +101,7 @@ describe("controller configuration", () => {
       readFile: files({
         "/values.yaml": [
           "ovn:",
-          "  mode: external",
+          "  mode: standalone",
           "  nbdbAddress: tcp:10.0.0.1:6641,tcp:10.0.0.2:6641",
           "  sbdbAddress: tcp:10.0.0.1:6642",
           "  standalone:",
@@ -111,13 +111,13 @@ describe("controller configuration", () => {
           "  image:",
           "    tag: '0.1.0'",
           "gateway:",
-          "  mode: shared",
+          "  mode: local",
           "  interface: eth1",
           "tunnel: { type: geneve, port: 6082 }",
         ].join("\n"),
       }),
     });
-    assert.equal(helm.config.ovn.mode, "external");
+    assert.equal(helm.config.ovn.mode, "standalone");
     assert.equal(helm.config.ovn.nbdbAddress, "tcp:10.0.0.1:6641,tcp:10.0.0.2:6641");
     assert.equal(helm.config.gateway.interface, "eth1");
     assert.equal(helm.config.tunnel.port, 6082);
@@ -175,14 +175,7 @@ describe("controller configuration", () => {
     ]);
   });
 
-  it("requires the OVN databases in external mode and certificates with TLS", () => {
-    assert.deepEqual(
-      problems(() => loadControllerConfig({ argv: ["--ovn-mode=external"], env: {} })),
-      [
-        "ovn.mode=external needs ovn.nbdbAddress (ZSTACK_OVN_NBDB_ADDRESS, --nbdb-address): the OVN database of the ZStack deployment",
-        "ovn.mode=external needs ovn.sbdbAddress (ZSTACK_OVN_SBDB_ADDRESS, --sbdb-address): the OVN database of the ZStack deployment",
-      ],
-    );
+  it("requires certificates with TLS, and checks host names only when asked", () => {
     assert.deepEqual(
       problems(() =>
         loadControllerConfig({
@@ -205,14 +198,35 @@ describe("controller configuration", () => {
     );
     const ok = loadControllerConfig({
       argv: [
-        "--ovn-mode=external",
         "--ovn-ssl",
+        "--ovn-ssl-verify-hostname",
         "--nbdb-address=ssl:10.0.0.1:6641",
         "--sbdb-address=ssl:10.0.0.1:6642",
       ],
       env: { ZSTACK_OVN_SSL_CA: "/ca.pem", ZSTACK_OVN_SSL_CERT: "/c.pem", ZSTACK_OVN_SSL_KEY: "/k.pem" },
     });
     assert.equal(ok.config.ovn.ssl.enabled, true);
+    assert.equal(ok.config.ovn.ssl.verifyHostname, true);
+    assert.equal(
+      loadControllerConfig({ argv: [], env: {} }).config.ovn.ssl.verifyHostname,
+      false,
+      "off unless asked, as OVS does",
+    );
+  });
+
+  it("refuses settings whose behaviour is not built yet instead of ignoring them", () => {
+    assert.deepEqual(
+      problems(() =>
+        loadControllerConfig({
+          argv: ["--nbdb-address=tcp:10.0.0.1:6641", "--sbdb-address=tcp:10.0.0.1:6642"],
+          env: { ZSTACK_OVN_MODE: "external", ZSTACK_GATEWAY_MODE: "shared" },
+        }),
+      ),
+      [
+        "ovn.mode (ZSTACK_OVN_MODE, --ovn-mode)=external is not supported yet: this release runs only with OVN databases of its own; set it to standalone",
+        "gateway.mode (ZSTACK_GATEWAY_MODE, --gateway-mode)=shared is not supported yet: pod egress goes through the node's kernel; set it to local",
+      ],
+    );
   });
 
   it("refuses overlapping networks and accepts dual-stack ones", () => {
