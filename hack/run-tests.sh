@@ -12,6 +12,9 @@ rc=$?
 pass=$(grep -E '^# pass [0-9]+' "$tap" | tail -1 | awk '{print $3}')
 fail=$(grep -E '^# fail [0-9]+' "$tap" | tail -1 | awk '{print $3}')
 skip=$(grep -E '^# skipped [0-9]+' "$tap" | tail -1 | awk '{print $3}')
+# A test cancelled because its hook or parent failed did not pass: it counts as failed.
+cancelled=$(grep -E '^# cancelled [0-9]+' "$tap" | tail -1 | awk '{print $3}')
+fail=$(( ${fail:-0} + ${cancelled:-0} ))
 echo
 echo "${pass:-0} passed, ${fail:-0} failed, ${skip:-0} skipped"
 exit "$rc"
