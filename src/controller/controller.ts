@@ -14,7 +14,16 @@ import { WorkQueue } from "../k8s/workqueue.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { findOwned, plan, type Scope } from "../ovn/nb-diff.ts";
-import { KIND_KEY, NODE_KEY, POD_KEY, STATEFULSET_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import {
+  CONTROLLER,
+  KIND_KEY,
+  NODE_KEY,
+  OWNER_KEY,
+  POD_KEY,
+  POD_UID_KEY,
+  STATEFULSET_KEY,
+  SUBNET_KEY,
+} from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import {
   type ClusterNetworks,
@@ -29,6 +38,9 @@ import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
 import { ANNOTATION_SUBNET, PodNetworks } from "./pod-network.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
+
+/** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
+export const SUBNET_FINALIZER = "network.zstack.io/subnet-protection";
 
 export interface ControllerOptions {
   api: ApiClient;
@@ -253,7 +265,10 @@ export class OvnController {
     const podKey = (p: PodLite) => `${p.metadata.namespace}/${p.metadata.name}`;
     this.pods.addHandlers(
       {
-        onAdd: (p) => this.podQ.add(podKey(p)),
+        onAdd: (p) => {
+          this.podQ.add(podKey(p));
+          if (p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]) this.annotationQ.add(podKey(p));
+        },
         onUpdate: (a, b) => {
           if (
             a.spec.nodeName !== b.spec.nodeName ||
@@ -465,12 +480,18 @@ export class OvnController {
     );
   }
 
-  /** The CIDRs of the Subnets accepted now whose switches are ours, on the cluster router. */
+  /**
+   * The CIDRs of the Subnets accepted now whose switches are ours, on the cluster router; a Subnet being
+   * deleted counts until its last port is gone.
+   */
   private acceptedCidrs(): string[] {
     const cidrs: string[] = [];
-    for (const s of this.subnets.list())
-      if (this.verdicts.get(s.metadata.name)?.definition && !s.spec.externalLogicalSwitch)
+    for (const s of this.subnets.list()) {
+      const name = s.metadata.name;
+      if (s.metadata.deletionTimestamp && this.subnetHolders(name).length === 0) continue;
+      if (this.verdicts.get(name)?.definition && !s.spec.externalLogicalSwitch)
         cidrs.push(...s.spec.cidr.split(",").map((c) => c.trim()));
+    }
     return cidrs;
   }
 
@@ -480,9 +501,13 @@ export class OvnController {
 
   async reconcileSubnet(name: string): Promise<{ requeueAfterMs: number } | undefined> {
     const { nb } = this.o;
+    const found = this.subnets.get(name);
+    // A Subnet being deleted keeps its switch while ports use it (its finalizer holds the object); once they
+    // are gone, it is treated as absent: its rows go, then the finalizer.
+    const holders = found?.metadata.deletionTimestamp ? this.subnetHolders(name) : [];
+    const subnet = found?.metadata.deletionTimestamp && holders.length === 0 ? undefined : found;
     this.judge();
-    const subnet = this.subnets.get(name);
-    const v = this.verdicts.get(name);
+    const v = subnet ? this.verdicts.get(name) : undefined;
     const scope = subnetScope(name);
     const externalSwitch = subnet?.spec.externalLogicalSwitch;
     const desired =
@@ -503,9 +528,15 @@ export class OvnController {
     if (!s.empty) await txn.commit();
     if (!subnet) {
       this.loadedSpecs.delete(name);
+      this.podNets.unloadSubnet(name);
       this.o.metrics?.deleteSubnet(name);
+      if (found) await this.setFinalizer(found, false);
+      // Pods that waited on this Subnet now go wherever their namespace leads (another Subnet, or none).
+      for (const k of this.waitingForSubnet.get(name) ?? []) this.podQ.add(k);
+      this.waitingForSubnet.delete(name);
       return undefined;
     }
+    if (!subnet.metadata.deletionTimestamp) await this.setFinalizer(subnet, true);
     if (v?.definition && !externalSwitch) {
       const specKey = JSON.stringify(subnet.spec);
       if (this.loadedSpecs.get(name) !== specKey) {
@@ -523,18 +554,67 @@ export class OvnController {
         }
       }
     }
-    if (v && !v.ready) {
+    const ref = {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      name,
+      uid: String(subnet.metadata.uid ?? ""),
+    };
+    if (subnet.metadata.deletionTimestamp) {
       this.o.events?.warning(
-        { apiVersion: "network.zstack.io/v1", kind: "Subnet", name, uid: String(subnet.metadata.uid ?? "") },
-        v.reason,
-        v.message,
+        ref,
+        "SubnetInUse",
+        `deletion waits for ${holders.length} port${holders.length === 1 ? "" : "s"} on the subnet: ${holders.slice(0, 10).join(", ")}${holders.length > 10 ? ", ..." : ""}`,
       );
+    } else if (v && !v.ready) {
+      this.o.events?.warning(ref, v.reason, v.message);
     }
-    await this.writeSubnetStatus(subnet, v);
+    await this.writeSubnetStatus(subnet, v, holders);
     return undefined;
   }
 
-  private async writeSubnetStatus(subnet: Subnet, v: Verdict | undefined): Promise<void> {
+  /**
+   * What keeps a Subnet being deleted: the ports on its switch other than its own router port, pods by
+   * namespace/name (a StatefulSet's kept port included), anyone else's by port name. Sorted.
+   */
+  private subnetHolders(name: string): string[] {
+    const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    if (!ls) return [];
+    const ports = this.o.nb.cache.table("Logical_Switch_Port");
+    const holders: string[] = [];
+    for (const uuid of ls.ports as readonly string[]) {
+      const p = ports.get(uuid);
+      if (!p) continue;
+      const ids = p.external_ids as Readonly<Record<string, string>>;
+      if (ids[KIND_KEY] === "pod-port") holders.push(`pod ${ids[POD_KEY] ?? p.name}`);
+      else if (ids[OWNER_KEY] !== CONTROLLER) holders.push(`port ${p.name}`);
+    }
+    return holders.sort();
+  }
+
+  /**
+   * Adds or removes the Subnet's finalizer. The patch carries the resourceVersion it read, so a concurrent
+   * edit of the finalizers (someone else's) makes it fail with a conflict and retry, never overwrite.
+   */
+  private async setFinalizer(subnet: Subnet, present: boolean): Promise<void> {
+    const list = subnet.metadata.finalizers ?? [];
+    if (list.includes(SUBNET_FINALIZER) === present) return;
+    const finalizers = present ? [...list, SUBNET_FINALIZER] : list.filter((f) => f !== SUBNET_FINALIZER);
+    try {
+      await this.o.api.request(`${SUBNET_PATH}/${subnet.metadata.name}`, {
+        method: "PATCH",
+        body: { metadata: { finalizers, resourceVersion: subnet.metadata.resourceVersion } },
+      });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+
+  private async writeSubnetStatus(
+    subnet: Subnet,
+    v: Verdict | undefined,
+    holders: readonly string[],
+  ): Promise<void> {
     if (!v) return;
     const name = subnet.metadata.name;
     const alloc = this.podNets.allocatorOf(name);
@@ -546,6 +626,7 @@ export class OvnController {
         ...(capacity ? { capacity } : {}),
         ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
         logicalSwitch: subnet.spec.externalLogicalSwitch || subnetSwitchName(name),
+        ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
       },
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
@@ -617,20 +698,28 @@ export class OvnController {
    * Parks a pod until its subnet ("" for any) loads. A Subnet that exists but was refused, or one that does
    * not exist, gets a Warning Event on the pod; one still being set up does not.
    */
-  private waitForSubnet(key: string, subnet: string): undefined {
+  private waitForSubnet(
+    key: string,
+    subnet: string,
+    refusal?: { reason: string; message: string },
+  ): undefined {
     const set = this.waitingForSubnet.get(subnet) ?? new Set<string>();
     set.add(key);
     this.waitingForSubnet.set(subnet, set);
     const pod = this.pods.get(key);
     const verdict = subnet ? this.verdicts.get(subnet) : undefined;
+    const sub = subnet ? this.subnets.get(subnet) : undefined;
     const problem =
-      subnet === ""
+      refusal?.message ??
+      (subnet === ""
         ? "no Subnet applies to this pod: none lists its namespace and none is the default"
-        : !this.subnets.get(subnet)
+        : !sub
           ? `Subnet ${subnet} does not exist`
-          : verdict && !verdict.definition
-            ? `Subnet ${subnet} is ${verdict.phase}: ${verdict.message}`
-            : undefined;
+          : sub.metadata.deletionTimestamp
+            ? `Subnet ${subnet} is being deleted and takes no new pods`
+            : verdict && !verdict.definition
+              ? `Subnet ${subnet} is ${verdict.phase}: ${verdict.message}`
+              : undefined);
     if (pod && problem) {
       this.o.events?.warning(
         {
@@ -640,8 +729,8 @@ export class OvnController {
           name: pod.metadata.name,
           uid: pod.metadata.uid,
         },
-        "SubnetNotReady",
-        `${problem}; the pod gets its address once the Subnet is ready`,
+        refusal?.reason ?? "SubnetNotReady",
+        refusal ? problem : `${problem}; the pod gets its address once the Subnet is ready`,
       );
     }
     return undefined;
@@ -659,14 +748,25 @@ export class OvnController {
     }
   }
 
-  private subnetFor(pod: PodLite): string | undefined {
-    const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET];
-    if (wanted) return wanted;
+  /**
+   * The Subnet the pod's addresses come from: the first that lists its namespace, else the default. A pod may
+   * name another (annotation network.zstack.io/subnet) only among those that list its namespace, so a pod
+   * cannot put itself on a Subnet meant for other namespaces.
+   */
+  private subnetFor(pod: PodLite): { subnet?: string; refused?: string } {
+    const ns = pod.metadata.namespace;
     const all = this.subnets.list();
-    return (
-      all.find((s) => s.spec.namespaces?.includes(pod.metadata.namespace))?.metadata.name ??
-      all.find((s) => s.spec.default)?.metadata.name
-    );
+    const listing = all.filter((s) => s.spec.namespaces?.includes(ns)).map((s) => s.metadata.name);
+    const fallback = listing[0] ?? all.find((s) => s.spec.default)?.metadata.name;
+    const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET];
+    if (wanted === undefined || wanted === fallback) return fallback ? { subnet: fallback } : {};
+    if (listing.includes(wanted)) return { subnet: wanted };
+    return {
+      refused:
+        `${ANNOTATION_SUBNET} asks for Subnet ${JSON.stringify(wanted)}, which does not list namespace ${ns} in spec.namespaces` +
+        (listing.length > 0 ? ` (Subnets that do: ${listing.join(", ")})` : "") +
+        "; add the namespace to that Subnet, or remove the annotation",
+    };
   }
 
   async reconcilePod(key: string): Promise<{ requeueAfterMs: number } | undefined> {
@@ -685,9 +785,17 @@ export class OvnController {
       this.usageChanged(await this.podNets.remove(ns, name, pod.metadata.uid));
       return undefined;
     }
-    const subnet = this.subnetFor(pod);
+    const choice = this.subnetFor(pod);
+    if (choice.refused) {
+      const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET] ?? "";
+      return this.waitForSubnet(key, wanted, { reason: "SubnetNotAllowed", message: choice.refused });
+    }
+    const subnet = choice.subnet;
     if (!subnet) return this.waitForSubnet(key, "");
     const sub = this.subnets.get(subnet);
+    // A Subnet being deleted serves the pods it has, and no new one.
+    if (sub?.metadata.deletionTimestamp && !this.podNets.portOf(ns, name))
+      return this.waitForSubnet(key, subnet);
     if (sub?.spec.externalLogicalSwitch) {
       // Pods on ZStack's switches need External mode, which this controller does not implement yet.
       this.o.events?.warning(
@@ -740,8 +848,22 @@ export class OvnController {
     const name = key.slice(slash + 1);
     // No port yet, or the port of an earlier pod with this name: the pod stage has work to do first, and
     // its port landing in the cache brings this key back.
-    const want = this.podNets.annotationFor(ns, name, pod.metadata.uid);
-    if (want === undefined || pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION] === want) return undefined;
+    const have = pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION];
+    let want: string | null | undefined = this.podNets.annotationFor(ns, name, pod.metadata.uid);
+    if (want === undefined) {
+      // An annotation with no port of this pod behind it was not written by us (or is left from an earlier
+      // pod with this name): nothing may act on it, so it goes. With a port whose subnet is still loading, wait.
+      const port = this.podNets.portOf(ns, name);
+      if (have === undefined || (port && port.external_ids[POD_UID_KEY] === pod.metadata.uid))
+        return undefined;
+      want = null;
+      this.o.events?.warning(
+        { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
+        "ForeignPodNetworks",
+        `removed a ${POD_NETWORKS_ANNOTATION} annotation that zstack-ovnkube-controller did not write; only the controller assigns pod networks`,
+      );
+    }
+    if (have === want) return undefined;
     try {
       await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {
         method: "PATCH",

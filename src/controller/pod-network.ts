@@ -104,6 +104,11 @@ export class PodNetworks {
     return problems.map((p) => ({ subnet: name, message: p.message }));
   }
 
+  /** Forgets a subnet whose switch is gone: its allocator no longer counts or hands out anything. */
+  unloadSubnet(name: string): void {
+    this.subnets.delete(name);
+  }
+
   /**
    * Keeps the allocators in step with ports that others add to our switches, change, or remove at run time
    * (a ZStack VM, an operator's port): their addresses count as used while they exist. Our own pod ports are

@@ -185,13 +185,32 @@ export interface SubnetStatusBody {
   }[];
 }
 
+/** How many holders a terminating Subnet's status names before it says "and N more". */
+export const HOLDERS_NAMED = 10;
+
+function terminatingMessage(holders: readonly string[]): string {
+  if (holders.length === 0) return "being deleted; its logical switch is being removed";
+  const named = holders.slice(0, HOLDERS_NAMED).join(", ");
+  const more = holders.length > HOLDERS_NAMED ? ` and ${holders.length - HOLDERS_NAMED} more` : "";
+  return (
+    `being deleted, but ${holders.length} port${holders.length === 1 ? "" : "s"} still use${holders.length === 1 ? "s" : ""} it: ${named}${more}; ` +
+    "it is removed once they are gone (delete those pods, or scale their StatefulSets down); new pods get no address from it"
+  );
+}
+
 /**
  * The status to write. An exhausted subnet stays Active (its pods keep working) but is not Ready, so that
  * "Ready" always means new pods can get an address.
  */
 export function statusFor(
   v: Verdict,
-  usage: { capacity?: Capacity; ports: number; logicalSwitch: string },
+  usage: {
+    capacity?: Capacity;
+    ports: number;
+    logicalSwitch: string;
+    /** Set while the Subnet is being deleted: the ports (pods first) that hold it. */
+    deleting?: { holders: readonly string[] };
+  },
   facts: Pick<ClusterFacts, "tunnel">,
   previous?: SubnetStatusBody["conditions"][number],
   now = new Date(),
@@ -202,7 +221,11 @@ export function statusFor(
   let ready = v.ready;
   let reason = v.reason;
   let message = v.message;
-  if (ready && usage.capacity && usage.capacity.available === 0n) {
+  if (usage.deleting) {
+    ready = false;
+    reason = "Terminating";
+    message = terminatingMessage(usage.deleting.holders);
+  } else if (ready && usage.capacity && usage.capacity.available === 0n) {
     ready = false;
     reason = "AddressesExhausted";
     message = `all ${displayCount(total)} addresses are in use; widen spec.cidr, shrink spec.excludeIPs, or add a Subnet for some namespaces`;

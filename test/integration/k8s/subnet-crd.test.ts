@@ -312,6 +312,38 @@ describe("Subnet CRD", () => {
     assert.match(tooMany, /spec.excludeIPs: Too many: 129: must have at most 128 items/);
   });
 
+  it("refuses changes to cidr, gateway and protocol, naming the field and the way out, and takes other edits", async () => {
+    await subnets.create(
+      newSubnet("immutable", { cidr: "10.81.0.0/24", gateway: "10.81.0.1", namespaces: ["a"] }),
+    );
+    const api = new ApiClient(kube.kubeConfig);
+    try {
+      const patch = (spec: Record<string, unknown>) =>
+        api.request(`${SUBNET_PATH}/immutable`, { method: "PATCH", body: { spec } });
+      const refused = async (spec: Record<string, unknown>, text: string) => {
+        await assert.rejects(patch(spec), (e: unknown) => {
+          assert.ok(e instanceof ApiError, String(e));
+          assert.equal(e.status, 422, e.message);
+          assert.match(e.message, new RegExp(text));
+          return true;
+        });
+      };
+      await refused({ cidr: "10.81.0.0/23" }, "spec.cidr: .*cidr is immutable: .*create a new Subnet");
+      await refused({ gateway: "10.81.0.254" }, "spec.gateway: .*gateway is immutable");
+      await refused(
+        { protocol: "Dual", cidr: "10.81.0.0/24,fd00:81::/64", gateway: "10.81.0.1,fd00:81::1" },
+        "protocol is immutable",
+      );
+      // Everything else stays editable: namespaces and excluded addresses change what new pods get.
+      await patch({ namespaces: ["a", "b"], excludeIPs: ["10.81.0.10"] });
+      const now = await api.request<Subnet>(`${SUBNET_PATH}/immutable`);
+      assert.deepEqual(now.spec.namespaces, ["a", "b"]);
+      assert.equal(now.spec.cidr, "10.81.0.0/24");
+    } finally {
+      api.close();
+    }
+  });
+
   it("declares the printer columns kubectl get sn shows", async () => {
     const api = kube.kubeConfig.makeApiClient(ApiextensionsV1Api);
     const crd = await api.readCustomResourceDefinition({ name: "subnets.network.zstack.io" });
