@@ -73,7 +73,7 @@ interface PodLite extends KubeObject {
 
 interface StatefulSetLite extends KubeObject {
   metadata: { name: string; namespace: string; deletionTimestamp?: string };
-  spec: { replicas?: number };
+  spec: { replicas?: number; ordinals?: { start?: number } };
 }
 
 interface NodeLite extends KubeObject {
@@ -188,7 +188,10 @@ export class OvnController {
             namespace: s.metadata.namespace,
             ...(s.metadata.deletionTimestamp ? { deletionTimestamp: s.metadata.deletionTimestamp } : {}),
           },
-          spec: { replicas: s.spec?.replicas },
+          spec: {
+            replicas: s.spec?.replicas,
+            ...(s.spec?.ordinals?.start !== undefined ? { ordinals: { start: s.spec.ordinals.start } } : {}),
+          },
         };
       },
       logger: log.child({ informer: "statefulsets" }),
@@ -304,7 +307,10 @@ export class OvnController {
     this.statefulSets.addHandlers({
       // Only fewer replicas or a deletion can free kept ports; status updates (replicas becoming ready) cannot.
       onUpdate: (o, n) => {
-        const shrank = (n.spec.replicas ?? 1) < (o.spec.replicas ?? 1);
+        // A new ordinals.start moves the kept range: ordinals below it are no longer wanted.
+        const shrank =
+          (n.spec.replicas ?? 1) < (o.spec.replicas ?? 1) ||
+          (n.spec.ordinals?.start ?? 0) !== (o.spec.ordinals?.start ?? 0);
         if (shrank || (n.metadata.deletionTimestamp && !o.metadata.deletionTimestamp)) stsChanged(n);
       },
       onDelete: stsChanged,
@@ -685,7 +691,10 @@ export class OvnController {
     const m = /-(\d+)$/.exec(name);
     // A StatefulSet being deleted keeps nothing, even while its finalizers hold the object.
     if (!sts || sts.metadata.deletionTimestamp || !m || !name.startsWith(`${stsName}-`)) return false;
-    return Number(m[1]) < (sts.spec.replicas ?? 1);
+    // The StatefulSet wants ordinals start .. start+replicas-1 (spec.ordinals.start, default 0).
+    const ordinal = Number(m[1]);
+    const start = sts.spec.ordinals?.start ?? 0;
+    return ordinal >= start && ordinal < start + (sts.spec.replicas ?? 1);
   }
 
   /** A switch or router came or went: Subnets refused for want of a VXLAN datapath are judged again. */

@@ -115,3 +115,90 @@ test("a StatefulSet pod keeps its address across recreation and releases it when
   await deletePod("web-0");
   await until("web-0's port removed", async () => (port("web-0") ? undefined : true));
 });
+
+test("a StatefulSet with spec.ordinals.start keeps the ports of the ordinals it wants, and only those", async (t) => {
+  const { api, srv } = await useCluster(t);
+  await api
+    .request("/api/v1/namespaces/default/serviceaccounts", {
+      method: "POST",
+      body: { metadata: { name: "default" } },
+    })
+    .catch(() => undefined);
+  const run = await startInProcess({ api, srv });
+  t.after(() => run.stop());
+  const nb = run.nb;
+  const sts = await api.request<{ metadata: { uid: string } }>(
+    "/apis/apps/v1/namespaces/default/statefulsets",
+    {
+      method: "POST",
+      body: {
+        metadata: { name: "db" },
+        spec: {
+          replicas: 2,
+          ordinals: { start: 5 },
+          serviceName: "db",
+          selector: { matchLabels: { app: "db" } },
+          template: {
+            metadata: { labels: { app: "db" } },
+            spec: { containers: [{ name: "c", image: "x" }] },
+          },
+        },
+      },
+    },
+  );
+  const createPod = (name: string) =>
+    api.request("/api/v1/namespaces/default/pods", {
+      method: "POST",
+      body: {
+        metadata: {
+          name,
+          labels: { app: "db" },
+          ownerReferences: [
+            {
+              apiVersion: "apps/v1",
+              kind: "StatefulSet",
+              name: "db",
+              uid: sts.metadata.uid,
+              controller: true,
+            },
+          ],
+        },
+        spec: { nodeSelector: { "no-such-label": "x" }, containers: [{ name: "c", image: "x" }] },
+      },
+    });
+  const port = (name: string) =>
+    nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === `default_${name}`);
+  const ipOf = async (name: string) =>
+    until(`address of ${name}`, async () => {
+      const p = await api.request<{ metadata: { annotations?: Record<string, string> } }>(
+        `/api/v1/namespaces/default/pods/${name}`,
+      );
+      return parsePodNetworksAnnotation(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])?.ip_addresses[0];
+    });
+  await createPod("db-5");
+  await createPod("db-6");
+  const before = await ipOf("db-6");
+  await ipOf("db-5");
+
+  // db-6 is the StatefulSet's second ordinal (5 + 2 replicas): recreated, it keeps its address.
+  await api.request("/api/v1/namespaces/default/pods/db-6", {
+    method: "DELETE",
+    query: { gracePeriodSeconds: 0 },
+  });
+  await delay(1500);
+  assert.ok(port("db-6"), "the port stays while the StatefulSet still wants db-6");
+  await createPod("db-6");
+  assert.equal(await ipOf("db-6"), before, "same address after recreation");
+
+  // Scaled to 1 replica (db-5 only): db-6's port goes with its pod.
+  await api.request("/apis/apps/v1/namespaces/default/statefulsets/db", {
+    method: "PATCH",
+    body: { spec: { replicas: 1 } },
+  });
+  await api.request("/api/v1/namespaces/default/pods/db-6", {
+    method: "DELETE",
+    query: { gracePeriodSeconds: 0 },
+  });
+  await until("db-6's port removed", async () => (port("db-6") ? undefined : true));
+  assert.ok(port("db-5"), "db-5 is still wanted");
+});
