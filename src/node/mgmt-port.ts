@@ -12,7 +12,7 @@ import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
 import { StepError, StepTimeoutError } from "./errors.ts";
-import { ipBatch, requireSuccess } from "./ip-batch.ts";
+import { type IpLine, ipBatch, requireSuccess } from "./ip-batch.ts";
 import { findBridge } from "./ovs-bridge.ts";
 import { IFACE_ID_KEY } from "./ovs-port.ts";
 import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
@@ -69,16 +69,16 @@ export interface MgmtPortSpec {
 }
 
 /** The ip lines that give the device its MAC, MTU, address and routes; `flush` drops addresses set before. */
-export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): string[] {
+export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): IpLine[] {
   const dev = spec.ifname ?? MGMT_IFNAME;
   const addr = spec.ip.split("/")[0] as string;
   const v6 = ipFamilyOf(addr) === 6;
-  const lines = [`link set dev ${dev} address ${spec.mac} mtu ${spec.mtu} up`];
-  if (flush) lines.push(`addr flush dev ${dev} scope global`);
-  lines.push(`addr replace ${spec.ip} dev ${dev}${v6 ? " nodad" : ""}`);
+  const lines: IpLine[] = [["link", "set", "dev", dev, "address", spec.mac, "mtu", String(spec.mtu), "up"]];
+  if (flush) lines.push(["addr", "flush", "dev", dev, "scope", "global"]);
+  lines.push(["addr", "replace", spec.ip, "dev", dev, ...(v6 ? ["nodad"] : [])]);
   for (const cidr of spec.routeCidrs) {
     if (ipFamilyOf(cidr) !== ipFamilyOf(addr)) continue;
-    lines.push(`route replace ${cidr} via ${spec.gateway} dev ${dev} src ${addr}`);
+    lines.push(["route", "replace", cidr, "via", spec.gateway, "dev", dev, "src", addr]);
   }
   return lines;
 }

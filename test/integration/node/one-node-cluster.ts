@@ -8,8 +8,14 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type InterfaceName, parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
-import { podPortRow } from "../../../src/ovn/pod-port.ts";
+import {
+  type PodNetwork,
+  parsePodNetwork,
+  podNetworksAnnotation,
+  podPortRow,
+} from "../../../src/ovn/pod-port.ts";
 import {
   type ClusterNetworks,
   desiredTopology,
@@ -36,6 +42,27 @@ export const NET: ClusterNetworks = {
 };
 export const SUBNET: SubnetTopology = { name: "default", cidrs: ["10.244.0.0/16"], gateways: ["10.244.0.1"] };
 export const MGMT = { ip: "100.64.0.2/16", mac: macFromIPv4("100.64.0.2"), lsp: mgmtPortName(NODE) };
+
+export const ETH0: InterfaceName = parseInterfaceName("eth0");
+
+/** The typed network the agent would parse from the controller's annotation for these values. */
+export function podNetwork(
+  ips: readonly string[],
+  mac: string,
+  gateways: readonly string[] = SUBNET.gateways,
+): PodNetwork {
+  const n = parsePodNetwork(
+    podNetworksAnnotation({
+      subnet: SUBNET.name,
+      logicalSwitch: `subnet-${SUBNET.name}`,
+      mac,
+      ipsWithPrefix: ips,
+      gateways,
+    }),
+  );
+  if (!n) throw new Error("no network");
+  return n;
+}
 
 export interface PodRef {
   namespace: string;
