@@ -7,6 +7,7 @@ import { loadNodeConfig, NodeConfigError } from "../agent/config.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
+import { formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
@@ -74,7 +75,7 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
-  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR];
+  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR].map(formatCidr);
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -107,7 +108,7 @@ async function main(): Promise<number> {
         mac: ann.mac,
         ip: ann.ip,
         gateway: ann.gateway,
-        routeCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs],
+        routeCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs].map(formatCidr),
         mtu,
       },
     });
