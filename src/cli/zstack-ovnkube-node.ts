@@ -5,9 +5,11 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError } from "../agent/config.ts";
 import { NodePods } from "../agent/pod-networks.ts";
+import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
-import { formatCidr } from "../ipam/cidr.ts";
+import { parseIp } from "../ipam/address.ts";
+import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
@@ -98,8 +100,11 @@ async function main(): Promise<number> {
     fieldSelector: `metadata.name=${cfg.nodeName}`,
     logger: log.child({ informer: "node" }),
   });
-  const onNode = (n: NodeObject) => {
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+  // The management port needs both the controller's node annotation and the Subnets' routes.
+  let mgmtAnnotation: ReturnType<typeof parseMgmtPortAnnotation>;
+  let subnetCidrs: readonly Cidr[] = [];
+  const applyMgmt = () => {
+    const ann = mgmtAnnotation;
     if (!ann) return;
     setup.update({
       mgmt: {
@@ -108,13 +113,30 @@ async function main(): Promise<number> {
         mac: ann.mac,
         ip: ann.ip,
         gateway: ann.gateway,
-        routeCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs].map(formatCidr),
+        routeCidrs: mgmtRouteCidrs([...cfg.clusterCIDRs, ...cfg.serviceCIDRs], subnetCidrs),
         mtu,
       },
     });
   };
+  const onNode = (n: NodeObject) => {
+    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+    if (!ann) return;
+    mgmtAnnotation = ann;
+    applyMgmt();
+  };
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
   nodeInformer.start();
+  const subnetRoutes = new SubnetRoutes(
+    api,
+    { joinCidr: cfg.joinCIDR, serviceCidrs: cfg.serviceCIDRs, nodeIps: [parseIp(encapIp, "the encap IP")] },
+    (cidrs) => {
+      log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
+      subnetCidrs = cidrs;
+      applyMgmt();
+    },
+    log,
+  );
+  subnetRoutes.start();
   setup.start();
 
   const attacher = new PodAttacher({
@@ -162,7 +184,7 @@ async function main(): Promise<number> {
   log.info({}, "shutting down");
   await server.close();
   setup.stop();
-  await Promise.all([pods.stop(), nodeInformer.stop()]);
+  await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop()]);
   await vswitch.close();
   await health.stop();
   api.close();

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
@@ -152,7 +153,7 @@ describe("management port and egress on a one-node OVN cluster", () => {
         mac: MGMT.mac,
         ip: MGMT.ip,
         gateway: NET.joinGateway,
-        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs],
+        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((c) => parseCidr(c)),
         mtu: 1450,
       },
       egress: {
