@@ -76,11 +76,15 @@ export interface OneNodeCluster {
   nb: OvsdbClient<NbTables>;
   /** The external host, 192.168.250.2 on the node's underlay link ul0 (192.168.250.1). */
   ext: NetnsHandle;
-  /** Creates the pod's logical port on the default subnet (and adds its IP to the node's address set). */
-  addPodLsp(pod: PodRef, ip: string): Promise<{ mac: string; ipWithPrefix: string }>;
+  /** Creates the pod's logical port on a subnet (default SUBNET) and adds its IP to the node's address set. */
+  addPodLsp(pod: PodRef, ip: string, subnet?: SubnetTopology): Promise<{ mac: string; ipWithPrefix: string }>;
 }
 
-export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster> {
+/** `subnets`: more subnets besides SUBNET, with their switches on the cluster router as the controller makes them. */
+export async function startOneNodeCluster(
+  t: AfterHook,
+  opts: { subnets?: readonly SubnetTopology[] } = {},
+): Promise<OneNodeCluster> {
   const node = await useOvsNode(t, { ovn: true });
   const ext = await node.addNetns("ext");
   // The underlay: the node's address lives on ul0, the external host is its peer.
@@ -102,26 +106,30 @@ export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster>
     nb.cache as never,
     nb.schema,
     txn as never,
-    desiredTopology(NET, [SUBNET], [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }]),
+    desiredTopology(
+      NET,
+      [SUBNET, ...(opts.subnets ?? [])],
+      [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }],
+    ),
     topologyScope,
   );
   await txn.commit();
   // The topology's default route (to a reserved join address) lets egress reach the reroute policy stage.
 
-  const addPodLsp = async (pod: PodRef, ip: string) => {
+  const addPodLsp = async (pod: PodRef, ip: string, subnet: SubnetTopology = SUBNET) => {
     const mac = macFromIPv4(ip);
-    const ipWithPrefix = `${ip}/16`;
-    const ls = findOwned(nb.cache as never, "Logical_Switch", `subnet/${SUBNET.name}`);
+    const ipWithPrefix = `${ip}/${(subnet.cidrs[0] ?? "").split("/")[1]}`;
+    const ls = findOwned(nb.cache as never, "Logical_Switch", `subnet/${subnet.name}`);
     const set = nb.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet(NODE, 4));
     if (!ls || !set) throw new Error("the topology is not in the NB cache");
     const row = podPortRow(
       pod,
       {
-        subnet: SUBNET.name,
-        logicalSwitch: `subnet-${SUBNET.name}`,
+        subnet: subnet.name,
+        logicalSwitch: `subnet-${subnet.name}`,
         mac,
         ipsWithPrefix: [ipWithPrefix],
-        gateways: SUBNET.gateways,
+        gateways: subnet.gateways,
         node: NODE,
       },
       { table: "Logical_Switch", column: "ports", uuid: ls._uuid },
