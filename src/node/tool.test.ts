@@ -8,9 +8,12 @@ test("tools run in the C locale whatever the agent's own, so their error text ca
   process.env.LANG = "fr_FR.UTF-8";
   process.env.LANGUAGE = "de";
   try {
-    const r = await runTool("sh", ["-c", 'printf "%s|%s|%s" "$LC_ALL" "$LANG" "${LANGUAGE-unset}"']);
+    const r = await runTool("sh", [
+      "-c",
+      'printf "%s|%s|%s" "$LC_ALL" "$LANG" "$(env | grep -c ^LANGUAGE=)"',
+    ]);
     assert.equal(r.code, 0, r.stderr);
-    assert.equal(r.stdout, "C|C|unset");
+    assert.equal(r.stdout, "C|C|0");
     // The real thing: ip's netlink error for a missing device is the English text isNoSuchDevice expects.
     const ip = await runTool("ip", ["link", "show", "dev", "zovn-nonexistent"]);
     assert.notEqual(ip.code, 0);
