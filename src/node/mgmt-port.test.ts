@@ -31,6 +31,12 @@ describe("management port", () => {
       JSON.stringify({ ...v, mac: "zz" }),
       JSON.stringify({ ...v, gateway: "x" }),
       JSON.stringify({ ...v, name: "" }),
+      JSON.stringify({ ...v, ip: "100.64.0.2/16 dev lo" }),
+      JSON.stringify({ ...v, ip: "100.64.0.2/16\nnetns add x" }),
+      JSON.stringify({ ...v, gateway: "100.64.0.1 table 5" }),
+      JSON.stringify({ ...v, gateway: "fd00::1" }),
+      JSON.stringify({ ...v, mac: "0a:58:64:40:00:02\n" }),
+      JSON.stringify({ ...v, name: "a b" }),
     ])
       assert.equal(parseMgmtPortAnnotation(bad), undefined, String(bad));
   });

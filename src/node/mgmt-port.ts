@@ -5,9 +5,10 @@
 // restarts, without the address: so the address is configured after OVS reports the device, and again
 // whenever its ifindex changes.
 
-import { isIP } from "node:net";
-import { ipFamilyOf } from "../ipam/address.ts";
+import { familyBits, formatIp, ipFamilyOf, parseIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
+import { parseRequestedMac } from "../ipam/mac.ts";
+import { InvalidInputError } from "../ipam/problem.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
@@ -34,9 +35,10 @@ export interface MgmtPortAnnotation {
   gateway: string;
 }
 
-const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
-
-/** The annotation's value, or undefined when it is absent or malformed (the controller has not written it yet). */
+/**
+ * The annotation's value with every field in canonical form, or undefined when it is absent or malformed (the
+ * controller has not written it yet, or someone else wrote junk: the values end up as ip arguments).
+ */
 export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnotation | undefined {
   if (!text) return undefined;
   let v: unknown;
@@ -47,11 +49,21 @@ export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnot
   }
   if (typeof v !== "object" || v === null) return undefined;
   const { name, ip, mac, gateway } = v as Record<string, unknown>;
-  if (typeof name !== "string" || !name) return undefined;
-  if (typeof ip !== "string" || isIP(ip.split("/")[0] ?? "") === 0 || !ip.includes("/")) return undefined;
-  if (typeof mac !== "string" || !MAC_RE.test(mac)) return undefined;
-  if (typeof gateway !== "string" || isIP(gateway) === 0) return undefined;
-  return { name, ip, mac, gateway };
+  if (typeof name !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$/.test(name)) return undefined;
+  if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string") return undefined;
+  try {
+    const slash = ip.indexOf("/");
+    const addr = parseIp(slash < 0 ? ip : ip.slice(0, slash));
+    const prefix = ip.slice(slash + 1);
+    if (slash < 0 || !/^[1-9][0-9]{0,2}$/.test(prefix) || Number(prefix) > familyBits(addr.family))
+      return undefined;
+    const gw = parseIp(gateway);
+    if (gw.family !== addr.family) return undefined;
+    return { name, ip: `${formatIp(addr)}/${prefix}`, mac: parseRequestedMac(mac), gateway: formatIp(gw) };
+  } catch (e) {
+    if (e instanceof InvalidInputError) return undefined;
+    throw e;
+  }
 }
 
 export interface MgmtPortSpec {
