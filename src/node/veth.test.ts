@@ -84,7 +84,10 @@ describe("pod-side ip lines", () => {
       () => parsePodNetwork(annotation([{ dest: exploit, nextHop: "10.244.0.1" }])),
       /default\.routes\[0\]\.dest: .*has prefix length/,
     );
-    // What the old code built from the raw string: the batch text refuses it even if a caller forgot to parse.
+    // The old path pasted the raw string into the line: ip would have read two commands.
+    const oldLine = `route replace ${exploit} via 10.244.0.1 dev eth0`;
+    assert.deepEqual(oldLine.split("\n")[1]?.split(" ").slice(0, 3), ["netns", "add", "zovnpwn"]);
+    // The batch text refuses such a token even if a caller forgot to parse.
     assert.throws(
       () => formatBatch([["route", "replace", exploit, "via", "10.244.0.1", "dev", "eth0"]]),
       UnsafeIpTokenError,
