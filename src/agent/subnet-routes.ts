@@ -156,11 +156,6 @@ export class SubnetRoutes {
 
   start(): void {
     this.informer.start();
-    // Events during the first list are held back (see recompute); the synced store is the first answer.
-    this.informer.waitForSync().then(
-      () => this.recompute(),
-      () => {},
-    );
   }
 
   stop(): Promise<void> {
@@ -173,8 +168,7 @@ export class SubnetRoutes {
   }
 
   private recompute(): void {
-    // Until the first list is in, an empty set would remove routes that are still wanted.
-    if (!this.informer.hasSynced()) return;
+    // The informer replaces its store with a whole list before announcing it, so any event sees a full set.
     const plan = this.plan();
     const refused = JSON.stringify(plan.refused);
     if (refused !== this.lastRefused) {
