@@ -138,20 +138,20 @@ function unicastProblem(ip: IpAddress): string | undefined {
 }
 
 function fieldText(v: unknown, field: string, max: number): string {
-  if (typeof v !== "string") throw new InvalidInputError(field, `must be a string, not ${describe(v)}`);
+  if (typeof v !== "string") throw new InvalidInputError(field, `must be a string, not ${kindOf(v)}`);
   if (v.length > max)
     throw new InvalidInputError(field, `is ${v.length} characters long; at most ${max} are allowed here`);
   return v;
 }
 
-function describe(v: unknown): string {
+function kindOf(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
   return typeof v === "object" ? "an object" : `a ${typeof v}`;
 }
 
 function fieldArray(v: unknown, field: string, max: number): readonly unknown[] {
-  if (!Array.isArray(v)) throw new InvalidInputError(field, `must be an array, not ${describe(v)}`);
+  if (!Array.isArray(v)) throw new InvalidInputError(field, `must be an array, not ${kindOf(v)}`);
   if (v.length > max)
     throw new InvalidInputError(field, `has ${v.length} entries; at most ${max} are allowed`);
   return v;
@@ -202,7 +202,7 @@ function onePerFamily<T>(items: readonly T[], family: (t: T) => Family, field: s
 export function parsePodNetwork(text: string | undefined): PodNetwork | undefined {
   if (text === undefined || text === "") return undefined;
   const field = POD_NETWORKS_ANNOTATION;
-  if (typeof text !== "string") throw new InvalidInputError(field, `must be a string, not ${describe(text)}`);
+  if (typeof text !== "string") throw new InvalidInputError(field, `must be a string, not ${kindOf(text)}`);
   if (text.length > MAX_POD_NETWORKS_LENGTH)
     throw new InvalidInputError(
       field,
@@ -215,12 +215,12 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
     throw new InvalidInputError(field, `is not JSON: ${(e as Error).message}`);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value))
-    throw new InvalidInputError(field, `must be a JSON object keyed by network name, not ${describe(value)}`);
+    throw new InvalidInputError(field, `must be a JSON object keyed by network name, not ${kindOf(value)}`);
   const d = (value as Record<string, unknown>).default;
   if (typeof d !== "object" || d === null || Array.isArray(d))
     throw new InvalidInputError(
       "default",
-      `must be an object describing the pod's primary network, not ${describe(d)}`,
+      `must be an object describing the pod's primary network, not ${kindOf(d)}`,
     );
   const o = d as Record<string, unknown>;
 
@@ -254,7 +254,7 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
     if (typeof v !== "object" || v === null || Array.isArray(v))
       throw new InvalidInputError(
         f,
-        `must be an object {"dest": CIDR, "nextHop": address}, not ${describe(v)}`,
+        `must be an object {"dest": CIDR, "nextHop": address}, not ${kindOf(v)}`,
       );
     const r = v as Record<string, unknown>;
     const dest = parseCidr(fieldText(r.dest, `${f}.dest`, MAX_ADDRESS_LENGTH), `${f}.dest`);
