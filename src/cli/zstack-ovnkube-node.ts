@@ -8,7 +8,7 @@ import { NodePods } from "../agent/pod-networks.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
-import { parseIp } from "../ipam/address.ts";
+import { tryParseIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
@@ -128,7 +128,14 @@ async function main(): Promise<number> {
   nodeInformer.start();
   const subnetRoutes = new SubnetRoutes(
     api,
-    { joinCidr: cfg.joinCIDR, serviceCidrs: cfg.serviceCIDRs, nodeIps: [parseIp(encapIp, "the encap IP")] },
+    {
+      joinCidr: cfg.joinCIDR,
+      serviceCidrs: cfg.serviceCIDRs,
+      // A Subnet must not capture the node's own addresses: the tunnel endpoint and what the Node reports.
+      nodeIps: [encapIp, ...(node.status?.addresses ?? []).map((a) => a.address)].flatMap(
+        (a) => tryParseIp(a) ?? [],
+      ),
+    },
     (cidrs) => {
       log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
       subnetCidrs = cidrs;
