@@ -84,7 +84,7 @@ describe("CNI environment", () => {
     assert.ok(interfaceNameProblem("a/b"));
     assert.ok(interfaceNameProblem(".."));
     assert.ok(interfaceNameProblem("a b"));
-    for (const bad of ["a\u0001", "a\u007f", 'a"', "a#", "a\\"])
+    for (const bad of ["a\u0001", "a\u007f", 'a"', "a#", "a\\", "-h"])
       assert.ok(interfaceNameProblem(bad), JSON.stringify(bad));
   });
 

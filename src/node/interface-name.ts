@@ -23,6 +23,8 @@ export function interfaceNameProblem(name: string): string | undefined {
     return "may not contain '/', ':', whitespace or control characters";
   // ip's batch reader would regroup or cut the argument at these.
   if (/["'#\\]/.test(name)) return "may not contain quotes, '#' or '\\'";
+  // ethtool and others would read it as an option.
+  if (name.startsWith("-")) return "may not start with '-'";
   return undefined;
 }
 

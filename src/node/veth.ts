@@ -123,6 +123,8 @@ export async function ensurePodInterface(
   const create: IpLine = [
     "link",
     "add",
+    // "name" first, so an interface name that is also an ip keyword (type, netns...) stays a name.
+    "name",
     spec.ifname,
     "mtu",
     mtu,

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { CheckFailedError, StepError, StepTimeoutError } from "../../../src/node/errors.ts";
-import { parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { interfaceWithAddress, podMtu } from "../../../src/node/mtu.ts";
 import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { findPodPort, listPodPorts } from "../../../src/node/ovs-port.ts";
@@ -171,6 +171,18 @@ describe("pod attachment on a real OVS and OVN node", () => {
     const r = await ping(pod.netns.path, pa.ip);
     assert.equal(r.code, 0, r.stdout);
     await attacher.del(pod.req);
+  });
+
+  test("an interface name that is also an ip keyword is created under that name and reaches the other pods", async () => {
+    const pod = await newPod("pkw");
+    const req = { ...pod.req, ifname: parseInterfaceName("type") };
+    await attacher.add(req);
+    await attacher.check(req);
+    const links = await execIn(pod.netns.path, "ip", ["-o", "link", "show", "dev", "type"]);
+    assert.equal(links.code, 0, links.stderr);
+    const r = await ping(pod.netns.path, pa.ip);
+    assert.equal(r.code, 0, r.stdout);
+    await attacher.del(req);
   });
 
   test("an ADD whose request is aborted while waiting rejects with the abort reason and leaves nothing", async () => {
