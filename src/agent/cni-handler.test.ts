@@ -8,19 +8,28 @@ import type { ApiClient } from "../k8s/api-client.ts";
 import { StepError, StepTimeoutError } from "../node/errors.ts";
 import type { PodAttacher } from "../node/pod-attachment.ts";
 import { silentLogger } from "../observability/log.ts";
+import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import { AgentCniHandler } from "./cni-handler.ts";
-import { NodePods, TimedOutError } from "./pod-networks.ts";
+import { type NodePod, NodePods, podNetworkOf, TimedOutError } from "./pod-networks.ts";
 
-const network = {
-  uid: "u1",
-  network: {
-    ip_addresses: ["10.244.0.5/16"],
-    mac_address: "0a:58:0a:f4:00:05",
-    gateway_ips: ["10.244.0.1"],
-    routes: [],
-    logical_switch: "subnet-default",
-  },
+const ANNOTATION = {
+  ip_addresses: ["10.244.0.5/16"],
+  mac_address: "0a:58:0a:f4:00:05",
+  gateway_ips: ["10.244.0.1"],
+  routes: [],
+  logical_switch: "subnet-default",
 };
+
+const podWith = (annotation: unknown): NodePod => ({
+  metadata: {
+    name: "p",
+    namespace: "ns",
+    uid: "u1",
+    annotations: { [POD_NETWORKS_ANNOTATION]: JSON.stringify({ default: annotation }) },
+  },
+});
+
+const network = podNetworkOf(podWith(ANNOTATION));
 
 function handler(o: {
   add?: () => Promise<unknown>;
@@ -83,6 +92,44 @@ test("ADD with a missing netns is 102, and an annotation that never comes is 100
     },
   });
   assert.equal(await codeOf(waiting.add(add())), CniErrorCode.PodAnnotationTimeout);
+});
+
+test("ADD of a pod with an invalid annotation is 109, names the field, and never reaches the attacher", async () => {
+  let attached = 0;
+  const h = handler({
+    add: async () => {
+      attached++;
+      return { result: { interfaces: [], ips: [], routes: [] }, timings: {} };
+    },
+    waitFor: async () =>
+      podNetworkOf(
+        podWith({ ...ANNOTATION, routes: [{ dest: "10.0.0.0/8\nnetns add x", nextHop: "10.244.0.1" }] }),
+      ),
+  });
+  await assert.rejects(
+    h.add(add()),
+    (e: unknown) =>
+      e instanceof CniError &&
+      e.code === CniErrorCode.InvalidPodNetwork &&
+      /pod ns\/p has an invalid k8s.ovn.org\/pod-networks annotation.*default\.routes\[0\]\.dest/.test(
+        e.message,
+      ),
+  );
+  assert.equal(attached, 0);
+});
+
+test("ADD with an interface name or netns path that cannot be an ip or nsenter argument is 4", async () => {
+  for (const bad of [
+    { ifname: "eth0\nnetns" },
+    { ifname: "a\u0001" },
+    { netns: "/run/netns/x y" },
+    { netns: "run/x" },
+  ])
+    assert.equal(
+      await codeOf(handler({}).add({ ...add(), ...bad })),
+      CniErrorCode.InvalidEnvironment,
+      JSON.stringify(bad),
+    );
 });
 
 test("ADD failures carry the code of their step", async () => {

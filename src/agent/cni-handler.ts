@@ -13,14 +13,16 @@ import type {
 } from "../cni/handler.ts";
 import type { CniResult } from "../cni/result.ts";
 import { CheckFailedError, StepError, StepTimeoutError } from "../node/errors.ts";
-import type {
-  AttachmentResult,
-  AddRequest as AttachRequest,
-  PodAttacher,
-  PodNetwork,
-} from "../node/pod-attachment.ts";
+import {
+  type InterfaceName,
+  InvalidNameError,
+  type NetnsPath,
+  parseInterfaceName,
+  parseNetnsPath,
+} from "../node/interface-name.ts";
+import type { AttachmentResult, AddRequest as AttachRequest, PodAttacher } from "../node/pod-attachment.ts";
 import type { Logger } from "../observability/log.ts";
-import type { PodNetworkAnnotation } from "../ovn/pod-port.ts";
+import { POD_NETWORKS_ANNOTATION, type PodNetwork } from "../ovn/pod-port.ts";
 import { type NodePods, type PodNetworkInfo, TimedOutError } from "./pod-networks.ts";
 
 export interface AgentHandlerOptions {
@@ -34,24 +36,33 @@ export interface AgentHandlerOptions {
   onAddTimings?: (t: Record<string, number>) => void;
 }
 
-function toPodNetwork(a: PodNetworkAnnotation): PodNetwork {
-  return {
-    ips: a.ip_addresses,
-    mac: a.mac_address,
-    gateways: a.gateway_ips,
-    routes: a.routes.map((r) => ({ dest: r.dest, nextHop: r.nextHop })),
-  };
+/** The CNI inputs that become ip and nsenter arguments, checked again here: the handler is the agent's edge. */
+function sandboxNames(req: AddRequest | CheckRequest): { ifname: InterfaceName; netns: NetnsPath } {
+  try {
+    return { ifname: parseInterfaceName(req.ifname), netns: parseNetnsPath(req.netns) };
+  } catch (e) {
+    if (e instanceof InvalidNameError) throw new CniError(CniErrorCode.InvalidEnvironment, e.message);
+    throw e;
+  }
+}
+
+function podNetwork(req: AddRequest | CheckRequest, info: PodNetworkInfo): PodNetwork {
+  if (info.network) return info.network;
+  const { podNamespace: ns, podName: name } = req.k8s;
+  throw new CniError(
+    CniErrorCode.InvalidPodNetwork,
+    `pod ${ns}/${name} has an invalid ${POD_NETWORKS_ANNOTATION} annotation, so nothing was configured: ${info.invalid.message}`,
+  );
 }
 
 function attachRequest(req: AddRequest | CheckRequest, info: PodNetworkInfo): AttachRequest {
   return {
     containerId: req.containerId,
-    ifname: req.ifname,
-    netns: req.netns,
+    ...sandboxNames(req),
     podNamespace: req.k8s.podNamespace,
     podName: req.k8s.podName,
     podUid: info.uid,
-    network: toPodNetwork(info.network),
+    network: podNetwork(req, info),
   };
 }
 
@@ -82,11 +93,12 @@ function classify(e: unknown): CniError {
 export class AgentCniHandler implements CniHandler {
   constructor(private readonly o: AgentHandlerOptions) {}
 
-  private requireNetns(netns: string): void {
-    if (!netns || !existsSync(netns)) {
+  private requireNetns(req: AddRequest | CheckRequest): void {
+    const { netns } = sandboxNames(req);
+    if (!existsSync(netns)) {
       throw new CniError(
         CniErrorCode.NetnsMissing,
-        `network namespace ${netns || "(empty CNI_NETNS)"} does not exist; the runtime must create it before ADD`,
+        `network namespace ${netns} does not exist; the runtime must create it before ADD`,
       );
     }
   }
@@ -103,7 +115,7 @@ export class AgentCniHandler implements CniHandler {
   async add(req: AddRequest): Promise<CniResult> {
     const why = this.o.notReady();
     if (why) throw new CniError(CniErrorCode.TryAgainLater, `zstack-ovnkube-node is not ready: ${why}`);
-    this.requireNetns(req.netns);
+    this.requireNetns(req);
     const { podNamespace: ns, podName: name, podUid } = req.k8s;
     const info = await this.network(ns, name, podUid, req.signal);
     try {
@@ -129,7 +141,7 @@ export class AgentCniHandler implements CniHandler {
   }
 
   async check(req: CheckRequest): Promise<void> {
-    this.requireNetns(req.netns);
+    this.requireNetns(req);
     const { podNamespace: ns, podName: name, podUid } = req.k8s;
     const info = this.o.pods.current(ns, name, podUid);
     if (!info)

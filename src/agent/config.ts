@@ -2,6 +2,9 @@
 // Every invalid value is reported with the variable, the value and what is allowed.
 
 import { hostname } from "node:os";
+import { formatIp, parseIp } from "../ipam/address.ts";
+import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { InvalidInputError } from "../ipam/problem.ts";
 
 export interface NodeAgentConfig {
   nodeName: string;
@@ -9,13 +12,13 @@ export interface NodeAgentConfig {
   /** The SB remotes ovn-controller connects to (ovn-remote). */
   sbdbAddress: string;
   tunnel: "vxlan" | "geneve";
-  /** Tunnel endpoint; default the node's InternalIP. */
+  /** Tunnel endpoint, canonical text; "" means the node's InternalIP. */
   encapIp: string;
   /** system (kernel datapath) or netdev (userspace/DPDK). */
   datapathType: "system" | "netdev";
-  clusterCIDRs: string[];
-  serviceCIDRs: string[];
-  joinCIDR: string;
+  clusterCIDRs: Cidr[];
+  serviceCIDRs: Cidr[];
+  joinCIDR: Cidr;
   gatewayMode: "local" | "shared";
   /** 0 = derived from the encap interface. */
   mtu: number;
@@ -48,21 +51,48 @@ export function loadNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeAgentC
       problems.push(`${k}="${raw}": must be an integer from ${min} to ${max}`);
     return v;
   };
-  const list = (k: string, d: string) =>
-    str(k, d)
+  // Prefixes become node routes and nftables rules: each is parsed, never passed on as text.
+  const cidr = (k: string, text: string, where = k): Cidr | undefined => {
+    try {
+      return parseCidr(text, where);
+    } catch (e) {
+      if (!(e instanceof InvalidInputError)) throw e;
+      problems.push(`${k}: ${e.problem.message}`);
+      return undefined;
+    }
+  };
+  const cidrs = (k: string, d: string): Cidr[] => {
+    const items = str(k, d)
       .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean);
+      .map((s) => s.trim());
+    if (items.every((s) => s === "")) {
+      problems.push(`${k}="${env[k] ?? d}": must list at least one CIDR, e.g. ${d}`);
+      return [];
+    }
+    return items.flatMap((text) => cidr(k, text) ?? []);
+  };
+  const ip = (k: string): string => {
+    const raw = env[k] ?? "";
+    if (raw === "") return "";
+    try {
+      return formatIp(parseIp(raw, k));
+    } catch (e) {
+      if (!(e instanceof InvalidInputError)) throw e;
+      problems.push(`${k}: ${e.problem.message}`);
+      return "";
+    }
+  };
   const cfg: NodeAgentConfig = {
     nodeName: str("ZSTACK_NODE_NAME", env.NODE_NAME ?? hostname()),
     kubeconfig: str("ZSTACK_KUBECONFIG", ""),
     sbdbAddress: str("ZSTACK_OVN_SBDB_ADDRESS", ""),
     tunnel: oneOf("ZSTACK_TUNNEL_TYPE", "vxlan", ["vxlan", "geneve"] as const),
-    encapIp: str("ZSTACK_ENCAP_IP", ""),
+    encapIp: ip("ZSTACK_ENCAP_IP"),
     datapathType: oneOf("ZSTACK_DATAPATH_TYPE", "system", ["system", "netdev"] as const),
-    clusterCIDRs: list("ZSTACK_CLUSTER_CIDR", "10.244.0.0/16"),
-    serviceCIDRs: list("ZSTACK_SERVICE_CIDR", "10.96.0.0/16"),
-    joinCIDR: str("ZSTACK_JOIN_CIDR", "100.64.0.0/16"),
+    clusterCIDRs: cidrs("ZSTACK_CLUSTER_CIDR", "10.244.0.0/16"),
+    serviceCIDRs: cidrs("ZSTACK_SERVICE_CIDR", "10.96.0.0/16"),
+    joinCIDR:
+      cidr("ZSTACK_JOIN_CIDR", str("ZSTACK_JOIN_CIDR", "100.64.0.0/16")) ?? parseCidr("100.64.0.0/16"),
     gatewayMode: oneOf("ZSTACK_GATEWAY_MODE", "local", ["local", "shared"] as const),
     mtu: int("ZSTACK_MTU", 0, 0, 65_535),
     ovsDb: str("ZSTACK_OVS_DB", "unix:/var/run/openvswitch/db.sock"),

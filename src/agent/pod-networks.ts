@@ -1,23 +1,32 @@
 // The pods of this node and their network annotation, from a watch (not polling): an ADD waits here until the
 // controller has written k8s.ovn.org/pod-networks for the pod, within a bounded budget.
 
+import { InvalidInputError } from "../ipam/problem.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { Logger } from "../observability/log.ts";
-import {
-  POD_NETWORKS_ANNOTATION,
-  type PodNetworkAnnotation,
-  parsePodNetworksAnnotation,
-} from "../ovn/pod-port.ts";
+import { POD_NETWORKS_ANNOTATION, type PodNetwork, parsePodNetwork } from "../ovn/pod-port.ts";
 
 export interface NodePod extends KubeObject {
   metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
 }
 
-export interface PodNetworkInfo {
-  readonly uid: string;
-  readonly network: PodNetworkAnnotation;
+/** The pod's parsed network, or why its annotation was refused (nothing is configured from a refused one). */
+export type PodNetworkInfo =
+  | { readonly uid: string; readonly network: PodNetwork; readonly invalid?: undefined }
+  | { readonly uid: string; readonly network?: undefined; readonly invalid: InvalidInputError };
+
+/** What the pod's annotation says, parsed; undefined while it has none. */
+export function podNetworkOf(pod: NodePod): PodNetworkInfo | undefined {
+  const uid = pod.metadata.uid;
+  try {
+    const network = parsePodNetwork(pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+    return network ? { uid, network } : undefined;
+  } catch (e) {
+    if (e instanceof InvalidInputError) return { uid, invalid: e };
+    throw e;
+  }
 }
 
 function slim(o: KubeObject): NodePod {
@@ -64,11 +73,13 @@ export class NodePods {
   current(namespace: string, name: string, uid?: string): PodNetworkInfo | undefined {
     const p = this.informer.get(`${namespace}/${name}`);
     if (!p || (uid && p.metadata.uid !== uid)) return undefined;
-    const network = parsePodNetworksAnnotation(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
-    return network ? { uid: p.metadata.uid, network } : undefined;
+    return podNetworkOf(p);
   }
 
-  /** Resolves when the pod's annotation exists; rejects with TimedOutError after `timeoutMs`. */
+  /**
+   * Resolves when the pod's annotation exists, valid or not (an invalid one is an answer: waiting would only
+   * delay the error); rejects with TimedOutError after `timeoutMs`.
+   */
   waitFor(
     namespace: string,
     name: string,

@@ -5,8 +5,11 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError } from "../agent/config.ts";
 import { NodePods } from "../agent/pod-networks.ts";
+import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
+import { tryParseIp } from "../ipam/address.ts";
+import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
@@ -74,7 +77,7 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
-  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR];
+  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR].map(formatCidr);
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -97,8 +100,11 @@ async function main(): Promise<number> {
     fieldSelector: `metadata.name=${cfg.nodeName}`,
     logger: log.child({ informer: "node" }),
   });
-  const onNode = (n: NodeObject) => {
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+  // The management port needs both the controller's node annotation and the Subnets' routes.
+  let mgmtAnnotation: ReturnType<typeof parseMgmtPortAnnotation>;
+  let subnetCidrs: readonly Cidr[] = [];
+  const applyMgmt = () => {
+    const ann = mgmtAnnotation;
     if (!ann) return;
     setup.update({
       mgmt: {
@@ -107,13 +113,37 @@ async function main(): Promise<number> {
         mac: ann.mac,
         ip: ann.ip,
         gateway: ann.gateway,
-        routeCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs],
+        routeCidrs: mgmtRouteCidrs([...cfg.clusterCIDRs, ...cfg.serviceCIDRs], subnetCidrs),
         mtu,
       },
     });
   };
+  const onNode = (n: NodeObject) => {
+    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+    if (!ann) return;
+    mgmtAnnotation = ann;
+    applyMgmt();
+  };
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
   nodeInformer.start();
+  const subnetRoutes = new SubnetRoutes(
+    api,
+    {
+      joinCidr: cfg.joinCIDR,
+      serviceCidrs: cfg.serviceCIDRs,
+      // A Subnet must not capture the node's own addresses: the tunnel endpoint and what the Node reports.
+      nodeIps: [encapIp, ...(node.status?.addresses ?? []).map((a) => a.address)].flatMap(
+        (a) => tryParseIp(a) ?? [],
+      ),
+    },
+    (cidrs) => {
+      log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
+      subnetCidrs = cidrs;
+      applyMgmt();
+    },
+    log,
+  );
+  subnetRoutes.start();
   setup.start();
 
   const attacher = new PodAttacher({
@@ -161,7 +191,7 @@ async function main(): Promise<number> {
   log.info({}, "shutting down");
   await server.close();
   setup.stop();
-  await Promise.all([pods.stop(), nodeInformer.stop()]);
+  await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop()]);
   await vswitch.close();
   await health.stop();
   api.close();

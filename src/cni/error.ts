@@ -34,6 +34,8 @@ export const CniErrorCode = {
   AgentProtocolMismatch: 107,
   /** A step ran out of its time budget; the message names the step. */
   StepTimeout: 108,
+  /** The pod's k8s.ovn.org/pod-networks annotation holds an invalid value; the message names the field. */
+  InvalidPodNetwork: 109,
   /** The agent failed in a way it did not classify; the details carry the cause. */
   Internal: 199,
 } as const;

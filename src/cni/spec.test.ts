@@ -84,6 +84,30 @@ describe("CNI environment", () => {
     assert.ok(interfaceNameProblem("a/b"));
     assert.ok(interfaceNameProblem(".."));
     assert.ok(interfaceNameProblem("a b"));
+    for (const bad of ["a\u0001", "a\u007f", 'a"', "a#", "a\\", "-h"])
+      assert.ok(interfaceNameProblem(bad), JSON.stringify(bad));
+  });
+
+  it("refuses a CNI_NETNS that is not a plain absolute path, and accepts what runtimes pass", () => {
+    for (const bad of [
+      "run/netns/x",
+      "/run/netns/x y",
+      "/run/netns/x\nnetns add y",
+      "/run/../etc",
+      "/run//x",
+      "/run/$(id)",
+    ]) {
+      const e = codeOf(() => parseCniEnv({ ...ADD_ENV, CNI_NETNS: bad }));
+      assert.equal(e.code, 4, bad);
+      assert.match(e.message, /CNI_NETNS/);
+    }
+    for (const good of [
+      "/var/run/netns/cni-1b2c3d4e-0000-1111-2222-333344445555",
+      "/proc/4242/ns/net",
+      "/run/netns/p1",
+    ])
+      assert.equal(parseCniEnv({ ...ADD_ENV, CNI_NETNS: good }).netns, good);
+    assert.equal(parseCniEnv({ ...ADD_ENV, CNI_COMMAND: "DEL", CNI_NETNS: "" }).netns, "");
   });
 
   it("keeps '=' inside CNI_ARGS values and refuses pairs without a key", () => {

@@ -2,6 +2,7 @@
 // the configuration list on disk, and version negotiation. Everything here is pure: text in, typed values
 // or a CniError naming the field and the fix out.
 
+import { interfaceNameProblem, netnsPathProblem } from "../node/interface-name.ts";
 import { CniError, CniErrorCode } from "./error.ts";
 import { type CniResult, parseResult } from "./result.ts";
 
@@ -89,15 +90,7 @@ export function parseCniCommand(env: CniEnvVars): CniCommand {
 const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 const NETWORK_NAME = CONTAINER_ID;
 
-/** Linux interface names: at most 15 bytes, not "." or "..", no '/', ':' or whitespace. */
-export function interfaceNameProblem(name: string): string | undefined {
-  if (name === "") return "is empty";
-  if (Buffer.byteLength(name) > 15)
-    return `is ${Buffer.byteLength(name)} bytes long; Linux allows at most 15`;
-  if (name === "." || name === "..") return "may not be . or ..";
-  if (/[/:\s]/.test(name)) return "may not contain '/', ':' or whitespace";
-  return undefined;
-}
+export { interfaceNameProblem };
 
 export function parseCniArgs(text: string | undefined): CniArgs {
   const all: Record<string, string> = {};
@@ -134,10 +127,14 @@ export function parseCniEnv(env: CniEnvVars, command: CniCommand = parseCniComma
     );
   const ifnameProblem = attachment ? interfaceNameProblem(ifname) : undefined;
   if (ifnameProblem) throw envError(`CNI_IFNAME=${JSON.stringify(ifname)} ${ifnameProblem}`);
+  const netns = env.CNI_NETNS ?? "";
+  // DEL may come with an empty netns; whatever is given is checked, as it becomes an nsenter argument.
+  const netnsProblem = netns !== "" ? netnsPathProblem(netns) : undefined;
+  if (netnsProblem) throw envError(`CNI_NETNS=${JSON.stringify(netns.slice(0, 200))} ${netnsProblem}`);
   return {
     command,
     containerId,
-    netns: env.CNI_NETNS ?? "",
+    netns,
     ifname,
     args: parseCniArgs(env.CNI_ARGS),
     path: (env.CNI_PATH ?? "").split(":").filter((p) => p !== ""),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { mgmtInterfaceLines, parseMgmtPortAnnotation } from "./mgmt-port.ts";
+import { parseCidr } from "../ipam/cidr.ts";
+import { mgmtInterfaceLines, parseMgmtPortAnnotation, staleMgmtRouteLines } from "./mgmt-port.ts";
 
 const SPEC = {
   bridge: "br-int",
@@ -8,7 +9,7 @@ const SPEC = {
   mac: "0a:58:64:40:00:02",
   ip: "100.64.0.2/16",
   gateway: "100.64.0.1",
-  routeCidrs: ["10.244.0.0/16", "10.96.0.0/16", "fd00::/48"],
+  routeCidrs: ["10.244.0.0/16", "10.96.0.0/16", "fd00::/48"].map((c) => parseCidr(c)),
   mtu: 1450,
 };
 
@@ -30,20 +31,48 @@ describe("management port", () => {
       JSON.stringify({ ...v, mac: "zz" }),
       JSON.stringify({ ...v, gateway: "x" }),
       JSON.stringify({ ...v, name: "" }),
+      JSON.stringify({ ...v, ip: "100.64.0.2/16 dev lo" }),
+      JSON.stringify({ ...v, ip: "100.64.0.2/16\nnetns add x" }),
+      JSON.stringify({ ...v, gateway: "100.64.0.1 table 5" }),
+      JSON.stringify({ ...v, gateway: "fd00::1" }),
+      JSON.stringify({ ...v, mac: "0a:58:64:40:00:02\n" }),
+      JSON.stringify({ ...v, name: "a b" }),
     ])
       assert.equal(parseMgmtPortAnnotation(bad), undefined, String(bad));
   });
 
   test("the device gets MAC, MTU, address and a route per same-family CIDR with the management source", () => {
-    assert.deepEqual(mgmtInterfaceLines(SPEC, false), [
-      "link set dev zovn-mgmt address 0a:58:64:40:00:02 mtu 1450 up",
-      "addr replace 100.64.0.2/16 dev zovn-mgmt",
-      "route replace 10.244.0.0/16 via 100.64.0.1 dev zovn-mgmt src 100.64.0.2",
-      "route replace 10.96.0.0/16 via 100.64.0.1 dev zovn-mgmt src 100.64.0.2",
+    assert.deepEqual(
+      mgmtInterfaceLines(SPEC, false).map((l) => l.join(" ")),
+      [
+        "link set dev zovn-mgmt address 0a:58:64:40:00:02 mtu 1450 up",
+        "addr replace 100.64.0.2/16 dev zovn-mgmt",
+        "route replace 10.244.0.0/16 via 100.64.0.1 dev zovn-mgmt src 100.64.0.2",
+        "route replace 10.96.0.0/16 via 100.64.0.1 dev zovn-mgmt src 100.64.0.2",
+      ],
+    );
+  });
+
+  test("routes on the device that the spec does not want are deleted, the kernel's own are kept", () => {
+    const lines = staleMgmtRouteLines(SPEC, [
+      { dst: "100.64.0.0/16", protocol: "kernel", family: 4 },
+      { dst: "10.244.0.0/16", family: 4 },
+      { dst: "10.250.0.0/24", family: 4 },
+      { dst: "10.9.9.9", protocol: "static", family: 4 },
+      { dst: "default", family: 6 },
+      { dst: "fd00::/48", family: 6 },
     ]);
+    assert.deepEqual(
+      lines.map((l) => l.join(" ")),
+      [
+        "route del 10.250.0.0/24 dev zovn-mgmt",
+        "route del 10.9.9.9/32 dev zovn-mgmt",
+        "route del ::/0 dev zovn-mgmt",
+      ],
+    );
   });
 
   test("a changed address first flushes the old global ones", () => {
-    assert.equal(mgmtInterfaceLines(SPEC, true)[1], "addr flush dev zovn-mgmt scope global");
+    assert.equal(mgmtInterfaceLines(SPEC, true)[1]?.join(" "), "addr flush dev zovn-mgmt scope global");
   });
 });

@@ -5,14 +5,16 @@
 // restarts, without the address: so the address is configured after OVS reports the device, and again
 // whenever its ifindex changes.
 
-import { isIP } from "node:net";
-import { ipFamilyOf } from "../ipam/address.ts";
+import { familyBits, formatIp, ipFamilyOf, parseIp } from "../ipam/address.ts";
+import { type Cidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
+import { parseRequestedMac } from "../ipam/mac.ts";
+import { InvalidInputError } from "../ipam/problem.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
 import { StepError, StepTimeoutError } from "./errors.ts";
-import { ipBatch, requireSuccess } from "./ip-batch.ts";
+import { type IpLine, ipBatch, requireSuccess } from "./ip-batch.ts";
 import { findBridge } from "./ovs-bridge.ts";
 import { IFACE_ID_KEY } from "./ovs-port.ts";
 import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
@@ -33,9 +35,10 @@ export interface MgmtPortAnnotation {
   gateway: string;
 }
 
-const MAC_RE = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i;
-
-/** The annotation's value, or undefined when it is absent or malformed (the controller has not written it yet). */
+/**
+ * The annotation's value with every field in canonical form, or undefined when it is absent or malformed (the
+ * controller has not written it yet, or someone else wrote junk: the values end up as ip arguments).
+ */
 export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnotation | undefined {
   if (!text) return undefined;
   let v: unknown;
@@ -46,11 +49,21 @@ export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnot
   }
   if (typeof v !== "object" || v === null) return undefined;
   const { name, ip, mac, gateway } = v as Record<string, unknown>;
-  if (typeof name !== "string" || !name) return undefined;
-  if (typeof ip !== "string" || isIP(ip.split("/")[0] ?? "") === 0 || !ip.includes("/")) return undefined;
-  if (typeof mac !== "string" || !MAC_RE.test(mac)) return undefined;
-  if (typeof gateway !== "string" || isIP(gateway) === 0) return undefined;
-  return { name, ip, mac, gateway };
+  if (typeof name !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$/.test(name)) return undefined;
+  if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string") return undefined;
+  try {
+    const slash = ip.indexOf("/");
+    const addr = parseIp(slash < 0 ? ip : ip.slice(0, slash));
+    const prefix = ip.slice(slash + 1);
+    if (slash < 0 || !/^[1-9][0-9]{0,2}$/.test(prefix) || Number(prefix) > familyBits(addr.family))
+      return undefined;
+    const gw = parseIp(gateway);
+    if (gw.family !== addr.family) return undefined;
+    return { name, ip: `${formatIp(addr)}/${prefix}`, mac: parseRequestedMac(mac), gateway: formatIp(gw) };
+  } catch (e) {
+    if (e instanceof InvalidInputError) return undefined;
+    throw e;
+  }
 }
 
 export interface MgmtPortSpec {
@@ -63,22 +76,56 @@ export interface MgmtPortSpec {
   /** With prefix. */
   ip: string;
   gateway: string;
-  /** Routed via the gateway: the cluster CIDRs and the service CIDRs. */
-  routeCidrs: readonly string[];
+  /**
+   * Routed via the gateway: the cluster and service CIDRs and every accepted Subnet's. The device is ours, so
+   * any other route on it (the kernel's connected route aside) is removed.
+   */
+  routeCidrs: readonly Cidr[];
   mtu: number;
 }
 
 /** The ip lines that give the device its MAC, MTU, address and routes; `flush` drops addresses set before. */
-export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): string[] {
+export function mgmtInterfaceLines(spec: MgmtPortSpec, flush: boolean): IpLine[] {
   const dev = spec.ifname ?? MGMT_IFNAME;
   const addr = spec.ip.split("/")[0] as string;
   const v6 = ipFamilyOf(addr) === 6;
-  const lines = [`link set dev ${dev} address ${spec.mac} mtu ${spec.mtu} up`];
-  if (flush) lines.push(`addr flush dev ${dev} scope global`);
-  lines.push(`addr replace ${spec.ip} dev ${dev}${v6 ? " nodad" : ""}`);
+  const lines: IpLine[] = [["link", "set", "dev", dev, "address", spec.mac, "mtu", String(spec.mtu), "up"]];
+  if (flush) lines.push(["addr", "flush", "dev", dev, "scope", "global"]);
+  lines.push(["addr", "replace", spec.ip, "dev", dev, ...(v6 ? ["nodad"] : [])]);
   for (const cidr of spec.routeCidrs) {
-    if (ipFamilyOf(cidr) !== ipFamilyOf(addr)) continue;
-    lines.push(`route replace ${cidr} via ${spec.gateway} dev ${dev} src ${addr}`);
+    if (cidr.family !== ipFamilyOf(addr)) continue;
+    lines.push(["route", "replace", formatCidr(cidr), "via", spec.gateway, "dev", dev, "src", addr]);
+  }
+  return lines;
+}
+
+/** What identifies an applied spec: changes to any of it reconfigure the device. */
+export function mgmtSpecKey(spec: MgmtPortSpec): string {
+  return JSON.stringify({ ...spec, routeCidrs: spec.routeCidrs.map(formatCidr).sort() });
+}
+
+interface IpRouteJson {
+  dst: string;
+  protocol?: string;
+  family: 4 | 6;
+}
+
+/** The lines that delete routes on the device that `spec` does not want; the kernel's own stay. */
+export function staleMgmtRouteLines(spec: MgmtPortSpec, present: readonly IpRouteJson[]): IpLine[] {
+  const dev = spec.ifname ?? MGMT_IFNAME;
+  const wanted = new Set(spec.routeCidrs.map(formatCidr));
+  const lines: IpLine[] = [];
+  for (const r of present) {
+    if (r.protocol === "kernel") continue;
+    // ip prints host routes without a prefix and a default route as "default"; read it back as a prefix.
+    const dst = r.dst === "default" ? (r.family === 6 ? "::/0" : "0.0.0.0/0") : r.dst;
+    let cidr: Cidr;
+    try {
+      cidr = parseCidr(dst.includes("/") ? dst : `${dst}/${r.family === 6 ? 128 : 32}`);
+    } catch {
+      continue;
+    }
+    if (!wanted.has(formatCidr(cidr))) lines.push(["route", "del", formatCidr(cidr), "dev", dev]);
   }
   return lines;
 }
@@ -149,14 +196,38 @@ export async function waitMgmtDevice(
   }
 }
 
-/** Configures the device in the node's netns (one process). */
+/**
+ * Configures the device in the node's netns and removes the routes on it that the spec no longer wants (a
+ * Subnet deleted); returns the routes removed.
+ */
 export async function configureMgmtInterface(
   spec: MgmtPortSpec,
   opts: { netns?: string; flush?: boolean } = {},
-): Promise<void> {
-  const r = await ipBatch(
-    mgmtInterfaceLines(spec, opts.flush ?? false),
-    opts.netns ? { netns: opts.netns } : {},
-  );
+): Promise<string[]> {
+  const host = opts.netns ? { netns: opts.netns } : {};
+  const r = await ipBatch(mgmtInterfaceLines(spec, opts.flush ?? false), host);
   requireSuccess("configuring the management port", r);
+  const dev = spec.ifname ?? MGMT_IFNAME;
+  // "root" with a prefix of each family selects that family's routes within one batch.
+  const families = [4, 6] as const;
+  const shown = await ipBatch(
+    families.map((f) => ["route", "show", "root", f === 4 ? "0.0.0.0/0" : "::/0", "dev", dev]),
+    { ...host, globalArgs: ["-j"] },
+  );
+  // A node without IPv6 fails the second line; it has no IPv6 routes to remove either.
+  requireSuccess("reading the management port's routes", shown, (f) => f.line === 1);
+  const docs = shown.stdout.split("\n").filter((l) => l.trim());
+  const answered = families.filter((_f, i) => !shown.failures.some((x) => x.line === i));
+  const present = answered.flatMap((family, i) =>
+    (JSON.parse(docs[i] ?? "[]") as Omit<IpRouteJson, "family">[]).map((r) => ({ ...r, family })),
+  );
+  const stale = staleMgmtRouteLines(spec, present);
+  if (stale.length > 0) {
+    const d = await ipBatch(stale, host);
+    requireSuccess("removing stale management port routes", d, isNoSuchProcess);
+  }
+  return stale.map((l) => l[2] as string);
 }
+
+/** A route that is gone already (removed by someone else meanwhile). */
+const isNoSuchProcess = (f: { message: string }): boolean => /No such process/i.test(f.message);

@@ -43,7 +43,7 @@ export async function interfaceWithAddress(
   ip: string,
   opts: { netns?: string } = {},
 ): Promise<{ ifname: string; mtu: number }> {
-  const r = await ipBatch(["addr show"], { globalArgs: ["-j"], ...opts });
+  const r = await ipBatch([["addr", "show"]], { globalArgs: ["-j"], ...opts });
   requireSuccess("reading addresses", r);
   const links = JSON.parse(r.stdout.trim() || "[]") as IpAddrShow[];
   const link = links.find((l) => (l.addr_info ?? []).some((a) => a.local === ip));

@@ -13,6 +13,7 @@ import {
   ensureMgmtOvsPort,
   MGMT_IFNAME,
   type MgmtPortSpec,
+  mgmtSpecKey,
   waitMgmtDevice,
 } from "./mgmt-port.ts";
 import { type BridgeSpec, ensureBridge } from "./ovs-bridge.ts";
@@ -113,15 +114,16 @@ export class NodeSetup {
       const port = await ensureMgmtOvsPort(client, spec);
       mgmt.push(...port.changed);
       const row = await waitMgmtDevice(client, port.interfaceUuid, this.cfg.budgetMs ?? 10_000);
-      const key = JSON.stringify(spec);
+      const key = mgmtSpecKey(spec);
       const ifindex = row.ifindex ?? 0;
       const applied = this.mgmtApplied;
       if (force || !applied || applied.key !== key || applied.ifindex !== ifindex) {
         // A new device starts empty; an old one may carry an address from a previous spec (or agent run).
         const flush = !applied || applied.ip !== spec.ip;
-        await configureMgmtInterface(spec, { ...host, flush });
+        const removed = await configureMgmtInterface(spec, { ...host, flush });
         this.mgmtApplied = { key, ip: spec.ip, ifindex };
         mgmt.push(applied?.ifindex !== ifindex ? "configured" : "reconfigured");
+        mgmt.push(...removed.map((r) => `route-removed:${r}`));
       }
     }
     let egress = false;

@@ -5,9 +5,11 @@
 // container id run one at a time.
 
 import { performance } from "node:perf_hooks";
-import { ipFamilyOf } from "../ipam/address.ts";
-import { podPortName } from "../ovn/pod-port.ts";
+import { formatIp, type IpAddress } from "../ipam/address.ts";
+import { formatCidr } from "../ipam/cidr.ts";
+import { formatInterfaceAddress, type PodNetwork, podPortName } from "../ovn/pod-port.ts";
 import { type AddStep, CheckFailedError, StepError, StepTimeoutError } from "./errors.ts";
+import type { InterfaceName, NetnsPath } from "./interface-name.ts";
 import { KeyedLock } from "./keyed-lock.ts";
 import { INTEGRATION_BRIDGE } from "./ovs-bridge.ts";
 import { addPodPort, findPodPort, listPodPorts, removePodPorts, waitOvnInstalled } from "./ovs-port.ts";
@@ -15,22 +17,14 @@ import {
   ensurePodInterface,
   hostVethName,
   listHostVeths,
-  type PodRoute,
   readPodInterface,
   removeHostVeths,
   removePodInterface,
 } from "./veth.ts";
 import type { VswitchClient } from "./vswitch-db.ts";
 
-/** What the controller assigned to the pod (the k8s.ovn.org/pod-networks annotation's "default" entry). */
-export interface PodNetwork {
-  /** With prefix, e.g. ["10.244.0.5/16"]. */
-  ips: readonly string[];
-  mac: string;
-  /** At most one per family. */
-  gateways: readonly string[];
-  routes?: readonly PodRoute[];
-}
+/** What the controller assigned to the pod: the k8s.ovn.org/pod-networks annotation, parsed. */
+export type { PodNetwork } from "../ovn/pod-port.ts";
 
 export interface AttachmentRef {
   containerId: string;
@@ -39,8 +33,9 @@ export interface AttachmentRef {
 }
 
 export interface AddRequest extends AttachmentRef {
+  ifname: InterfaceName;
   /** CNI_NETNS. */
-  netns: string;
+  netns: NetnsPath;
   podNamespace: string;
   podName: string;
   podUid: string;
@@ -118,7 +113,7 @@ export class PodAttacher {
           mac: req.network.mac,
           ips: req.network.ips,
           gateways: req.network.gateways,
-          ...(req.network.routes ? { routes: req.network.routes } : {}),
+          routes: req.network.routes,
           mtu: this.cfg.mtu,
           txChecksumOff: this.cfg.userspaceDatapath,
         },
@@ -167,19 +162,26 @@ export class PodAttacher {
   }
 
   private result(req: AddRequest, hostIfname: string, hostMac: string | undefined): AttachmentResult {
-    const gwFor = (ip: string) => req.network.gateways.find((g) => ipFamilyOf(g) === ipFamilyOf(ip));
+    const gwFor = (ip: IpAddress) => req.network.gateways.find((g) => g.family === ip.family);
     return {
       interfaces: [
         { name: hostIfname, ...(hostMac ? { mac: hostMac } : {}) },
         { name: req.ifname, mac: req.network.mac, mtu: this.cfg.mtu, sandbox: req.netns },
       ],
-      ips: req.network.ips.map((address) => {
-        const gateway = gwFor(address);
-        return { address, ...(gateway ? { gateway } : {}), interface: 1 };
+      ips: req.network.ips.map((a) => {
+        const gateway = gwFor(a.ip);
+        return {
+          address: formatInterfaceAddress(a),
+          ...(gateway ? { gateway: formatIp(gateway) } : {}),
+          interface: 1,
+        };
       }),
       routes: [
-        ...req.network.gateways.map((gw) => ({ dst: ipFamilyOf(gw) === 6 ? "::/0" : "0.0.0.0/0", gw })),
-        ...(req.network.routes ?? []).map((r) => ({ dst: r.dest, gw: r.nextHop })),
+        ...req.network.gateways.map((gw) => ({
+          dst: gw.family === 6 ? "::/0" : "0.0.0.0/0",
+          gw: formatIp(gw),
+        })),
+        ...req.network.routes.map((r) => ({ dst: formatCidr(r.dest), gw: formatIp(r.nextHop) })),
       ],
     };
   }
@@ -228,9 +230,10 @@ export class PodAttacher {
         if (pod.mtu !== this.cfg.mtu)
           problems.push(`${req.ifname} has MTU ${pod.mtu}, expected ${this.cfg.mtu}`);
         if (!pod.up) problems.push(`${req.ifname} is down`);
-        for (const ip of req.network.ips)
-          if (!pod.ips.includes(ip)) problems.push(`${req.ifname} lacks address ${ip}`);
-        const gw4 = req.network.gateways.find((g) => ipFamilyOf(g) === 4);
+        for (const a of req.network.ips.map(formatInterfaceAddress))
+          if (!pod.ips.includes(a)) problems.push(`${req.ifname} lacks address ${a}`);
+        const gw = req.network.gateways.find((g) => g.family === 4);
+        const gw4 = gw ? formatIp(gw) : undefined;
         if (gw4 && pod.gateway4 !== gw4)
           problems.push(`default route via ${pod.gateway4 ?? "nothing"}, expected ${gw4}`);
       }

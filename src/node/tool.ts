@@ -45,6 +45,17 @@ export function argvIn(netns: string | undefined, command: string, args: readonl
   return netns ? ["nsenter", `--net=${netns}`, "--", command, ...args] : [command, ...args];
 }
 
+/**
+ * The environment tools run with: the C locale, because failures are classified by their message text
+ * (ip-batch's isAlreadyExists, isNoSuchDevice) and strerror's text follows the locale.
+ */
+export function toolEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base, LC_ALL: "C", LANG: "C" };
+  // GNU gettext would still prefer LANGUAGE's translations for some messages.
+  delete env.LANGUAGE;
+  return env;
+}
+
 /** Runs the tool and resolves with its exit status and output; rejects only if it cannot run or times out. */
 export function runTool(
   command: string,
@@ -62,6 +73,7 @@ export function runTool(
         killSignal: "SIGKILL",
         maxBuffer: 64 * 1024 * 1024,
         encoding: "utf8",
+        env: toolEnv(),
       },
       (err, stdout, stderr) => {
         if (!err) {

@@ -1,7 +1,34 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { hostVethName, isHostVethName, podSideLines } from "./veth.ts";
+import { parsePodNetwork } from "../ovn/pod-port.ts";
+import { parseInterfaceName, parseNetnsPath } from "./interface-name.ts";
+import { formatBatch, UnsafeIpTokenError } from "./ip-batch.ts";
+import { hostVethName, isHostVethName, type PodInterfaceSpec, podSideLines } from "./veth.ts";
+
+const annotation = (routes: unknown[]) =>
+  JSON.stringify({
+    default: {
+      ip_addresses: ["10.244.0.5/16", "fd00::5/64"],
+      mac_address: "0A:58:0A:F4:00:05",
+      gateway_ips: ["10.244.0.1", "fd00::1"],
+      routes,
+      logical_switch: "subnet-default",
+    },
+  });
+
+function spec(text: string): PodInterfaceSpec {
+  const n = parsePodNetwork(text);
+  assert.ok(n);
+  return {
+    containerId: "c",
+    netns: parseNetnsPath("/run/netns/p"),
+    ifname: parseInterfaceName("eth0"),
+    ...n,
+    mtu: 1450,
+    txChecksumOff: true,
+  };
+}
 
 describe("host veth names", () => {
   test("take the first 12 hex digits of a runtime's container id and fit in 15 characters", () => {
@@ -34,26 +61,36 @@ describe("host veth names", () => {
 
 describe("pod-side ip lines", () => {
   test("set MAC and MTU, bring the link up, add each address and one default route per family", () => {
-    const lines = podSideLines({
-      containerId: "c",
-      netns: "/run/netns/p",
-      ifname: "eth0",
-      mac: "0a:58:0a:f4:00:05",
-      ips: ["10.244.0.5/16", "fd00::5/64"],
-      gateways: ["10.244.0.1", "fd00::1"],
-      routes: [{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }],
-      mtu: 1450,
-      txChecksumOff: true,
-    });
-    assert.deepEqual(lines, [
-      "link set dev lo up",
-      "link set dev eth0 address 0a:58:0a:f4:00:05 mtu 1450",
-      "link set dev eth0 up",
-      "addr replace 10.244.0.5/16 dev eth0",
-      "addr replace fd00::5/64 dev eth0 nodad",
-      "route replace 0.0.0.0/0 via 10.244.0.1 dev eth0",
-      "route replace ::/0 via fd00::1 dev eth0",
-      "route replace 10.96.0.0/16 via 10.244.0.1 dev eth0",
-    ]);
+    const lines = podSideLines(spec(annotation([{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }])));
+    assert.deepEqual(
+      lines.map((l) => l.join(" ")),
+      [
+        "link set dev lo up",
+        "link set dev eth0 address 0a:58:0a:f4:00:05 mtu 1450",
+        "link set dev eth0 up",
+        "addr replace 10.244.0.5/16 dev eth0",
+        "addr replace fd00::5/64 dev eth0 nodad",
+        "route replace 0.0.0.0/0 via 10.244.0.1 dev eth0",
+        "route replace ::/0 via fd00::1 dev eth0",
+        "route replace 10.96.0.0/16 via 10.244.0.1 dev eth0",
+      ],
+    );
+  });
+
+  test("a route dest with a newline and an ip command never reaches ip: the parse refuses it, and so would the batch", () => {
+    // The exploit: ip's batch reader takes the newline as the end of a command, so the rest ran as root.
+    const exploit = "10.0.0.0/8 via 10.244.0.1\nnetns add zovnpwn";
+    assert.throws(
+      () => parsePodNetwork(annotation([{ dest: exploit, nextHop: "10.244.0.1" }])),
+      /default\.routes\[0\]\.dest: .*has prefix length/,
+    );
+    // The old path pasted the raw string into the line: ip would have read two commands.
+    const oldLine = `route replace ${exploit} via 10.244.0.1 dev eth0`;
+    assert.deepEqual(oldLine.split("\n")[1]?.split(" ").slice(0, 3), ["netns", "add", "zovnpwn"]);
+    // The batch text refuses such a token even if a caller forgot to parse.
+    assert.throws(
+      () => formatBatch([["route", "replace", exploit, "via", "10.244.0.1", "dev", "eth0"]]),
+      UnsafeIpTokenError,
+    );
   });
 });

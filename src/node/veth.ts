@@ -6,10 +6,19 @@
 
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { ipFamilyOf } from "../ipam/address.ts";
+import { formatIp, type IpAddress } from "../ipam/address.ts";
+import { formatCidr } from "../ipam/cidr.ts";
+import {
+  formatInterfaceAddress,
+  type InterfaceAddress,
+  type MacAddress,
+  type PodRoute,
+} from "../ovn/pod-port.ts";
+import type { InterfaceName, NetnsPath } from "./interface-name.ts";
 import {
   IpBatchError,
   type IpBatchFailure,
+  type IpLine,
   ipBatch,
   isAlreadyExists,
   isNoSuchDevice,
@@ -32,23 +41,18 @@ export function isHostVethName(name: string): boolean {
   return HOST_VETH_RE.test(name);
 }
 
-export interface PodRoute {
-  /** CIDR. */
-  dest: string;
-  nextHop: string;
-}
+export type { PodRoute } from "../ovn/pod-port.ts";
 
 export interface PodInterfaceSpec {
   containerId: string;
   /** Path of the pod's netns (CNI_NETNS). */
-  netns: string;
+  netns: NetnsPath;
   /** Interface name inside the pod (CNI_IFNAME), usually eth0. */
-  ifname: string;
-  mac: string;
-  /** Addresses with prefix, e.g. ["10.244.0.5/16"]. */
-  ips: readonly string[];
+  ifname: InterfaceName;
+  mac: MacAddress;
+  ips: readonly InterfaceAddress[];
   /** Default gateways, at most one per family. */
-  gateways: readonly string[];
+  gateways: readonly IpAddress[];
   routes?: readonly PodRoute[];
   mtu: number;
   /** Userspace datapath: TCP and UDP from the pod fail unless the pod end computes its own checksums. */
@@ -65,23 +69,37 @@ function ownNetnsPath(host: HostNetns): string {
   return host.netns ?? `/proc/${process.pid}/ns/net`;
 }
 
-/** The ip lines that configure the pod end once it exists; each is idempotent. */
-export function podSideLines(spec: PodInterfaceSpec): string[] {
+function checkedMtu(mtu: number): string {
+  if (!Number.isInteger(mtu) || mtu < 68 || mtu > 65535)
+    throw new RangeError(`MTU ${mtu} is not 68 to 65535`);
+  return String(mtu);
+}
+
+/** The ip lines that configure the pod end once it exists; each is idempotent. Text only from typed values. */
+export function podSideLines(spec: PodInterfaceSpec): IpLine[] {
   const dev = spec.ifname;
-  const lines = [
-    "link set dev lo up",
-    `link set dev ${dev} address ${spec.mac} mtu ${spec.mtu}`,
-    `link set dev ${dev} up`,
+  const lines: IpLine[] = [
+    ["link", "set", "dev", "lo", "up"],
+    ["link", "set", "dev", dev, "address", spec.mac, "mtu", checkedMtu(spec.mtu)],
+    ["link", "set", "dev", dev, "up"],
   ];
-  for (const ip of spec.ips) {
+  for (const a of spec.ips) {
     // IPv6 duplicate address detection would hold the address "tentative" for a second; OVN's port
     // security already guarantees uniqueness.
-    lines.push(`addr replace ${ip} dev ${dev}${ipFamilyOf(ip) === 6 ? " nodad" : ""}`);
+    lines.push([
+      "addr",
+      "replace",
+      formatInterfaceAddress(a),
+      "dev",
+      dev,
+      ...(a.ip.family === 6 ? ["nodad"] : []),
+    ]);
   }
   for (const gw of spec.gateways) {
-    lines.push(`route replace ${ipFamilyOf(gw) === 6 ? "::/0" : "0.0.0.0/0"} via ${gw} dev ${dev}`);
+    lines.push(["route", "replace", gw.family === 6 ? "::/0" : "0.0.0.0/0", "via", formatIp(gw), "dev", dev]);
   }
-  for (const r of spec.routes ?? []) lines.push(`route replace ${r.dest} via ${r.nextHop} dev ${dev}`);
+  for (const r of spec.routes ?? [])
+    lines.push(["route", "replace", formatCidr(r.dest), "via", formatIp(r.nextHop), "dev", dev]);
   return lines;
 }
 
@@ -101,9 +119,27 @@ export async function ensurePodInterface(
 ): Promise<PodInterfaceResult> {
   if (!existsSync(spec.netns)) throw new Error(`the pod netns ${spec.netns} does not exist`);
   const hostIfname = hostVethName(spec.containerId);
-  const create =
-    `link add ${spec.ifname} mtu ${spec.mtu} address ${spec.mac} type veth ` +
-    `peer name ${hostIfname} mtu ${spec.mtu} netns ${ownNetnsPath(host)}`;
+  const mtu = checkedMtu(spec.mtu);
+  const create: IpLine = [
+    "link",
+    "add",
+    // "name" first, so an interface name that is also an ip keyword (type, netns...) stays a name.
+    "name",
+    spec.ifname,
+    "mtu",
+    mtu,
+    "address",
+    spec.mac,
+    "type",
+    "veth",
+    "peer",
+    "name",
+    hostIfname,
+    "mtu",
+    mtu,
+    "netns",
+    ownNetnsPath(host),
+  ];
   const podLines = [create, ...podSideLines(spec)];
   const pod = await ipBatch(podLines, { netns: spec.netns });
   const existed = pod.failures.some((f) => f.line === 0 && isAlreadyExists(f));
@@ -111,7 +147,7 @@ export async function ensurePodInterface(
 
   // The two remaining steps touch different namespaces: run them side by side.
   const [up, ethtool] = await Promise.all([
-    ipBatch([`link set dev ${hostIfname} up`], host),
+    ipBatch([["link", "set", "dev", hostIfname, "up"]], host),
     spec.txChecksumOff
       ? runTool("ethtool", ["-K", spec.ifname, "tx", "off"], { netns: spec.netns })
       : Promise.resolve(undefined),
@@ -132,7 +168,7 @@ export async function ensurePodInterface(
 /** Deletes the pair by its host end (the pod end goes with it). False when it was gone already. */
 export async function removePodInterface(containerId: string, host: HostNetns = {}): Promise<boolean> {
   const name = hostVethName(containerId);
-  const r = await ipBatch([`link del dev ${name}`], host);
+  const r = await ipBatch([["link", "del", "dev", name]], host);
   requireSuccess(`deleting ${name}`, r, isNoSuchDevice);
   return r.failures.length === 0;
 }
@@ -166,11 +202,15 @@ export interface PodInterfaceState {
 
 /** What the pod end looks like now (one process), or undefined when the netns or the interface is gone. */
 export async function readPodInterface(
-  netns: string,
-  ifname: string,
+  netns: NetnsPath,
+  ifname: InterfaceName,
 ): Promise<PodInterfaceState | undefined> {
   if (!existsSync(netns)) return undefined;
-  const r = await ipBatch([`addr show dev ${ifname}`, "route show 0.0.0.0/0"], {
+  const lines: IpLine[] = [
+    ["addr", "show", "dev", ifname],
+    ["route", "show", "0.0.0.0/0"],
+  ];
+  const r = await ipBatch(lines, {
     netns,
     globalArgs: ["-j", "-d"],
   });
@@ -195,7 +235,7 @@ export async function readPodInterface(
 
 /** Host ends this agent created (by name), in the node's netns. */
 export async function listHostVeths(host: HostNetns = {}): Promise<string[]> {
-  const r = await ipBatch(["link show type veth"], { ...host, globalArgs: ["-j"] });
+  const r = await ipBatch([["link", "show", "type", "veth"]], { ...host, globalArgs: ["-j"] });
   requireSuccess("listing veths", r);
   const links = JSON.parse(r.stdout.trim() || "[]") as IpLink[];
   return links.map((l) => l.ifname).filter(isHostVethName);
@@ -204,7 +244,7 @@ export async function listHostVeths(host: HostNetns = {}): Promise<string[]> {
 /** Deletes the given host ends in one process; absent ones are fine. */
 export async function removeHostVeths(names: readonly string[], host: HostNetns = {}): Promise<void> {
   const r = await ipBatch(
-    names.map((n) => `link del dev ${n}`),
+    names.map((n) => ["link", "del", "dev", n]),
     host,
   );
   requireSuccess("deleting veths", r, isNoSuchDevice);

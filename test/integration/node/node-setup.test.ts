@@ -5,6 +5,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseCidr } from "../../../src/ipam/cidr.ts";
+import { parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
 import { PodAttacher } from "../../../src/node/pod-attachment.ts";
@@ -13,6 +15,7 @@ import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
 import { useOvsNode } from "../../rig/ovs-node.ts";
 import {
+  ETH0,
   EXT_IP,
   execIn,
   MGMT,
@@ -21,7 +24,7 @@ import {
   NODE_IP,
   type OneNodeCluster,
   ping,
-  SUBNET,
+  podNetwork,
   startOneNodeCluster,
   tcpTransfer,
 } from "./one-node-cluster.ts";
@@ -150,7 +153,7 @@ describe("management port and egress on a one-node OVN cluster", () => {
         mac: MGMT.mac,
         ip: MGMT.ip,
         gateway: NET.joinGateway,
-        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs],
+        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((c) => parseCidr(c)),
         mtu: 1450,
       },
       egress: {
@@ -177,12 +180,12 @@ describe("management port and egress on a one-node OVN cluster", () => {
     });
     await attacher.add({
       containerId: "feedfacecafe0001",
-      ifname: "eth0",
-      netns: podNetns,
+      ifname: ETH0,
+      netns: parseNetnsPath(podNetns),
       podNamespace: pod.namespace,
       podName: pod.name,
       podUid: pod.uid,
-      network: { ips: [ipWithPrefix], mac, gateways: SUBNET.gateways },
+      network: podNetwork([ipWithPrefix], mac),
     });
   });
   after(async () => {

@@ -8,8 +8,14 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type InterfaceName, parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
-import { podPortRow } from "../../../src/ovn/pod-port.ts";
+import {
+  type PodNetwork,
+  parsePodNetwork,
+  podNetworksAnnotation,
+  podPortRow,
+} from "../../../src/ovn/pod-port.ts";
 import {
   type ClusterNetworks,
   desiredTopology,
@@ -37,6 +43,27 @@ export const NET: ClusterNetworks = {
 export const SUBNET: SubnetTopology = { name: "default", cidrs: ["10.244.0.0/16"], gateways: ["10.244.0.1"] };
 export const MGMT = { ip: "100.64.0.2/16", mac: macFromIPv4("100.64.0.2"), lsp: mgmtPortName(NODE) };
 
+export const ETH0: InterfaceName = parseInterfaceName("eth0");
+
+/** The typed network the agent would parse from the controller's annotation for these values. */
+export function podNetwork(
+  ips: readonly string[],
+  mac: string,
+  gateways: readonly string[] = SUBNET.gateways,
+): PodNetwork {
+  const n = parsePodNetwork(
+    podNetworksAnnotation({
+      subnet: SUBNET.name,
+      logicalSwitch: `subnet-${SUBNET.name}`,
+      mac,
+      ipsWithPrefix: ips,
+      gateways,
+    }),
+  );
+  if (!n) throw new Error("no network");
+  return n;
+}
+
 export interface PodRef {
   namespace: string;
   name: string;
@@ -49,11 +76,15 @@ export interface OneNodeCluster {
   nb: OvsdbClient<NbTables>;
   /** The external host, 192.168.250.2 on the node's underlay link ul0 (192.168.250.1). */
   ext: NetnsHandle;
-  /** Creates the pod's logical port on the default subnet (and adds its IP to the node's address set). */
-  addPodLsp(pod: PodRef, ip: string): Promise<{ mac: string; ipWithPrefix: string }>;
+  /** Creates the pod's logical port on a subnet (default SUBNET) and adds its IP to the node's address set. */
+  addPodLsp(pod: PodRef, ip: string, subnet?: SubnetTopology): Promise<{ mac: string; ipWithPrefix: string }>;
 }
 
-export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster> {
+/** `subnets`: more subnets besides SUBNET, with their switches on the cluster router as the controller makes them. */
+export async function startOneNodeCluster(
+  t: AfterHook,
+  opts: { subnets?: readonly SubnetTopology[] } = {},
+): Promise<OneNodeCluster> {
   const node = await useOvsNode(t, { ovn: true });
   const ext = await node.addNetns("ext");
   // The underlay: the node's address lives on ul0, the external host is its peer.
@@ -75,26 +106,30 @@ export async function startOneNodeCluster(t: AfterHook): Promise<OneNodeCluster>
     nb.cache as never,
     nb.schema,
     txn as never,
-    desiredTopology(NET, [SUBNET], [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }]),
+    desiredTopology(
+      NET,
+      [SUBNET, ...(opts.subnets ?? [])],
+      [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }],
+    ),
     topologyScope,
   );
   await txn.commit();
   // The topology's default route (to a reserved join address) lets egress reach the reroute policy stage.
 
-  const addPodLsp = async (pod: PodRef, ip: string) => {
+  const addPodLsp = async (pod: PodRef, ip: string, subnet: SubnetTopology = SUBNET) => {
     const mac = macFromIPv4(ip);
-    const ipWithPrefix = `${ip}/16`;
-    const ls = findOwned(nb.cache as never, "Logical_Switch", `subnet/${SUBNET.name}`);
+    const ipWithPrefix = `${ip}/${(subnet.cidrs[0] ?? "").split("/")[1]}`;
+    const ls = findOwned(nb.cache as never, "Logical_Switch", `subnet/${subnet.name}`);
     const set = nb.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet(NODE, 4));
     if (!ls || !set) throw new Error("the topology is not in the NB cache");
     const row = podPortRow(
       pod,
       {
-        subnet: SUBNET.name,
-        logicalSwitch: `subnet-${SUBNET.name}`,
+        subnet: subnet.name,
+        logicalSwitch: `subnet-${subnet.name}`,
         mac,
         ipsWithPrefix: [ipWithPrefix],
-        gateways: SUBNET.gateways,
+        gateways: subnet.gateways,
         node: NODE,
       },
       { table: "Logical_Switch", column: "ports", uuid: ls._uuid },

@@ -4,20 +4,23 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { CheckFailedError, StepError, StepTimeoutError } from "../../../src/node/errors.ts";
+import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { interfaceWithAddress, podMtu } from "../../../src/node/mtu.ts";
 import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { findPodPort, listPodPorts } from "../../../src/node/ovs-port.ts";
 import { type AddOutcome, type AddRequest, PodAttacher } from "../../../src/node/pod-attachment.ts";
 import { spawnedTools } from "../../../src/node/tool.ts";
 import { ensurePodInterface, hostVethName, listHostVeths } from "../../../src/node/veth.ts";
+import { formatInterfaceAddress } from "../../../src/ovn/pod-port.ts";
 import type { NetnsHandle } from "../../rig/ovs-node.ts";
 import {
+  ETH0,
   execIn,
   NODE,
   NODE_IP,
   type OneNodeCluster,
   ping,
-  SUBNET,
+  podNetwork,
   startOneNodeCluster,
   tcpTransfer,
   udpTransfer,
@@ -50,12 +53,12 @@ async function newPod(name: string): Promise<Pod> {
     netns,
     req: {
       containerId: containerId(),
-      ifname: "eth0",
-      netns: netns.path,
+      ifname: ETH0,
+      netns: parseNetnsPath(netns.path),
       podNamespace: "default",
       podName: name,
       podUid: uid,
-      network: { ips: [ipWithPrefix], mac, gateways: SUBNET.gateways },
+      network: podNetwork([ipWithPrefix], mac),
     },
   };
 }
@@ -126,7 +129,9 @@ describe("pod attachment on a real OVS and OVN node", () => {
       mtu,
       sandbox: pa.netns.path,
     });
-    assert.deepEqual(result?.ips, [{ address: pa.req.network.ips[0], gateway: "10.244.0.1", interface: 1 }]);
+    assert.deepEqual(result?.ips, [
+      { address: formatInterfaceAddress(pa.req.network.ips[0]!), gateway: "10.244.0.1", interface: 1 },
+    ]);
     assert.deepEqual(result?.routes, [{ dst: "0.0.0.0/0", gw: "10.244.0.1" }]);
     const port = findPodPort(c.ovs, pa.req.containerId);
     assert.equal(port?.ifaceId, "default_pa");
@@ -168,16 +173,28 @@ describe("pod attachment on a real OVS and OVN node", () => {
     await attacher.del(pod.req);
   });
 
+  test("an interface name that is also an ip keyword is created under that name and reaches the other pods", async () => {
+    const pod = await newPod("pkw");
+    const req = { ...pod.req, ifname: parseInterfaceName("type") };
+    await attacher.add(req);
+    await attacher.check(req);
+    const links = await execIn(pod.netns.path, "ip", ["-o", "link", "show", "dev", "type"]);
+    assert.equal(links.code, 0, links.stderr);
+    const r = await ping(pod.netns.path, pa.ip);
+    assert.equal(r.code, 0, r.stdout);
+    await attacher.del(req);
+  });
+
   test("an ADD whose request is aborted while waiting rejects with the abort reason and leaves nothing", async () => {
     const netns = await c.node.addNetns("pab");
     const req: AddRequest = {
       containerId: containerId(),
-      ifname: "eth0",
-      netns: netns.path,
+      ifname: ETH0,
+      netns: parseNetnsPath(netns.path),
       podNamespace: "default",
       podName: "aborted",
       podUid: "uid-aborted",
-      network: { ips: ["10.244.0.98/16"], mac: "0a:58:0a:f4:00:62", gateways: ["10.244.0.1"] },
+      network: podNetwork(["10.244.0.98/16"], "0a:58:0a:f4:00:62"),
     };
     const reason = new Error("the runtime went away");
     const ac = new AbortController();
@@ -189,11 +206,17 @@ describe("pod attachment on a real OVS and OVN node", () => {
 
   test("CHECK passes for a wired pod and names what differs once the pod's address is gone", async () => {
     await attacher.check(pb.req);
-    await execIn(pb.netns.path, "ip", ["addr", "del", pb.req.network.ips[0] as string, "dev", "eth0"]);
+    await execIn(pb.netns.path, "ip", [
+      "addr",
+      "del",
+      formatInterfaceAddress(pb.req.network.ips[0]!),
+      "dev",
+      "eth0",
+    ]);
     await assert.rejects(attacher.check(pb.req), (e: unknown) => {
       assert.ok(e instanceof CheckFailedError);
       assert.deepEqual(e.problems, [
-        `eth0 lacks address ${pb.req.network.ips[0]}`,
+        `eth0 lacks address ${formatInterfaceAddress(pb.req.network.ips[0]!)}`,
         "default route via nothing, expected 10.244.0.1",
       ]);
       return true;
@@ -209,7 +232,7 @@ describe("pod attachment on a real OVS and OVN node", () => {
     const oldPort = hostVethName(old.req.containerId);
     // The runtime recreates the sandbox under a new container id, in a new netns, before the old DEL arrives.
     const netns2 = await c.node.addNetns("pd2");
-    const fresh: AddRequest = { ...old.req, containerId: containerId(), netns: netns2.path };
+    const fresh: AddRequest = { ...old.req, containerId: containerId(), netns: parseNetnsPath(netns2.path) };
     const added = await attacher.add(fresh);
     const newPort = hostVethName(fresh.containerId);
     assert.deepEqual(
@@ -322,12 +345,12 @@ describe("pod attachment on a real OVS and OVN node", () => {
     });
     const req: AddRequest = {
       containerId: containerId(),
-      ifname: "eth0",
-      netns: netns.path,
+      ifname: ETH0,
+      netns: parseNetnsPath(netns.path),
       podNamespace: "default",
       podName: "no-lsp",
       podUid: "uid-no-lsp",
-      network: { ips: ["10.244.0.99/16"], mac: "0a:58:0a:f4:00:63", gateways: ["10.244.0.1"] },
+      network: podNetwork(["10.244.0.99/16"], "0a:58:0a:f4:00:63"),
     };
     const started = Date.now();
     await assert.rejects(short.add(req), (e: unknown) => {

@@ -1,0 +1,47 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { formatCidr } from "../ipam/cidr.ts";
+import { loadNodeConfig, NodeConfigError } from "./config.ts";
+
+const BASE = { ZSTACK_NODE_NAME: "node1", ZSTACK_OVN_SBDB_ADDRESS: "tcp:10.0.0.1:6642" };
+
+function problemOf(env: Record<string, string>): string {
+  try {
+    loadNodeConfig({ ...BASE, ...env });
+  } catch (e) {
+    assert.ok(e instanceof NodeConfigError, String(e));
+    return e.message;
+  }
+  assert.fail(`expected ${JSON.stringify(env)} to be refused`);
+}
+
+describe("node agent configuration", () => {
+  test("CIDR variables become typed prefixes, dual-stack lists included", () => {
+    const cfg = loadNodeConfig({
+      ...BASE,
+      ZSTACK_CLUSTER_CIDR: "10.244.0.0/16, fd00:10:244::/48",
+      ZSTACK_SERVICE_CIDR: "10.96.0.0/12",
+      ZSTACK_JOIN_CIDR: "100.64.0.0/16",
+      ZSTACK_ENCAP_IP: "192.168.1.10",
+    });
+    assert.deepEqual(cfg.clusterCIDRs.map(formatCidr), ["10.244.0.0/16", "fd00:10:244::/48"]);
+    assert.deepEqual(cfg.serviceCIDRs.map(formatCidr), ["10.96.0.0/12"]);
+    assert.equal(formatCidr(cfg.joinCIDR), "100.64.0.0/16");
+    assert.equal(cfg.encapIp, "192.168.1.10");
+    const defaults = loadNodeConfig(BASE);
+    assert.deepEqual(defaults.clusterCIDRs.map(formatCidr), ["10.244.0.0/16"]);
+  });
+
+  test("a bad CIDR is refused with the variable named and what is wrong", () => {
+    for (const [k, v, why] of [
+      ["ZSTACK_CLUSTER_CIDR", "10.244.0.0/16 via 1.2.3.4", /ZSTACK_CLUSTER_CIDR.*prefix length/],
+      ["ZSTACK_CLUSTER_CIDR", "10.244.0.5/16", /ZSTACK_CLUSTER_CIDR.*host bits set.*10\.244\.0\.0\/16/],
+      ["ZSTACK_CLUSTER_CIDR", "", /ZSTACK_CLUSTER_CIDR.*at least one CIDR/],
+      ["ZSTACK_SERVICE_CIDR", "10.96.0.0/16,\nnetns add x", /ZSTACK_SERVICE_CIDR/],
+      ["ZSTACK_SERVICE_CIDR", "10.96.0.0", /ZSTACK_SERVICE_CIDR.*no prefix length/],
+      ["ZSTACK_JOIN_CIDR", "100.64.0.0/33", /ZSTACK_JOIN_CIDR.*prefix/],
+      ["ZSTACK_ENCAP_IP", "192.168.1.010", /ZSTACK_ENCAP_IP.*leading zero/],
+    ] as const)
+      assert.match(problemOf({ [k]: v }), why, `${k}=${JSON.stringify(v)}`);
+  });
+});

@@ -1,0 +1,118 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import fc from "fast-check";
+import { newSubnet, SUBNET_READY, type Subnet } from "../api/subnet.ts";
+import { parseIp } from "../ipam/address.ts";
+import { formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { mgmtRouteCidrs, planSubnetRoutes, type RouteGuard } from "./subnet-routes.ts";
+
+const GUARD: RouteGuard = {
+  joinCidr: parseCidr("100.64.0.0/16"),
+  serviceCidrs: [parseCidr("10.96.0.0/16")],
+  nodeIps: [parseIp("192.168.250.1")],
+};
+
+function subnet(
+  name: string,
+  cidr: string,
+  ready: "True" | "False" | "Unknown" | undefined,
+  stale = false,
+): Subnet {
+  const s = newSubnet(name, { cidr, gateway: "" });
+  s.metadata.generation = 2;
+  if (ready)
+    s.status = {
+      conditions: [
+        {
+          type: SUBNET_READY,
+          status: ready,
+          observedGeneration: stale ? 1 : 2,
+          lastTransitionTime: "2026-01-01T00:00:00Z",
+          reason: "x",
+          message: "",
+        },
+      ],
+    };
+  return s;
+}
+
+const routed = (subnets: Subnet[]) => planSubnetRoutes(subnets, GUARD).cidrs.map(formatCidr);
+
+describe("Subnet routes through the management port", () => {
+  test("one route per CIDR of each Subnet the controller accepted for its current spec", () => {
+    assert.deepEqual(
+      routed([
+        subnet("blue", "10.250.0.0/24", "True"),
+        subnet("dual", "10.251.0.0/24,fd00:251::/64", "True"),
+        subnet("pending", "10.252.0.0/24", undefined),
+        subnet("failed", "10.253.0.0/24", "False"),
+        subnet("unknown", "10.254.0.0/24", "Unknown"),
+        // Ready for generation 1, but the spec changed since: the new CIDR is not accepted yet.
+        subnet("edited", "10.255.0.0/24", "True", true),
+      ]),
+      ["10.250.0.0/24", "10.251.0.0/24", "fd00:251::/64"],
+    );
+  });
+
+  test("a hostile CIDR never becomes a route, even when marked Ready, and the reason names it", () => {
+    const cases: [string, RegExp][] = [
+      ["0.0.0.0/0", /wider than \/8/],
+      ["100.64.0.0/24", /join network/],
+      ["10.96.0.0/12", /service network/],
+      ["192.168.250.0/24", /node's own address 192\.168\.250\.1/],
+      ["10.250.0.0/24 via 1.2.3.4", /spec\.cidr/],
+      ["10.250.0.5/24", /host bits/],
+    ];
+    for (const [cidr, why] of cases) {
+      const plan = planSubnetRoutes([subnet("evil", cidr, "True")], GUARD);
+      assert.deepEqual(plan.cidrs, [], cidr);
+      assert.match(plan.refused[0]?.reason ?? "", why, cidr);
+    }
+  });
+
+  test("two Subnets claiming overlapping CIDRs are both left out; the others are routed", () => {
+    const plan = planSubnetRoutes(
+      [
+        subnet("a", "10.250.0.0/16", "True"),
+        subnet("b", "10.250.3.0/24", "True"),
+        subnet("c", "10.251.0.0/24", "True"),
+      ],
+      GUARD,
+    );
+    assert.deepEqual(plan.cidrs.map(formatCidr), ["10.251.0.0/24"]);
+    assert.deepEqual(plan.refused.map((r) => r.subnet).sort(), ["a", "b"]);
+  });
+
+  test("the routed set never overlaps the join or service network nor holds a node address, whatever the Subnets", () => {
+    const cidr = fc
+      .tuple(fc.integer({ min: 0, max: 0xffffffff }), fc.integer({ min: 0, max: 32 }))
+      .map(([v, p]) => {
+        const net = p === 0 ? 0 : (v >>> (32 - p)) << (32 - p);
+        return `${net >>> 24}.${(net >>> 16) & 255}.${(net >>> 8) & 255}.${net & 255}/${p}`;
+      });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(cidr, fc.boolean()), { maxLength: 6 }), (items) => {
+        const plan = planSubnetRoutes(
+          items.map(([c, ready], i) => subnet(`s${i}`, c, ready ? "True" : "False")),
+          GUARD,
+        );
+        for (const c of plan.cidrs) {
+          assert.ok(!overlaps(c, GUARD.joinCidr));
+          assert.ok(!GUARD.serviceCidrs.some((s) => overlaps(c, s)));
+          assert.ok(c.prefix >= 8);
+        }
+        for (const [i, a] of plan.cidrs.entries())
+          for (const b of plan.cidrs.slice(i + 1))
+            assert.ok(!overlaps(a, b), `${formatCidr(a)} ${formatCidr(b)}`);
+      }),
+    );
+  });
+
+  test("the management routes hold the cluster and service CIDRs and each Subnet prefix once", () => {
+    const base = [parseCidr("10.244.0.0/16"), parseCidr("10.96.0.0/16")];
+    assert.deepEqual(
+      mgmtRouteCidrs(base, [parseCidr("10.244.0.0/16"), parseCidr("10.250.0.0/24")]).map(formatCidr),
+      ["10.244.0.0/16", "10.96.0.0/16", "10.250.0.0/24"],
+    );
+  });
+});
