@@ -36,12 +36,38 @@ describe("node agent configuration", () => {
     for (const [k, v, why] of [
       ["ZSTACK_CLUSTER_CIDR", "10.244.0.0/16 via 1.2.3.4", /ZSTACK_CLUSTER_CIDR.*prefix length/],
       ["ZSTACK_CLUSTER_CIDR", "10.244.0.5/16", /ZSTACK_CLUSTER_CIDR.*host bits set.*10\.244\.0\.0\/16/],
-      ["ZSTACK_CLUSTER_CIDR", "", /ZSTACK_CLUSTER_CIDR.*at least one CIDR/],
+      ["ZSTACK_CLUSTER_CIDR", "10.244.0.0/16,10.245.0.0/16", /ZSTACK_CLUSTER_CIDR.*one IPv4 and one IPv6/],
       ["ZSTACK_SERVICE_CIDR", "10.96.0.0/16,\nnetns add x", /ZSTACK_SERVICE_CIDR/],
       ["ZSTACK_SERVICE_CIDR", "10.96.0.0", /ZSTACK_SERVICE_CIDR.*no prefix length/],
       ["ZSTACK_JOIN_CIDR", "100.64.0.0/33", /ZSTACK_JOIN_CIDR.*prefix/],
       ["ZSTACK_ENCAP_IP", "192.168.1.010", /ZSTACK_ENCAP_IP.*leading zero/],
     ] as const)
       assert.match(problemOf({ [k]: v }), why, `${k}=${JSON.stringify(v)}`);
+  });
+
+  test("reads the same keys, variables and flags as the controller, with flags first", () => {
+    const cfg = loadNodeConfig({ ...BASE, ZSTACK_TUNNEL_TYPE: "vxlan", ZSTACK_CLUSTER_CIDR: "" }, [
+      "--tunnel-type=geneve",
+      "--node-name",
+      "node7",
+    ]);
+    assert.equal(cfg.tunnel, "geneve");
+    assert.equal(cfg.nodeName, "node7");
+    assert.deepEqual(
+      cfg.clusterCIDRs.map(formatCidr),
+      ["10.244.0.0/16"],
+      "an empty variable counts as unset, as for the controller",
+    );
+  });
+
+  test("refuses gateway.mode=shared, which is not built, and requires the southbound remotes", () => {
+    assert.match(
+      problemOf({ ZSTACK_GATEWAY_MODE: "shared" }),
+      /gateway\.mode \(ZSTACK_GATEWAY_MODE, --gateway-mode\)=shared is not supported yet/,
+    );
+    assert.match(
+      problemOf({ ZSTACK_OVN_SBDB_ADDRESS: "" }),
+      /ovn\.sbdbAddress \(ZSTACK_OVN_SBDB_ADDRESS, --sbdb-address\) is required/,
+    );
   });
 });

@@ -1,10 +1,22 @@
-// Configuration of zstack-ovnkube-node from environment variables (the DaemonSet sets them from Helm values).
-// Every invalid value is reported with the variable, the value and what is allowed.
+// Configuration of zstack-ovnkube-node: its settings table, read by the same loader as the controller's (flags,
+// ZSTACK_* variables, config file; src/config/loader.ts), with the settings both programs read taken from the
+// controller's table, so a key, variable or flag means one thing everywhere. docs/node-agent.md lists them.
 
 import { hostname } from "node:os";
-import { formatIp, parseIp } from "../ipam/address.ts";
+import { CONTROLLER_SETTINGS } from "../config/controller-config.ts";
+import {
+  ConfigError,
+  type LoadOptions,
+  loadSettings,
+  PORT,
+  type Program,
+  type Setting,
+  settingName,
+  settingsHelp,
+} from "../config/loader.ts";
 import { type Cidr, parseCidr } from "../ipam/cidr.ts";
-import { InvalidInputError } from "../ipam/problem.ts";
+
+export { ConfigError as NodeConfigError } from "../config/loader.ts";
 
 export interface NodeAgentConfig {
   nodeName: string;
@@ -19,7 +31,7 @@ export interface NodeAgentConfig {
   clusterCIDRs: Cidr[];
   serviceCIDRs: Cidr[];
   joinCIDR: Cidr;
-  gatewayMode: "local" | "shared";
+  gatewayMode: "local";
   /** 0 = derived from the encap interface. */
   mtu: number;
   ovsDb: string;
@@ -33,81 +45,169 @@ export interface NodeAgentConfig {
   annotationBudgetMs: number;
 }
 
-export class NodeConfigError extends Error {}
+const SHARED = [
+  "ovn.sbdbAddress",
+  "network.clusterCIDR",
+  "network.serviceCIDR",
+  "network.joinCIDR",
+  "network.mtu",
+  "gateway.mode",
+  "tunnel.type",
+  "logging.level",
+  "kubernetes.kubeconfig",
+];
 
-export function loadNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeAgentConfig {
-  const problems: string[] = [];
-  const str = (k: string, d: string) => env[k] ?? d;
-  const oneOf = <T extends string>(k: string, d: T, allowed: readonly T[]): T => {
-    const v = (env[k] ?? d) as T;
-    if (!allowed.includes(v)) problems.push(`${k}="${v}": must be ${allowed.join(" or ")}`);
-    return v;
+export const NODE_SETTINGS: readonly Setting[] = [
+  {
+    key: "node.name",
+    env: "ZSTACK_NODE_NAME",
+    flag: "node-name",
+    kind: { type: "string" },
+    default: undefined,
+    doc: "The Kubernetes node, also the chassis system-id; default $NODE_NAME, else the host name.",
+  },
+  ...SHARED.map((k) => CONTROLLER_SETTINGS.find((s) => s.key === k) as Setting),
+  {
+    key: "node.encapIp",
+    env: "ZSTACK_ENCAP_IP",
+    flag: "encap-ip",
+    kind: { type: "ip" },
+    default: "",
+    doc: "Tunnel endpoint; empty: the node's InternalIP.",
+  },
+  {
+    key: "node.datapathType",
+    env: "ZSTACK_DATAPATH_TYPE",
+    flag: "datapath-type",
+    kind: { type: "enum", values: ["system", "netdev"] },
+    default: "system",
+    doc: "system (kernel datapath) or netdev (userspace/DPDK; pod TX checksum offload off).",
+  },
+  {
+    key: "node.ovsDb",
+    env: "ZSTACK_OVS_DB",
+    flag: "ovs-db",
+    kind: { type: "remotes" },
+    default: "unix:/var/run/openvswitch/db.sock",
+    doc: "The node's OVS database.",
+  },
+  {
+    key: "node.healthPort",
+    env: "ZSTACK_HEALTH_PORT",
+    flag: "health-port",
+    kind: PORT,
+    default: 10665,
+    doc: "Serves /healthz, /readyz and /metrics.",
+  },
+  {
+    key: "cni.socket",
+    env: "ZSTACK_CNI_SOCKET",
+    flag: "cni-socket",
+    kind: { type: "string" },
+    default: "/var/run/zstack-ovn/cni-server.sock",
+    doc: "The CNI server's unix socket (mode 0600).",
+  },
+  {
+    key: "cni.confDir",
+    env: "ZSTACK_CNI_CONF_DIR",
+    flag: "cni-conf-dir",
+    kind: { type: "string" },
+    default: "/etc/cni/net.d",
+    doc: "Where the conflist goes.",
+  },
+  {
+    key: "cni.binDir",
+    env: "ZSTACK_CNI_BIN_DIR",
+    flag: "cni-bin-dir",
+    kind: { type: "string" },
+    default: "/opt/cni/bin",
+    doc: "Where the zstack-ovn-cni executable goes.",
+  },
+  {
+    key: "cni.binary",
+    env: "ZSTACK_CNI_BINARY",
+    flag: "cni-binary",
+    kind: { type: "string" },
+    default: "",
+    doc: "The zstack-ovn-cni executable to install (write-then-rename); empty: install nothing.",
+  },
+  {
+    key: "cni.annotationTimeoutMs",
+    env: "ZSTACK_ANNOTATION_TIMEOUT_MS",
+    flag: "annotation-timeout-ms",
+    kind: { type: "int", min: 100, max: 600_000 },
+    default: 60_000,
+    doc: "How long an ADD waits for the pod's annotation (CNI code 100 after).",
+  },
+];
+
+const NODE: Program = { name: "zstack-ovnkube-node", settings: NODE_SETTINGS };
+
+interface Values {
+  node: {
+    name?: string;
+    encapIp: string;
+    datapathType: "system" | "netdev";
+    ovsDb: string;
+    healthPort: number;
   };
-  const int = (k: string, d: number, min: number, max: number): number => {
-    const raw = env[k];
-    if (raw === undefined || raw === "") return d;
-    const v = Number(raw);
-    if (!Number.isInteger(v) || v < min || v > max)
-      problems.push(`${k}="${raw}": must be an integer from ${min} to ${max}`);
-    return v;
+  ovn: { sbdbAddress: string };
+  network: { clusterCIDR: string; serviceCIDR: string; joinCIDR: string; mtu: number };
+  gateway: { mode: "local" | "shared" };
+  tunnel: { type: "vxlan" | "geneve" };
+  logging: { level: NodeAgentConfig["logLevel"] };
+  kubernetes: { kubeconfig: string };
+  cni: { socket: string; confDir: string; binDir: string; binary: string; annotationTimeoutMs: number };
+}
+
+/** Prefixes become node routes and nftables rules: the loader checked the text, here it becomes typed. */
+const prefixes = (text: string): Cidr[] => text.split(",").map((c) => parseCidr(c.trim()));
+
+/** @throws NodeConfigError listing every problem. */
+export function loadNodeConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = [],
+): NodeAgentConfig {
+  const opts: LoadOptions = { env, argv };
+  const r = loadSettings(NODE, opts);
+  const problems = r.problems;
+  const v = r.values as unknown as Values;
+  const name = (key: string) => settingName(NODE, key);
+  if (problems.length === 0) {
+    if (!v.ovn.sbdbAddress)
+      problems.push(`${name("ovn.sbdbAddress")} is required: the OVN southbound remotes for ovn-controller`);
+    if (v.gateway.mode === "shared")
+      problems.push(
+        `${name("gateway.mode")}=shared is not supported yet: pod egress goes through the node's kernel; set it to local`,
+      );
+    if (v.network.joinCIDR.includes(","))
+      problems.push(`${name("network.joinCIDR")}="${v.network.joinCIDR}": the join network is one IPv4 CIDR`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    nodeName: v.node.name || env.NODE_NAME || hostname(),
+    kubeconfig: v.kubernetes.kubeconfig,
+    sbdbAddress: v.ovn.sbdbAddress,
+    tunnel: v.tunnel.type,
+    encapIp: v.node.encapIp,
+    datapathType: v.node.datapathType,
+    clusterCIDRs: prefixes(v.network.clusterCIDR),
+    serviceCIDRs: prefixes(v.network.serviceCIDR),
+    joinCIDR: prefixes(v.network.joinCIDR)[0] as Cidr,
+    gatewayMode: "local",
+    mtu: v.network.mtu,
+    ovsDb: v.node.ovsDb,
+    cniSocket: v.cni.socket,
+    cniConfDir: v.cni.confDir,
+    cniBinDir: v.cni.binDir,
+    cniBinary: v.cni.binary,
+    healthPort: v.node.healthPort,
+    logLevel: v.logging.level,
+    annotationBudgetMs: v.cni.annotationTimeoutMs,
   };
-  // Prefixes become node routes and nftables rules: each is parsed, never passed on as text.
-  const cidr = (k: string, text: string, where = k): Cidr | undefined => {
-    try {
-      return parseCidr(text, where);
-    } catch (e) {
-      if (!(e instanceof InvalidInputError)) throw e;
-      problems.push(`${k}: ${e.problem.message}`);
-      return undefined;
-    }
-  };
-  const cidrs = (k: string, d: string): Cidr[] => {
-    const items = str(k, d)
-      .split(",")
-      .map((s) => s.trim());
-    if (items.every((s) => s === "")) {
-      problems.push(`${k}="${env[k] ?? d}": must list at least one CIDR, e.g. ${d}`);
-      return [];
-    }
-    return items.flatMap((text) => cidr(k, text) ?? []);
-  };
-  const ip = (k: string): string => {
-    const raw = env[k] ?? "";
-    if (raw === "") return "";
-    try {
-      return formatIp(parseIp(raw, k));
-    } catch (e) {
-      if (!(e instanceof InvalidInputError)) throw e;
-      problems.push(`${k}: ${e.problem.message}`);
-      return "";
-    }
-  };
-  const cfg: NodeAgentConfig = {
-    nodeName: str("ZSTACK_NODE_NAME", env.NODE_NAME ?? hostname()),
-    kubeconfig: str("ZSTACK_KUBECONFIG", ""),
-    sbdbAddress: str("ZSTACK_OVN_SBDB_ADDRESS", ""),
-    tunnel: oneOf("ZSTACK_TUNNEL_TYPE", "vxlan", ["vxlan", "geneve"] as const),
-    encapIp: ip("ZSTACK_ENCAP_IP"),
-    datapathType: oneOf("ZSTACK_DATAPATH_TYPE", "system", ["system", "netdev"] as const),
-    clusterCIDRs: cidrs("ZSTACK_CLUSTER_CIDR", "10.244.0.0/16"),
-    serviceCIDRs: cidrs("ZSTACK_SERVICE_CIDR", "10.96.0.0/16"),
-    joinCIDR:
-      cidr("ZSTACK_JOIN_CIDR", str("ZSTACK_JOIN_CIDR", "100.64.0.0/16")) ?? parseCidr("100.64.0.0/16"),
-    gatewayMode: oneOf("ZSTACK_GATEWAY_MODE", "local", ["local", "shared"] as const),
-    mtu: int("ZSTACK_MTU", 0, 0, 65_535),
-    ovsDb: str("ZSTACK_OVS_DB", "unix:/var/run/openvswitch/db.sock"),
-    cniSocket: str("ZSTACK_CNI_SOCKET", "/var/run/zstack-ovn/cni-server.sock"),
-    cniConfDir: str("ZSTACK_CNI_CONF_DIR", "/etc/cni/net.d"),
-    cniBinDir: str("ZSTACK_CNI_BIN_DIR", "/opt/cni/bin"),
-    cniBinary: str("ZSTACK_CNI_BINARY", ""),
-    healthPort: int("ZSTACK_HEALTH_PORT", 10665, 0, 65_535),
-    logLevel: oneOf("ZSTACK_LOG_LEVEL", "info", ["debug", "info", "warn", "error"] as const),
-    annotationBudgetMs: int("ZSTACK_ANNOTATION_TIMEOUT_MS", 60_000, 100, 600_000),
-  };
-  if (!cfg.sbdbAddress)
-    problems.push("ZSTACK_OVN_SBDB_ADDRESS is required: the OVN southbound remotes for ovn-controller");
-  if (cfg.mtu !== 0 && cfg.mtu < 576)
-    problems.push(`ZSTACK_MTU="${cfg.mtu}": must be 0 (derive) or at least 576`);
-  if (problems.length > 0) throw new NodeConfigError(`invalid configuration:\n  ${problems.join("\n  ")}`);
-  return cfg;
+}
+
+/** --help text: every flag with its variable and default. */
+export function nodeConfigHelp(): string {
+  return settingsHelp(NODE);
 }

@@ -3,7 +3,7 @@
 
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
-import { loadNodeConfig, NodeConfigError } from "../agent/config.ts";
+import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
@@ -31,9 +31,13 @@ interface NodeObject extends KubeObject {
 }
 
 async function main(): Promise<number> {
+  if (process.argv.slice(2).some((a) => a === "--help" || a === "-h")) {
+    process.stdout.write(nodeConfigHelp());
+    return 0;
+  }
   let cfg: ReturnType<typeof loadNodeConfig>;
   try {
-    cfg = loadNodeConfig(process.env);
+    cfg = loadNodeConfig(process.env, process.argv.slice(2));
   } catch (e) {
     if (e instanceof NodeConfigError) {
       process.stderr.write(`zstack-ovnkube-node: ${e.message}\n`);

@@ -6,6 +6,7 @@
 
 import { readFileSync } from "node:fs";
 import { load as loadYaml } from "js-yaml";
+import { formatIp, parseIp } from "../ipam/address.ts";
 import { parseCidr } from "../ipam/cidr.ts";
 import { parseRemote } from "../ovsdb/transport.ts";
 
@@ -17,6 +18,7 @@ export type Kind =
   | { type: "int"; min: number; max: number; note?: string }
   | { type: "bool" }
   | { type: "cidrs" }
+  | { type: "ip" }
   | { type: "remotes" };
 
 export interface Setting {
@@ -97,6 +99,8 @@ function allowed(kind: Kind): string {
       return "must be true or false";
     case "string":
       return "must be a string";
+    case "ip":
+      return "must be an IPv4 or IPv6 address such as 192.168.1.10";
     case "cidrs":
       return "must be a CIDR such as 10.244.0.0/16, or an IPv4 and an IPv6 CIDR separated by a comma";
     case "remotes":
@@ -143,6 +147,16 @@ function convert(kind: Kind, raw: Raw): { value: string | number | boolean } | {
       if (families.length === 2 && families[0] === families[1])
         return { problem: "two CIDRs must be one IPv4 and one IPv6 (dual stack)" };
       return { value: parts.map((p) => p.trim()).join(",") };
+    }
+    case "ip": {
+      if (typeof raw !== "string") return { problem: allowed(kind) };
+      if (raw === "") return { value: "" };
+      try {
+        return { value: formatIp(parseIp(raw.trim())) };
+      } catch (err) {
+        const detail = (err as Error).message.replace(/^[^:]*: /, "");
+        return { problem: `${allowed(kind)} (${detail})` };
+      }
     }
     case "remotes": {
       if (typeof raw !== "string") return { problem: allowed(kind) };
