@@ -42,6 +42,33 @@ test("overlaps with the service CIDR, the join CIDR and a node address are each 
   assert.match(v.get("node")?.message ?? "", /192\.168\.200\.11, an address of node node1/);
 });
 
+test("a subnet in a reserved range (link-local, loopback, multicast) is Failed with ReservedRange, naming the range", () => {
+  const v = judgeSubnets(
+    [
+      sn("metadata", "1", { cidr: "169.254.169.0/24", gateway: "169.254.169.1" }),
+      sn("loop", "2", { cidr: "127.0.0.0/16", gateway: "127.0.0.1" }),
+      sn("mcast", "3", { cidr: "224.0.0.0/8", gateway: "224.0.0.1" }),
+      sn("ll6", "4", { cidr: "fe80::/64", gateway: "fe80::1", protocol: "IPv6" }),
+      sn("fine", "5", { cidr: "10.50.0.0/24", gateway: "10.50.0.1" }),
+    ],
+    FACTS,
+  );
+  for (const [name, range] of [
+    ["metadata", "169.254.0.0/16"],
+    ["loop", "127.0.0.0/8"],
+    ["mcast", "224.0.0.0/4"],
+    ["ll6", "fe80::/10"],
+  ] as const) {
+    assert.equal(v.get(name)?.reason, "ReservedRange", name);
+    assert.match(
+      v.get(name)?.message ?? "",
+      new RegExp(`overlaps the .* ${range.replace(/\./g, "\\.")}`),
+      name,
+    );
+  }
+  assert.equal(v.get("fine")?.ready, true);
+});
+
 test("a missing external switch fails the subnet with the switch's name; an existing one is fine", () => {
   const v = judgeSubnets(
     [

@@ -7,6 +7,7 @@ import type { Capacity } from "../ipam/capacity.ts";
 import { displayCount } from "../ipam/capacity.ts";
 import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { formatProblem } from "../ipam/problem.ts";
+import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { VXLAN_PORTS_PER_SWITCH } from "./pod-network.ts";
 
@@ -112,6 +113,14 @@ function clusterProblem(
   facts: ClusterFacts,
 ): { reason: string; message: string } | undefined {
   for (const c of cidrs) {
+    // Nodes would route these through the management port: loopback, link-local (cloud metadata), multicast.
+    const special = specialRangeOverlapping(parseCidr(c));
+    if (special) {
+      return {
+        reason: "ReservedRange",
+        message: `spec.cidr ${c} overlaps the ${special.name} ${formatCidr(special.range)}, which no pod network may use; choose a global unicast CIDR such as 10.244.0.0/16`,
+      };
+    }
     for (const other of accepted) {
       const hit = other.cidrs.find((o) => overlaps(o, c));
       if (hit) {
