@@ -4,15 +4,17 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
+import { encapIpOf, NodeAddressError, nodeReportedIps } from "../agent/node-addresses.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
-import { tryParseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
+import { parseInterfaceName } from "../node/interface-name.ts";
 import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
 import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
@@ -63,8 +65,16 @@ async function main(): Promise<number> {
     });
     if (!node) await new Promise((r) => setTimeout(r, 500));
   }
-  const encapIp = cfg.encapIp || node.status?.addresses?.find((a) => a.type === "InternalIP")?.address || "";
-  if (!encapIp) throw new Error(`node ${cfg.nodeName} reports no InternalIP; set ZSTACK_ENCAP_IP`);
+  let encapAddress: IpAddress;
+  try {
+    encapAddress = encapIpOf(cfg.encapIp, cfg.nodeName, node);
+  } catch (e) {
+    if (!(e instanceof NodeAddressError)) throw e;
+    log.error({ err: e.message }, "cannot choose the tunnel endpoint");
+    process.stderr.write(`zstack-ovnkube-node: ${e.message}\n`);
+    return 2;
+  }
+  const encapIp = formatIp(encapAddress);
 
   const vswitch = new OvsdbClient<VswitchTables>({
     remotes: cfg.ovsDb,
@@ -81,7 +91,6 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
-  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR].map(formatCidr);
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -94,7 +103,13 @@ async function main(): Promise<number> {
       hostname: cfg.nodeName,
     },
     ...(cfg.gatewayMode === "local"
-      ? { egress: { mgmtIfname: MGMT_IFNAME, insideCidrs: inside, nodeIps: [encapIp] } }
+      ? {
+          egress: {
+            mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
+            insideCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
+            nodeIps: [encapAddress],
+          },
+        }
       : {}),
     logger: log,
   });
@@ -136,9 +151,7 @@ async function main(): Promise<number> {
       joinCidr: cfg.joinCIDR,
       serviceCidrs: cfg.serviceCIDRs,
       // A Subnet must not capture the node's own addresses: the tunnel endpoint and what the Node reports.
-      nodeIps: [encapIp, ...(node.status?.addresses ?? []).map((a) => a.address)].flatMap(
-        (a) => tryParseIp(a) ?? [],
-      ),
+      nodeIps: [encapAddress, ...nodeReportedIps(node)],
     },
     (cidrs) => {
       log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
