@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { newSubnet, SUBNET_READY, type Subnet } from "../api/subnet.ts";
 import { parseIp } from "../ipam/address.ts";
 import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import { mgmtRouteCidrs, planSubnetRoutes, type RouteGuard } from "./subnet-routes.ts";
 
 const GUARD: RouteGuard = {
@@ -62,12 +63,49 @@ describe("Subnet routes through the management port", () => {
       ["192.168.250.0/24", /node's own address 192\.168\.250\.1/],
       ["10.250.0.0/24 via 1.2.3.4", /spec\.cidr/],
       ["10.250.0.5/24", /host bits/],
+      ["169.254.169.0/24", /link-local range.*169\.254\.0\.0\/16/],
+      ["224.0.0.0/8", /multicast range 224\.0\.0\.0\/4/],
+      ["127.0.0.0/8", /loopback range 127\.0\.0\.0\/8/],
+      ["0.0.0.0/8", /'this network' range/],
+      ["240.0.0.0/8", /reserved and broadcast/],
+      ["fe80::/64", /IPv6 link-local range/],
+      ["ff02::/64", /IPv6 multicast range/],
+      ["::1/128", /IPv6 loopback/],
     ];
     for (const [cidr, why] of cases) {
       const plan = planSubnetRoutes([subnet("evil", cidr, "True")], GUARD);
       assert.deepEqual(plan.cidrs, [], cidr);
       assert.match(plan.refused[0]?.reason ?? "", why, cidr);
     }
+  });
+
+  test("a Subnet on the node's uplink network, or holding the API server or a default gateway, is refused", () => {
+    // Nodes at 192.168.1.10 and up, the LAN gateway at .1, an API-server VIP at 172.16.0.100.
+    const guard: RouteGuard = {
+      ...GUARD,
+      nodeIps: [parseIp("192.168.1.10")],
+      uplinkCidrs: [parseCidr("192.168.1.0/24")],
+      hostIps: [
+        { ip: parseIp("172.16.0.100"), what: "the API server's address" },
+        { ip: parseIp("192.168.1.1"), what: "the node's default gateway" },
+        { ip: parseIp("10.20.0.1"), what: "the node's default gateway" },
+      ],
+    };
+    const cases: [string, RegExp][] = [
+      ["192.168.1.0/29", /uplink network 192\.168\.1\.0\/24/],
+      ["192.168.0.0/16", /node's own address 192\.168\.1\.10/],
+      ["172.16.0.0/12", /API server's address 172\.16\.0\.100/],
+      ["10.20.0.0/24", /default gateway 10\.20\.0\.1/],
+    ];
+    for (const [cidr, why] of cases) {
+      const plan = planSubnetRoutes([subnet("evil", cidr, "True")], guard);
+      assert.deepEqual(plan.cidrs, [], cidr);
+      assert.match(plan.refused[0]?.reason ?? "", why, cidr);
+    }
+    assert.deepEqual(
+      planSubnetRoutes([subnet("fine", "172.32.0.0/16", "True")], guard).cidrs.map(formatCidr),
+      ["172.32.0.0/16"],
+    );
   });
 
   test("two Subnets claiming overlapping CIDRs are both left out; the others are routed", () => {
@@ -107,6 +145,7 @@ describe("Subnet routes through the management port", () => {
           assert.ok(!GUARD.serviceCidrs.some((s) => overlaps(c, s)));
           assert.ok(c.prefix >= 8);
           assert.ok(!GUARD.nodeIps.some((ip) => cidrContains(c, ip)), formatCidr(c));
+          assert.equal(specialRangeOverlapping(c), undefined, formatCidr(c));
         }
         for (const [i, a] of plan.cidrs.entries())
           for (const b of plan.cidrs.slice(i + 1))

@@ -2,13 +2,15 @@
 // management port, so each Subnet CIDR needs a route there, not only the cluster CIDRs. The agent follows the
 // Subnet objects (level-triggered: every change recomputes the whole set from the informer's store) and routes
 // only what the controller accepted for the spec as it is now. A Subnet anyone can create must never steer the
-// node's own traffic: a CIDR that covers the join network, a service CIDR, a node address or another Subnet,
-// or that is implausibly wide, is refused here even if it is marked Ready.
+// node's own traffic: a CIDR that is not global unicast, that covers the join network, a service CIDR, a node
+// address, the node's uplink network, the API server, a default gateway or another Subnet, or that is
+// implausibly wide, is refused here even if it is marked Ready.
 
 import { SUBNET_PATH, type Subnet, subnetCidrs, subnetReadyCondition } from "../api/subnet.ts";
 import { compareIp, familyName, formatIp, type IpAddress } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
+import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
@@ -20,6 +22,10 @@ export interface RouteGuard {
   readonly serviceCidrs: readonly Cidr[];
   /** The node's own addresses (the tunnel endpoint at least). */
   readonly nodeIps: readonly IpAddress[];
+  /** Other addresses the node's own traffic needs, with what they are (the API server, a default gateway). */
+  readonly hostIps?: readonly { readonly ip: IpAddress; readonly what: string }[];
+  /** The networks the node's uplink is on: its neighbours (other nodes, the LAN gateway) live there. */
+  readonly uplinkCidrs?: readonly Cidr[];
 }
 
 /** Wider prefixes than these are refused: a Subnet that size would take over the node's routing. */
@@ -56,11 +62,17 @@ export function planSubnetRoutes(subnets: readonly Subnet[], guard: RouteGuard):
     const problem = (cidr: Cidr): string | undefined => {
       if (cidr.prefix < MIN_ROUTE_PREFIX[cidr.family])
         return `is wider than /${MIN_ROUTE_PREFIX[cidr.family]}, the widest ${familyName(cidr.family)} Subnet the node routes`;
+      const special = specialRangeOverlapping(cidr);
+      if (special) return `overlaps the ${special.name} ${formatCidr(special.range)}`;
       if (overlaps(cidr, guard.joinCidr)) return `overlaps the join network ${formatCidr(guard.joinCidr)}`;
       const svc = guard.serviceCidrs.find((c) => overlaps(cidr, c));
       if (svc) return `overlaps the service network ${formatCidr(svc)}`;
       const own = guard.nodeIps.find((ip) => cidrContains(cidr, ip));
       if (own) return `contains the node's own address ${formatIp(own)}`;
+      const uplink = guard.uplinkCidrs?.find((c) => overlaps(cidr, c));
+      if (uplink) return `overlaps the node's uplink network ${formatCidr(uplink)}`;
+      const host = guard.hostIps?.find((h) => cidrContains(cidr, h.ip));
+      if (host) return `contains ${host.what} ${formatIp(host.ip)}`;
       return undefined;
     };
     try {
@@ -140,7 +152,7 @@ export class SubnetRoutes {
 
   constructor(
     api: ApiClient,
-    private readonly guard: RouteGuard,
+    private guard: RouteGuard,
     private readonly onChange: (cidrs: readonly Cidr[]) => void,
     private readonly log: Logger,
   ) {
@@ -160,6 +172,15 @@ export class SubnetRoutes {
 
   stop(): Promise<void> {
     return this.informer.stop();
+  }
+
+  /**
+   * Replaces what routes must stay clear of (the node's addresses, gateways and uplink change at run time) and
+   * recomputes at once, so a route that now captures one of them is withdrawn.
+   */
+  setGuard(guard: RouteGuard): void {
+    this.guard = guard;
+    if (this.informer.hasSynced()) this.recompute();
   }
 
   /** The route set for the Subnets known now. */

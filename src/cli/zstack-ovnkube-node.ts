@@ -4,8 +4,9 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
-import { encapIpOf, NodeAddressError, nodeReportedIps } from "../agent/node-addresses.ts";
+import { encapIpOf, NodeAddressError } from "../agent/node-addresses.ts";
 import { NodePods } from "../agent/pod-networks.ts";
+import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
@@ -14,6 +15,7 @@ import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
+import { type HostAnchors, readHostAnchors } from "../node/host-network.ts";
 import { parseInterfaceName } from "../node/interface-name.ts";
 import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
 import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
@@ -137,22 +139,31 @@ async function main(): Promise<number> {
       },
     });
   };
-  const onNode = (n: NodeObject) => {
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
-    if (!ann) return;
-    mgmtAnnotation = ann;
-    applyMgmt();
-  };
-  nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
-  nodeInformer.start();
-  const subnetRoutes = new SubnetRoutes(
-    api,
-    {
+  // What Subnet routes must stay clear of follows the Node (its addresses) and the host (its default gateways
+  // and uplink networks, re-read on every Node event), not a snapshot taken at startup.
+  const apiServer = apiServerIp(kc.getCurrentCluster()?.server);
+  let nodeNow: NodeObject = node;
+  let host: HostAnchors | undefined;
+  const guard = () =>
+    routeGuardFor({
       joinCidr: cfg.joinCIDR,
       serviceCidrs: cfg.serviceCIDRs,
-      // A Subnet must not capture the node's own addresses: the tunnel endpoint and what the Node reports.
-      nodeIps: [encapAddress, ...nodeReportedIps(node)],
-    },
+      encapIp: encapAddress,
+      node: nodeNow,
+      apiServer,
+      host,
+    });
+  const readHost = () =>
+    readHostAnchors(encapAddress).then(
+      (h) => {
+        host = h;
+      },
+      (e) => log.warn({ err: (e as Error).message }, "cannot read the node's default gateways and uplink"),
+    );
+  await readHost();
+  const subnetRoutes = new SubnetRoutes(
+    api,
+    guard(),
     (cidrs) => {
       log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
       subnetCidrs = cidrs;
@@ -160,6 +171,17 @@ async function main(): Promise<number> {
     },
     log,
   );
+  const onNode = (n: NodeObject) => {
+    nodeNow = n;
+    subnetRoutes.setGuard(guard());
+    void readHost().then(() => subnetRoutes.setGuard(guard()));
+    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+    if (!ann) return;
+    mgmtAnnotation = ann;
+    applyMgmt();
+  };
+  nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
+  nodeInformer.start();
   subnetRoutes.start();
   setup.start();
 

@@ -180,6 +180,21 @@ describe("node routes to pods on every accepted Subnet", () => {
     assert.equal(await hasRoute("10.250.0.0/24"), false);
   });
 
+  test("a Subnet on the link-local range (cloud metadata) marked Ready gives the node no route", async () => {
+    await createSubnet("metadata", "169.254.169.0/24", "169.254.169.1");
+    await setReady("metadata", "True");
+    await until(
+      "the informer to see metadata's Ready status",
+      () =>
+        !!routes.informer
+          .get("metadata")
+          ?.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True"),
+    );
+    const refused = routes.plan().refused.find((r) => r.subnet === "metadata");
+    assert.match(refused?.reason ?? "", /link-local range/);
+    assert.doesNotMatch(await mgmtRoutes(), /169\.254\./);
+  });
+
   test("once the Subnet is accepted the node reaches its pod (ping and TCP) through the management port", async () => {
     await setReady("blue", "True");
     await until("the route to blue", () => hasRoute("10.250.0.0/24"));
@@ -204,6 +219,22 @@ describe("node routes to pods on every accepted Subnet", () => {
     assert.equal(await hasRoute("10.250.0.0/24"), false);
     await until("the route to blue restored", () => hasRoute("10.250.0.0/24"));
     assert.equal((await ping(c.node.netns.path, POD_IP)).code, 0);
+  });
+
+  test("when the node gains an address inside a routed Subnet, the refreshed guard withdraws its route", async () => {
+    const guard = {
+      joinCidr: parseCidr(NET.joinCIDR),
+      serviceCidrs: [...NET.serviceCIDRs].map((x) => parseCidr(x)),
+      nodeIps: [parseIp(NODE_IP)],
+    };
+    routes.setGuard({ ...guard, nodeIps: [...guard.nodeIps, parseIp("10.250.0.200")] });
+    await until("the route to blue removed", async () => !(await hasRoute("10.250.0.0/24")));
+    assert.match(
+      routes.plan().refused.find((r) => r.subnet === "blue")?.reason ?? "",
+      /node's own address 10\.250\.0\.200/,
+    );
+    routes.setGuard(guard);
+    await until("the route to blue back", () => hasRoute("10.250.0.0/24"));
   });
 
   test("a Subnet whose acceptance is withdrawn, then deleted, loses its route and the node no longer reaches it", async () => {
