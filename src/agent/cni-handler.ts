@@ -21,6 +21,7 @@ import {
   parseNetnsPath,
 } from "../node/interface-name.ts";
 import type { AttachmentResult, AddRequest as AttachRequest, PodAttacher } from "../node/pod-attachment.ts";
+import { HOST_NETNS_PATHS, hostNetnsProblem } from "../node/pod-netns.ts";
 import type { Logger } from "../observability/log.ts";
 import { POD_NETWORKS_ANNOTATION, type PodNetwork } from "../ovn/pod-port.ts";
 import { type NodePods, type PodNetworkInfo, TimedOutError } from "./pod-networks.ts";
@@ -101,6 +102,15 @@ export class AgentCniHandler implements CniHandler {
         `network namespace ${netns} does not exist; the runtime must create it before ADD`,
       );
     }
+    const hostPaths = [this.o.attacher.hostNetnsPath, ...HOST_NETNS_PATHS].filter(
+      (p): p is string => typeof p === "string",
+    );
+    const why = hostNetnsProblem(netns, hostPaths);
+    if (why)
+      throw new CniError(
+        CniErrorCode.InvalidEnvironment,
+        `CNI_NETNS=${JSON.stringify(netns)} ${why}; a pod needs a network namespace of its own`,
+      );
   }
 
   private async network(ns: string, name: string, uid: string | undefined, signal: AbortSignal) {

@@ -272,6 +272,20 @@ describe("hostile pod annotations and CNI inputs", () => {
     assert.deepEqual(readdirSync(marks), []);
   });
 
+  test("ADD into the node's own netns is refused with 4 naming CNI_NETNS, and the node's links are untouched", async () => {
+    const name = await podWith(JSON.stringify({ default: GOOD }));
+    const before = await snapshot();
+    const nodeAddrs = await runTool("ip", ["-o", "addr", "show"], { netns: node.netns.path });
+    const out = await add(name, { CNI_NETNS: node.netns.path });
+    assert.deepEqual(await snapshot(), before);
+    assert.equal(
+      (await runTool("ip", ["-o", "addr", "show"], { netns: node.netns.path })).stdout,
+      nodeAddrs.stdout,
+    );
+    assert.equal(out.code, CniErrorCode.InvalidEnvironment, out.msg);
+    assert.match(out.msg, /CNI_NETNS=.*node's own network namespace/);
+  });
+
   test("fuzz: hostile CNI_IFNAME, CNI_NETNS and CNI_CONTAINERID are refused with 4 naming the variable", async () => {
     const name = await podWith(JSON.stringify({ default: GOOD }));
     const before = await snapshot();
@@ -295,6 +309,8 @@ describe("hostile pod annotations and CNI inputs", () => {
           `${pod.path} x`,
           "/run/netns/../../etc",
           `$(touch ${marks}/e)`,
+          // The node's own netns (the rig's stand-in for it): its eth0 would get the pod's address and route.
+          node.netns.path,
         )
         .map((v) => ["CNI_NETNS", v] as const),
       fc
