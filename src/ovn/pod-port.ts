@@ -267,6 +267,13 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
     inFamily(nextHop, `${f}.nextHop`);
     return { dest, nextHop };
   });
+  // The controller always writes []: a route here was written by someone else, and would steer the pod's
+  // traffic (and, through the CNI result, what the runtime reports) wherever they chose.
+  if (routes.length > 0)
+    throw new InvalidInputError(
+      "default.routes",
+      `has ${routes.length} entr${routes.length === 1 ? "y" : "ies"}; zstack-ovnkube-controller writes none, so the annotation is not its own`,
+    );
 
   const logicalSwitch = fieldText(o.logical_switch, "default.logical_switch", 253);
   if (!LOGICAL_SWITCH_RE.test(logicalSwitch))
