@@ -46,6 +46,7 @@ function handler(o: {
   add?: () => Promise<unknown>;
   del?: () => Promise<unknown>;
   waitFor?: () => Promise<unknown>;
+  fetch?: () => Promise<unknown>;
   notReady?: string;
 }): AgentCniHandler {
   const attacher = {
@@ -55,6 +56,7 @@ function handler(o: {
   } as unknown as PodAttacher;
   const pods = {
     waitFor: o.waitFor ?? (async () => network),
+    fetch: o.fetch ?? (async () => ({ uid: "u1", info: network })),
     current: () => undefined,
   } as unknown as NodePods;
   return new AgentCniHandler({ attacher, pods, log: silentLogger, notReady: () => o.notReady });
@@ -169,6 +171,66 @@ test("ADD into the node's own netns (under any name) is 4 naming CNI_NETNS, and 
     initVisible ? CniErrorCode.InvalidEnvironment : CniErrorCode.NetnsMissing,
   );
   assert.equal(attached, 0);
+});
+
+test("ADD answers with the network it was wired with when the API server still holds that annotation", async () => {
+  let undone = 0;
+  const h = handler({
+    add: async () => ({
+      result: { interfaces: [], ips: [{ address: "10.244.0.5/16", interface: 1 }], routes: [] },
+      timings: {},
+    }),
+    del: async () => {
+      undone++;
+      return { portsRemoved: [], vethRemoved: true };
+    },
+    // Same network, other spelling: canonical forms are compared.
+    fetch: async () => ({
+      uid: "u1",
+      info: podNetworkOf(podWith({ ...ANNOTATION, mac_address: "0A:58:0A:F4:00:05" })),
+    }),
+  });
+  const r = await h.add(add());
+  assert.deepEqual(r.ips, [{ address: "10.244.0.5/16", interface: 1 }]);
+  assert.equal(undone, 0);
+});
+
+test("ADD with a forged annotation replaced (or the pod gone) during the attachment is undone and answers 11", async () => {
+  const forged = podNetworkOf(podWith({ ...ANNOTATION, ip_addresses: ["10.96.0.1/16"] }));
+  const cases: [string, () => Promise<unknown>, RegExp][] = [
+    ["replaced", async () => ({ uid: "u1", info: network }), /annotation changed/],
+    ["removed", async () => ({ uid: "u1", info: undefined }), /annotation was removed/],
+    ["gone", async () => undefined, /deleted or replaced/],
+    ["recreated", async () => ({ uid: "u2", info: forged }), /deleted or replaced/],
+    [
+      "unreadable",
+      async () => {
+        throw new Error("connection refused");
+      },
+      /could not be read again/,
+    ],
+  ];
+  for (const [what, fetch, why] of cases) {
+    const undone: string[] = [];
+    const h = handler({
+      waitFor: async () => forged,
+      fetch,
+      del: async () => {
+        undone.push("c1");
+        return { portsRemoved: [], vethRemoved: true };
+      },
+    });
+    await assert.rejects(
+      h.add(add()),
+      (e: unknown) =>
+        e instanceof CniError &&
+        e.code === CniErrorCode.TryAgainLater &&
+        why.test(e.message) &&
+        /attachment was undone/.test(e.message),
+      what,
+    );
+    assert.deepEqual(undone, ["c1"], what);
+  }
 });
 
 test("ADD failures carry the code of their step", async () => {
