@@ -175,7 +175,11 @@ async function main(): Promise<number> {
     nodeNow = n;
     subnetRoutes.setGuard(guard());
     void readHost().then(() => subnetRoutes.setGuard(guard()));
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
+    const ann = parseMgmtPortAnnotation(
+      n.metadata.annotations?.[MGMT_PORT_ANNOTATION],
+      { node: cfg.nodeName, joinCidr: cfg.joinCIDR },
+      (why) => log.warn({ annotation: MGMT_PORT_ANNOTATION, why }, "ignoring the management port annotation"),
+    );
     if (!ann) return;
     mgmtAnnotation = ann;
     applyMgmt();
