@@ -17,6 +17,7 @@ import {
 import { parseRequestedMac } from "../ipam/mac.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
+import { mgmtPortName } from "../ovn/topology.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
@@ -29,7 +30,6 @@ import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } fr
 /** Node annotation written by the controller: {"name","ip","mac","gateway"}. */
 export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
 
-import { mgmtPortName } from "../ovn/topology.ts";
 /** The device name; the logical port name (`zovn-mgmt-<node>`) would not fit in 15 characters. */
 export const MGMT_IFNAME = "zovn-mgmt";
 export { KIND_KEY } from "../ovn/ownership.ts";
