@@ -5,7 +5,7 @@ import { newSubnet, SUBNET_READY, type Subnet } from "../api/subnet.ts";
 import { parseIp } from "../ipam/address.ts";
 import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
-import { mgmtRouteCidrs, planSubnetRoutes, type RouteGuard } from "./subnet-routes.ts";
+import { mgmtRouteCidrs, planSubnetRoutes, type RouteGuard, routeInputs } from "./subnet-routes.ts";
 
 const GUARD: RouteGuard = {
   joinCidr: parseCidr("100.64.0.0/16"),
@@ -152,6 +152,65 @@ describe("Subnet routes through the management port", () => {
             assert.ok(!overlaps(a, b), `${formatCidr(a)} ${formatCidr(b)}`);
       }),
     );
+  });
+
+  test("the Subnets left out for overlapping are exactly those sharing an address with another Subnet", () => {
+    const block = fc
+      .tuple(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 12, max: 28 }))
+      .map(([v, p]) => {
+        // Inside 10.0.0.0/8, clear of this test's guard, and blocks of few sizes so they often nest.
+        const net = ((0x0a000000 | (v << 8)) >>> (32 - p)) << (32 - p);
+        return `${net >>> 24}.${(net >>> 16) & 255}.${(net >>> 8) & 255}.${net & 255}/${p}`;
+      });
+    const subnets = fc.array(fc.array(block, { minLength: 1, maxLength: 2 }), { maxLength: 12 });
+    fc.assert(
+      fc.property(subnets, (specs) => {
+        const plan = planSubnetRoutes(
+          specs.map((cidrs, i) => subnet(`s${i}`, cidrs.join(","), "True")),
+          { ...GUARD, serviceCidrs: [parseCidr("172.30.0.0/16")] },
+        );
+        // The definition, pair by pair.
+        const expected = new Set<string>();
+        for (const [i, a] of specs.entries())
+          for (const [j, b] of specs.entries())
+            if (i !== j && a.some((x) => b.some((y) => overlaps(x, y)))) expected.add(`s${i}`);
+        const refusedForOverlap = plan.refused.filter((r) => /overlaps Subnet/.test(r.reason));
+        assert.deepEqual(new Set(refusedForOverlap.map((r) => r.subnet)), expected);
+        assert.equal(refusedForOverlap.length, expected.size, "each Subnet is reported once");
+        const routed = new Set(plan.cidrs.map(formatCidr));
+        for (const [i, cidrs] of specs.entries())
+          for (const c of cidrs) assert.equal(routed.has(c), !expected.has(`s${i}`), `s${i} ${c}`);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  test("thousands of Subnets are planned, each disjoint one routed and each overlapping pair left out", () => {
+    const many: Subnet[] = [];
+    for (let i = 0; i < 3000; i++) many.push(subnet(`s${i}`, `10.${i >> 8}.${i & 255}.0/24`, "True"));
+    many.push(subnet("wide", "10.5.0.0/16", "True"));
+    const plan = planSubnetRoutes(many, GUARD);
+    assert.equal(plan.cidrs.length, 3000 - 256);
+    assert.equal(plan.refused.length, 257);
+    assert.match(
+      plan.refused.find((r) => r.subnet === "wide")?.reason ?? "",
+      /overlaps Subnet s1280's 10\.5\.0\.0\/24/,
+    );
+  });
+
+  test("only a change of a Subnet's CIDRs or of its acceptance changes its route inputs", () => {
+    const base = subnet("a", "10.250.0.0/24", "True");
+    const statusOnly: Subnet = {
+      ...base,
+      status: {
+        ...base.status,
+        conditions: (base.status?.conditions ?? []).map((c) => ({ ...c, message: "12 addresses in use" })),
+      },
+    };
+    assert.equal(routeInputs(statusOnly), routeInputs(base));
+    assert.notEqual(routeInputs(subnet("a", "10.250.1.0/24", "True")), routeInputs(base));
+    assert.notEqual(routeInputs(subnet("a", "10.250.0.0/24", "False")), routeInputs(base));
+    assert.notEqual(routeInputs(subnet("a", "10.250.0.0/24", "True", true)), routeInputs(base));
   });
 
   test("the management routes hold the cluster and service CIDRs and each Subnet prefix once", () => {

@@ -64,7 +64,7 @@ async function createSubnet(name: string, cidr: string, gateway: string): Promis
 }
 
 /** What the controller writes when it accepts (or refuses) a Subnet's current spec. */
-async function setReady(name: string, status: "True" | "False"): Promise<void> {
+async function setReady(name: string, status: "True" | "False", message = ""): Promise<void> {
   const s = await api.request<{ metadata: { generation: number } }>(`${SUBNET_PATH}/${name}`);
   const generation = s.metadata.generation;
   await api.request(`${SUBNET_PATH}/${name}/status`, {
@@ -80,7 +80,7 @@ async function setReady(name: string, status: "True" | "False"): Promise<void> {
             observedGeneration: generation,
             lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
             reason: status === "True" ? "Reconciled" : "Invalid",
-            message: "",
+            message,
           },
         ],
       },
@@ -212,6 +212,18 @@ describe("node routes to pods on every accepted Subnet", () => {
     const tcp = await tcpTransfer(c.node.netns.path, podNetns, POD_IP, 5101);
     assert.equal(tcp.client.code, 0, tcp.client.stderr);
     assert.equal(tcp.received, tcp.sent);
+  });
+
+  test("status updates that leave a Subnet's CIDRs and acceptance as they were do not recompute the routes", async () => {
+    const plans = routes.stats.plans;
+    for (const n of [1, 2, 3]) await setReady("blue", "True", `${n} addresses in use`);
+    await until(
+      "the informer to see the last status",
+      () => routes.informer.get("blue")?.status?.conditions?.[0]?.message === "3 addresses in use",
+    );
+    await sleep(200);
+    assert.equal(routes.stats.plans, plans);
+    assert.equal(await hasRoute("10.250.0.0/24"), true);
   });
 
   test("a route deleted by hand comes back", async () => {
