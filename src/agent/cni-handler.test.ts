@@ -1,7 +1,10 @@
 // The node agent's CNI handler maps each failure to its documented CNI code (docs/cni.md). Pure logic: the
 // attacher and the pod watch are stand-ins here; the real ones are exercised by the node and e2e suites.
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
 import { CniError, CniErrorCode } from "../cni/error.ts";
 import type { AddRequest, DelRequest } from "../cni/handler.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
@@ -31,18 +34,29 @@ const podWith = (annotation: unknown): NodePod => ({
 
 const network = podNetworkOf(podWith(ANNOTATION));
 
+// Stand-ins for the pod's netns and the node's (the attacher's host netns): files of their own.
+const scratch = mkdtempSync(join(tmpdir(), "zovn-handler-"));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+const POD_NETNS = join(scratch, "pod");
+const HOST_NETNS = join(scratch, "host");
+writeFileSync(POD_NETNS, "");
+writeFileSync(HOST_NETNS, "");
+
 function handler(o: {
   add?: () => Promise<unknown>;
   del?: () => Promise<unknown>;
   waitFor?: () => Promise<unknown>;
+  fetch?: () => Promise<unknown>;
   notReady?: string;
 }): AgentCniHandler {
   const attacher = {
     add: o.add ?? (async () => ({ result: { interfaces: [], ips: [], routes: [] }, timings: {} })),
     del: o.del ?? (async () => ({ portsRemoved: [], vethRemoved: false })),
+    hostNetnsPath: HOST_NETNS,
   } as unknown as PodAttacher;
   const pods = {
     waitFor: o.waitFor ?? (async () => network),
+    fetch: o.fetch ?? (async () => ({ uid: "u1", info: network })),
     current: () => undefined,
   } as unknown as NodePods;
   return new AgentCniHandler({ attacher, pods, log: silentLogger, notReady: () => o.notReady });
@@ -58,7 +72,7 @@ const add = (): AddRequest =>
     containerId: "c1",
     ifname: "eth0",
     args: {},
-    netns: "/proc/self/ns/net",
+    netns: POD_NETNS,
     k8s: { podNamespace: "ns", podName: "p", podUid: "u1" },
   }) as unknown as AddRequest;
 
@@ -130,6 +144,93 @@ test("ADD with an interface name or netns path that cannot be an ip or nsenter a
       CniErrorCode.InvalidEnvironment,
       JSON.stringify(bad),
     );
+});
+
+test("ADD into the node's own netns (under any name) is 4 naming CNI_NETNS, and never reaches the attacher", async () => {
+  let attached = 0;
+  const h = handler({
+    add: async () => {
+      attached++;
+      return { result: { interfaces: [], ips: [], routes: [] }, timings: {} };
+    },
+  });
+  for (const netns of ["/proc/self/ns/net", `/proc/${process.pid}/ns/net`, HOST_NETNS])
+    await assert.rejects(
+      h.add({ ...add(), netns }),
+      (e: unknown) =>
+        e instanceof CniError &&
+        e.code === CniErrorCode.InvalidEnvironment &&
+        /CNI_NETNS=.* is the node's own network namespace/.test(e.message),
+      netns,
+    );
+  // Init's netns: the same refusal where this process may look at pid 1 (as the agent, with all capabilities,
+  // can); where it may not, neither could ip, and the path reads as missing.
+  const initVisible = existsSync("/proc/1/ns/net");
+  assert.equal(
+    await codeOf(h.add({ ...add(), netns: "/proc/1/ns/net" })),
+    initVisible ? CniErrorCode.InvalidEnvironment : CniErrorCode.NetnsMissing,
+  );
+  assert.equal(attached, 0);
+});
+
+test("ADD answers with the network it was wired with when the API server still holds that annotation", async () => {
+  let undone = 0;
+  const h = handler({
+    add: async () => ({
+      result: { interfaces: [], ips: [{ address: "10.244.0.5/16", interface: 1 }], routes: [] },
+      timings: {},
+    }),
+    del: async () => {
+      undone++;
+      return { portsRemoved: [], vethRemoved: true };
+    },
+    // Same network, other spelling: canonical forms are compared.
+    fetch: async () => ({
+      uid: "u1",
+      info: podNetworkOf(podWith({ ...ANNOTATION, mac_address: "0A:58:0A:F4:00:05" })),
+    }),
+  });
+  const r = await h.add(add());
+  assert.deepEqual(r.ips, [{ address: "10.244.0.5/16", interface: 1 }]);
+  assert.equal(undone, 0);
+});
+
+test("ADD with a forged annotation replaced (or the pod gone) during the attachment is undone and answers 11", async () => {
+  const forged = podNetworkOf(podWith({ ...ANNOTATION, ip_addresses: ["10.96.0.1/16"] }));
+  const cases: [string, () => Promise<unknown>, RegExp][] = [
+    ["replaced", async () => ({ uid: "u1", info: network }), /annotation changed/],
+    ["removed", async () => ({ uid: "u1", info: undefined }), /annotation was removed/],
+    ["gone", async () => undefined, /deleted or replaced/],
+    ["recreated", async () => ({ uid: "u2", info: forged }), /deleted or replaced/],
+    [
+      "unreadable",
+      async () => {
+        throw new Error("connection refused");
+      },
+      /could not be read again/,
+    ],
+  ];
+  for (const [what, fetch, why] of cases) {
+    const undone: string[] = [];
+    const h = handler({
+      waitFor: async () => forged,
+      fetch,
+      del: async () => {
+        undone.push("c1");
+        return { portsRemoved: [], vethRemoved: true };
+      },
+    });
+    await assert.rejects(
+      h.add(add()),
+      (e: unknown) =>
+        e instanceof CniError &&
+        e.code === CniErrorCode.TryAgainLater &&
+        why.test(e.message) &&
+        /attachment was undone/.test(e.message),
+      what,
+    );
+    assert.deepEqual(undone, ["c1"], what);
+  }
 });
 
 test("ADD failures carry the code of their step", async () => {

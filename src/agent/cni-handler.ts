@@ -20,9 +20,15 @@ import {
   parseInterfaceName,
   parseNetnsPath,
 } from "../node/interface-name.ts";
-import type { AttachmentResult, AddRequest as AttachRequest, PodAttacher } from "../node/pod-attachment.ts";
+import type {
+  AddOutcome,
+  AttachmentResult,
+  AddRequest as AttachRequest,
+  PodAttacher,
+} from "../node/pod-attachment.ts";
+import { HOST_NETNS_PATHS, hostNetnsProblem } from "../node/pod-netns.ts";
 import type { Logger } from "../observability/log.ts";
-import { POD_NETWORKS_ANNOTATION, type PodNetwork } from "../ovn/pod-port.ts";
+import { POD_NETWORKS_ANNOTATION, type PodNetwork, samePodNetwork } from "../ovn/pod-port.ts";
 import { type NodePods, type PodNetworkInfo, TimedOutError } from "./pod-networks.ts";
 
 export interface AgentHandlerOptions {
@@ -101,6 +107,15 @@ export class AgentCniHandler implements CniHandler {
         `network namespace ${netns} does not exist; the runtime must create it before ADD`,
       );
     }
+    const hostPaths = [this.o.attacher.hostNetnsPath, ...HOST_NETNS_PATHS].filter(
+      (p): p is string => typeof p === "string",
+    );
+    const why = hostNetnsProblem(netns, hostPaths);
+    if (why)
+      throw new CniError(
+        CniErrorCode.InvalidEnvironment,
+        `CNI_NETNS=${JSON.stringify(netns)} ${why}; a pod needs a network namespace of its own`,
+      );
   }
 
   private async network(ns: string, name: string, uid: string | undefined, signal: AbortSignal) {
@@ -118,17 +133,52 @@ export class AgentCniHandler implements CniHandler {
     this.requireNetns(req);
     const { podNamespace: ns, podName: name, podUid } = req.k8s;
     const info = await this.network(ns, name, podUid, req.signal);
+    let out: AddOutcome;
     try {
-      const out = await this.o.attacher.add(attachRequest(req, info), { signal: req.signal });
-      this.o.onAddTimings?.(out.timings);
-      this.o.log.info(
-        { pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings },
-        "pod attached",
-      );
-      return toResult(out.result);
+      out = await this.o.attacher.add(attachRequest(req, info), { signal: req.signal });
     } catch (e) {
       throw classify(e);
     }
+    await this.confirmNetwork(req, info);
+    this.o.onAddTimings?.(out.timings);
+    this.o.log.info(
+      { pod: `${ns}/${name}`, containerId: req.containerId, timings: out.timings },
+      "pod attached",
+    );
+    return toResult(out.result);
+  }
+
+  /**
+   * Without the admission policy anyone who can create a pod can give it an annotation of their own, which the
+   * controller replaces only once it gets to the pod. By the time OVN has bound the port the controller has
+   * handled it, so the annotation is read again from the API server: if it is not the one the pod was wired
+   * with, the attachment is undone and the runtime asked to try again (it then gets the controller's).
+   */
+  private async confirmNetwork(req: AddRequest, info: PodNetworkInfo): Promise<void> {
+    const { podNamespace: ns, podName: name } = req.k8s;
+    let why: string | undefined;
+    try {
+      const now = await this.o.pods.fetch(ns, name);
+      if (!now || now.uid !== info.uid) why = "the pod was deleted or replaced";
+      else if (!now.info) why = `its ${POD_NETWORKS_ANNOTATION} annotation was removed`;
+      else if (!now.info.network || !info.network || !samePodNetwork(now.info.network, info.network))
+        why = `its ${POD_NETWORKS_ANNOTATION} annotation changed`;
+    } catch (e) {
+      why = `its ${POD_NETWORKS_ANNOTATION} annotation could not be read again (${(e as Error).message})`;
+    }
+    if (why === undefined) return;
+    await this.o.attacher
+      .del({ containerId: req.containerId, ifname: sandboxNames(req).ifname })
+      .catch((e) => {
+        this.o.log.warn(
+          { containerId: req.containerId, err: (e as Error).message },
+          "undoing an attachment failed",
+        );
+      });
+    throw new CniError(
+      CniErrorCode.TryAgainLater,
+      `pod ${ns}/${name}: ${why} while the pod was being attached, so the attachment was undone; ADD again`,
+    );
   }
 
   async del(req: DelRequest): Promise<void> {

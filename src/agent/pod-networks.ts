@@ -2,7 +2,7 @@
 // controller has written k8s.ovn.org/pod-networks for the pod, within a bounded budget.
 
 import { InvalidInputError } from "../ipam/problem.ts";
-import type { ApiClient } from "../k8s/api-client.ts";
+import { type ApiClient, isNotFound } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { Logger } from "../observability/log.ts";
@@ -47,7 +47,11 @@ export class NodePods {
   readonly informer: Informer<NodePod>;
   private readonly waiters = new Map<string, Set<() => void>>();
 
-  constructor(api: ApiClient, node: string, log: Logger) {
+  constructor(
+    private readonly api: ApiClient,
+    node: string,
+    log: Logger,
+  ) {
     this.informer = new Informer<NodePod>({
       client: api,
       path: "/api/v1/pods",
@@ -67,6 +71,25 @@ export class NodePods {
 
   stop(): Promise<void> {
     return this.informer.stop();
+  }
+
+  /**
+   * The pod's network as the API server holds it now (not the watch's possibly older copy), with the pod's
+   * uid; undefined when the pod is gone.
+   */
+  async fetch(
+    namespace: string,
+    name: string,
+  ): Promise<{ uid: string; info: PodNetworkInfo | undefined } | undefined> {
+    try {
+      const pod = await this.api.request<NodePod>(
+        `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`,
+      );
+      return { uid: pod.metadata.uid, info: podNetworkOf(pod) };
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
   }
 
   /** The pod's network now, if its annotation is there (and, with `uid`, for that pod incarnation). */

@@ -4,15 +4,19 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
+import { encapIpOf, NodeAddressError } from "../agent/node-addresses.ts";
 import { NodePods } from "../agent/pod-networks.ts";
+import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
-import { tryParseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
+import { type HostAnchors, readHostAnchors } from "../node/host-network.ts";
+import { parseInterfaceName } from "../node/interface-name.ts";
 import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
 import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
@@ -63,8 +67,16 @@ async function main(): Promise<number> {
     });
     if (!node) await new Promise((r) => setTimeout(r, 500));
   }
-  const encapIp = cfg.encapIp || node.status?.addresses?.find((a) => a.type === "InternalIP")?.address || "";
-  if (!encapIp) throw new Error(`node ${cfg.nodeName} reports no InternalIP; set ZSTACK_ENCAP_IP`);
+  let encapAddress: IpAddress;
+  try {
+    encapAddress = encapIpOf(cfg.encapIp, cfg.nodeName, node);
+  } catch (e) {
+    if (!(e instanceof NodeAddressError)) throw e;
+    log.error({ err: e.message }, "cannot choose the tunnel endpoint");
+    process.stderr.write(`zstack-ovnkube-node: ${e.message}\n`);
+    return 2;
+  }
+  const encapIp = formatIp(encapAddress);
 
   const vswitch = new OvsdbClient<VswitchTables>({
     remotes: cfg.ovsDb,
@@ -81,7 +93,6 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
-  const inside = [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR].map(formatCidr);
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -94,7 +105,13 @@ async function main(): Promise<number> {
       hostname: cfg.nodeName,
     },
     ...(cfg.gatewayMode === "local"
-      ? { egress: { mgmtIfname: MGMT_IFNAME, insideCidrs: inside, nodeIps: [encapIp] } }
+      ? {
+          egress: {
+            mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
+            insideCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
+            nodeIps: [encapAddress],
+          },
+        }
       : {}),
     logger: log,
   });
@@ -122,24 +139,31 @@ async function main(): Promise<number> {
       },
     });
   };
-  const onNode = (n: NodeObject) => {
-    const ann = parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION]);
-    if (!ann) return;
-    mgmtAnnotation = ann;
-    applyMgmt();
-  };
-  nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
-  nodeInformer.start();
-  const subnetRoutes = new SubnetRoutes(
-    api,
-    {
+  // What Subnet routes must stay clear of follows the Node (its addresses) and the host (its default gateways
+  // and uplink networks, re-read on every Node event), not a snapshot taken at startup.
+  const apiServer = apiServerIp(kc.getCurrentCluster()?.server);
+  let nodeNow: NodeObject = node;
+  let host: HostAnchors | undefined;
+  const guard = () =>
+    routeGuardFor({
       joinCidr: cfg.joinCIDR,
       serviceCidrs: cfg.serviceCIDRs,
-      // A Subnet must not capture the node's own addresses: the tunnel endpoint and what the Node reports.
-      nodeIps: [encapIp, ...(node.status?.addresses ?? []).map((a) => a.address)].flatMap(
-        (a) => tryParseIp(a) ?? [],
-      ),
-    },
+      encapIp: encapAddress,
+      node: nodeNow,
+      apiServer,
+      host,
+    });
+  const readHost = () =>
+    readHostAnchors(encapAddress).then(
+      (h) => {
+        host = h;
+      },
+      (e) => log.warn({ err: (e as Error).message }, "cannot read the node's default gateways and uplink"),
+    );
+  await readHost();
+  const subnetRoutes = new SubnetRoutes(
+    api,
+    guard(),
     (cidrs) => {
       log.info({ subnets: cidrs.map(formatCidr) }, "Subnet routes via the management port");
       subnetCidrs = cidrs;
@@ -147,6 +171,21 @@ async function main(): Promise<number> {
     },
     log,
   );
+  const onNode = (n: NodeObject) => {
+    nodeNow = n;
+    subnetRoutes.setGuard(guard());
+    void readHost().then(() => subnetRoutes.setGuard(guard()));
+    const ann = parseMgmtPortAnnotation(
+      n.metadata.annotations?.[MGMT_PORT_ANNOTATION],
+      { node: cfg.nodeName, joinCidr: cfg.joinCIDR },
+      (why) => log.warn({ annotation: MGMT_PORT_ANNOTATION, why }, "ignoring the management port annotation"),
+    );
+    if (!ann) return;
+    mgmtAnnotation = ann;
+    applyMgmt();
+  };
+  nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
+  nodeInformer.start();
   subnetRoutes.start();
   setup.start();
 

@@ -14,14 +14,16 @@ const SPEC = {
 };
 
 describe("management port", () => {
+  const EXPECT = { node: "node1", joinCidr: parseCidr("100.64.0.0/16") };
+  const v = {
+    name: "zovn-mgmt-node1",
+    ip: "100.64.0.2/16",
+    mac: "0a:58:64:40:00:02",
+    gateway: "100.64.0.1",
+  };
+
   test("the annotation the controller writes parses; anything malformed is treated as not there yet", () => {
-    const v = {
-      name: "zovn-mgmt-node1",
-      ip: "100.64.0.2/16",
-      mac: "0a:58:64:40:00:02",
-      gateway: "100.64.0.1",
-    };
-    assert.deepEqual(parseMgmtPortAnnotation(JSON.stringify(v)), v);
+    assert.deepEqual(parseMgmtPortAnnotation(JSON.stringify(v), EXPECT), v);
     for (const bad of [
       undefined,
       "",
@@ -38,7 +40,30 @@ describe("management port", () => {
       JSON.stringify({ ...v, mac: "0a:58:64:40:00:02\n" }),
       JSON.stringify({ ...v, name: "a b" }),
     ])
-      assert.equal(parseMgmtPortAnnotation(bad), undefined, String(bad));
+      assert.equal(parseMgmtPortAnnotation(bad, EXPECT), undefined, String(bad));
+  });
+
+  test("an annotation naming another port, or an address or gateway off the join network, is refused with why", () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ name: "zovn-mgmt-node2" }, /not this node's zovn-mgmt-node1/],
+      [{ name: "default_victim-pod" }, /not this node's/],
+      [{ ip: "10.244.0.7/16" }, /not a host address of the join network 100\.64\.0\.0\/16/],
+      [{ ip: "100.64.0.2/8" }, /prefix length \/16/],
+      [{ ip: "100.64.0.2/24" }, /prefix length \/16/],
+      [{ ip: "100.64.0.0/16" }, /ip 100\.64\.0\.0 is not a host address/],
+      [{ ip: "100.64.255.255/16" }, /ip 100\.64\.255\.255 is not a host address/],
+      [{ gateway: "0.0.0.0" }, /gateway 0\.0\.0\.0 is not a host address/],
+      [{ gateway: "192.168.1.1" }, /gateway 192\.168\.1\.1 is not a host address/],
+      [{ gateway: "100.64.0.2" }, /both 100\.64\.0\.2/],
+    ];
+    for (const [change, why] of cases) {
+      const reasons: string[] = [];
+      const out = parseMgmtPortAnnotation(JSON.stringify({ ...v, ...change }), EXPECT, (r) =>
+        reasons.push(r),
+      );
+      assert.equal(out, undefined, JSON.stringify(change));
+      assert.match(reasons.join(";"), why, JSON.stringify(change));
+    }
   });
 
   test("the device gets MAC, MTU, address and a route per same-family CIDR with the management source", () => {

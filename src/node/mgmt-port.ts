@@ -5,11 +5,19 @@
 // restarts, without the address: so the address is configured after OVS reports the device, and again
 // whenever its ifindex changes.
 
-import { familyBits, formatIp, ipFamilyOf, parseIp } from "../ipam/address.ts";
-import { type Cidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
+import { formatIp, type IpAddress, ipEquals, ipFamilyOf, parseIp } from "../ipam/address.ts";
+import {
+  broadcastAddress,
+  type Cidr,
+  cidrContains,
+  formatCidr,
+  networkAddress,
+  parseCidr,
+} from "../ipam/cidr.ts";
 import { parseRequestedMac } from "../ipam/mac.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
+import { mgmtPortName } from "../ovn/topology.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
@@ -21,6 +29,7 @@ import { ensureIndex, NODE_AGENT, OWNER_KEY, setMapKeys, type VswitchClient } fr
 
 /** Node annotation written by the controller: {"name","ip","mac","gateway"}. */
 export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
+
 /** The device name; the logical port name (`zovn-mgmt-<node>`) would not fit in 15 characters. */
 export const MGMT_IFNAME = "zovn-mgmt";
 export { KIND_KEY } from "../ovn/ownership.ts";
@@ -35,33 +44,66 @@ export interface MgmtPortAnnotation {
   gateway: string;
 }
 
+/** What the controller's annotation for this node must say: its port's name, an address on the join network. */
+export interface MgmtPortExpectation {
+  node: string;
+  joinCidr: Cidr;
+}
+
 /**
- * The annotation's value with every field in canonical form, or undefined when it is absent or malformed (the
- * controller has not written it yet, or someone else wrote junk: the values end up as ip arguments).
+ * The annotation's value with every field in canonical form, or undefined when it is absent or refused (the
+ * controller has not written it yet, or someone else wrote it: the name becomes the OVSDB iface-id that binds
+ * the device to a logical port, and the address and gateway the node's routes to every pod). `onRefused` is
+ * told why a present annotation was refused.
  */
-export function parseMgmtPortAnnotation(text: string | undefined): MgmtPortAnnotation | undefined {
+export function parseMgmtPortAnnotation(
+  text: string | undefined,
+  expect: MgmtPortExpectation,
+  onRefused: (why: string) => void = () => {},
+): MgmtPortAnnotation | undefined {
   if (!text) return undefined;
+  const refuse = (why: string): undefined => {
+    onRefused(why);
+    return undefined;
+  };
   let v: unknown;
   try {
     v = JSON.parse(text);
   } catch {
-    return undefined;
+    return refuse("is not JSON");
   }
-  if (typeof v !== "object" || v === null) return undefined;
+  if (typeof v !== "object" || v === null) return refuse("is not a JSON object");
   const { name, ip, mac, gateway } = v as Record<string, unknown>;
-  if (typeof name !== "string" || !/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$/.test(name)) return undefined;
-  if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string") return undefined;
+  const wantName = mgmtPortName(expect.node);
+  if (name !== wantName) return refuse(`names port ${JSON.stringify(name)}, not this node's ${wantName}`);
+  if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string")
+    return refuse("must have string fields name, ip, mac and gateway");
+  const join = expect.joinCidr;
   try {
     const slash = ip.indexOf("/");
-    const addr = parseIp(slash < 0 ? ip : ip.slice(0, slash));
+    if (slash < 0) return refuse(`ip ${JSON.stringify(ip)} has no prefix length`);
+    const addr = parseIp(ip.slice(0, slash), "ip");
     const prefix = ip.slice(slash + 1);
-    if (slash < 0 || !/^[1-9][0-9]{0,2}$/.test(prefix) || Number(prefix) > familyBits(addr.family))
-      return undefined;
-    const gw = parseIp(gateway);
-    if (gw.family !== addr.family) return undefined;
-    return { name, ip: `${formatIp(addr)}/${prefix}`, mac: parseRequestedMac(mac), gateway: formatIp(gw) };
+    if (prefix !== String(join.prefix))
+      return refuse(`ip ${JSON.stringify(ip)} must have the join network's prefix length /${join.prefix}`);
+    const gw = parseIp(gateway, "gateway");
+    const hosts = (a: IpAddress) =>
+      cidrContains(join, a) &&
+      !ipEquals(a, networkAddress(join) ?? { family: join.family, value: -1n }) &&
+      !ipEquals(a, broadcastAddress(join) ?? { family: join.family, value: -1n });
+    if (!hosts(addr))
+      return refuse(`ip ${formatIp(addr)} is not a host address of the join network ${formatCidr(join)}`);
+    if (!hosts(gw))
+      return refuse(`gateway ${formatIp(gw)} is not a host address of the join network ${formatCidr(join)}`);
+    if (ipEquals(addr, gw)) return refuse(`ip and gateway are both ${formatIp(gw)}`);
+    return {
+      name: wantName,
+      ip: `${formatIp(addr)}/${prefix}`,
+      mac: parseRequestedMac(mac),
+      gateway: formatIp(gw),
+    };
   } catch (e) {
-    if (e instanceof InvalidInputError) return undefined;
+    if (e instanceof InvalidInputError) return refuse(e.message);
     throw e;
   }
 }

@@ -17,7 +17,7 @@ import {
   waitMgmtDevice,
 } from "./mgmt-port.ts";
 import { type BridgeSpec, ensureBridge } from "./ovs-bridge.ts";
-import { applyEgressSnat, type EgressSnatSpec, enableForwarding } from "./snat.ts";
+import { applyEgressSnat, type EgressSnatSpec, enableForwarding, snatRuleset } from "./snat.ts";
 import { changedKeys, rootRow, type VswitchClient } from "./vswitch-db.ts";
 
 export interface NodeSetupLogger {
@@ -128,9 +128,10 @@ export class NodeSetup {
     }
     let egress = false;
     if (this.cfg.egress) {
-      const key = JSON.stringify(this.cfg.egress);
+      // The script is the spec in canonical text (addresses are bigints, which JSON cannot hold).
+      const key = snatRuleset(this.cfg.egress);
       if (force || this.egressApplied !== key) {
-        const families = new Set(this.cfg.egress.insideCidrs.map((c) => (c.includes(":") ? 6 : 4) as 4 | 6));
+        const families = new Set(this.cfg.egress.insideCidrs.map((c) => c.family));
         await enableForwarding([...families], host);
         await applyEgressSnat(this.cfg.egress, host);
         this.egressApplied = key;

@@ -90,6 +90,11 @@ export class PodAttacher {
     this.host = cfg.hostNetns ? { netns: cfg.hostNetns } : {};
   }
 
+  /** The netns the host ends live in (the node's); a pod's netns must never be this one. */
+  get hostNetnsPath(): string {
+    return this.host.netns ?? "/proc/self/ns/net";
+  }
+
   add(req: AddRequest, opts: { signal?: AbortSignal } = {}): Promise<AddOutcome> {
     return this.lock.run(req.containerId, () => this.addLocked(req, opts.signal));
   }

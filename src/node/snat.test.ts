@@ -1,13 +1,21 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import type { IpAddress } from "../ipam/address.ts";
+import { parseIp } from "../ipam/address.ts";
+import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { type InterfaceName, parseInterfaceName } from "./interface-name.ts";
 import { snatRuleset } from "./snat.ts";
+
+const MGMT = parseInterfaceName("zovn-mgmt");
+const cidrs = (...t: string[]) => t.map((c) => parseCidr(c));
+const ips = (...t: string[]) => t.map((c) => parseIp(c));
 
 describe("egress SNAT ruleset", () => {
   test("replaces the table atomically and SNATs only management-port traffic bound outside the cluster", () => {
     const text = snatRuleset({
-      mgmtIfname: "zovn-mgmt",
-      insideCidrs: ["10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"],
-      nodeIps: ["192.168.200.11"],
+      mgmtIfname: MGMT,
+      insideCidrs: cidrs("10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"),
+      nodeIps: ips("192.168.200.11"),
     });
     assert.equal(
       text,
@@ -31,9 +39,9 @@ describe("egress SNAT ruleset", () => {
 
   test("handles IPv6 in its own set and masquerades a family without a node IP", () => {
     const text = snatRuleset({
-      mgmtIfname: "zovn-mgmt",
-      insideCidrs: ["10.244.0.0/16", "fd00:10:244::/48"],
-      nodeIps: ["192.168.200.11"],
+      mgmtIfname: MGMT,
+      insideCidrs: cidrs("10.244.0.0/16", "fd00:10:244::/48"),
+      nodeIps: ips("192.168.200.11"),
     });
     assert.match(
       text,
@@ -41,5 +49,18 @@ describe("egress SNAT ruleset", () => {
     );
     assert.match(text, /meta nfproto ipv6 ip6 daddr != @inside_v6 masquerade/);
     assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
+  });
+
+  test("a raw string passed where a parsed value belongs is refused, so it never becomes nft syntax", () => {
+    const payload = "1.2.3.4\n}}\nflush ruleset";
+    const good = { mgmtIfname: MGMT, insideCidrs: cidrs("10.244.0.0/16"), nodeIps: ips("192.168.200.11") };
+    for (const spec of [
+      { ...good, insideCidrs: [], nodeIps: [payload as unknown as IpAddress] },
+      { ...good, insideCidrs: [], nodeIps: [{ family: 4, value: payload } as unknown as IpAddress] },
+      { ...good, insideCidrs: [`10.0.0.0/8 }\nflush ruleset` as unknown as Cidr] },
+      { ...good, insideCidrs: [{ family: 4, network: 0n, prefix: "8 }" } as unknown as Cidr] },
+      { ...good, insideCidrs: [], mgmtIfname: 'zovn" }\nflush ruleset' as InterfaceName },
+    ])
+      assert.throws(() => snatRuleset(spec), TypeError);
   });
 });

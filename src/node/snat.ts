@@ -4,18 +4,41 @@
 // rules live in their own nftables table, replaced as a whole in one atomic `nft -f` transaction.
 
 import { writeFile } from "node:fs/promises";
-import { ipFamilyOf } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress } from "../ipam/address.ts";
+import { type Cidr, formatCidr } from "../ipam/cidr.ts";
+import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
 export const NFT_TABLE = "zstack_ovn";
 
 export interface EgressSnatSpec {
   /** The management port device; only traffic arriving from it is SNATed. */
-  mgmtIfname: string;
+  mgmtIfname: InterfaceName;
   /** Destinations that stay inside: cluster, service and join CIDRs. */
-  insideCidrs: readonly string[];
+  insideCidrs: readonly Cidr[];
   /** SNAT to these addresses per family; a family without one is masqueraded to the outgoing interface's. */
-  nodeIps?: readonly string[];
+  nodeIps?: readonly IpAddress[];
+}
+
+// The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
+// value it claims to be (a cast from a raw string would otherwise slip through) and printed from its numbers.
+function checkedIp(ip: IpAddress): IpAddress {
+  const ok =
+    typeof ip === "object" &&
+    ip !== null &&
+    (ip.family === 4 || ip.family === 6) &&
+    typeof ip.value === "bigint" &&
+    ip.value >= 0n &&
+    ip.value < 1n << BigInt(familyBits(ip.family));
+  if (!ok) throw new TypeError(`egress SNAT: ${JSON.stringify(String(ip))} is not a parsed IP address`);
+  return ip;
+}
+
+function checkedCidr(c: Cidr): Cidr {
+  checkedIp({ family: c?.family, value: c?.network });
+  if (!Number.isInteger(c.prefix) || c.prefix < 0 || c.prefix > familyBits(c.family))
+    throw new TypeError(`egress SNAT: ${JSON.stringify(String(c))} is not a parsed CIDR`);
+  return c;
 }
 
 /**
@@ -23,12 +46,16 @@ export interface EgressSnatSpec {
  * and the whole script is one transaction: the rules are never missing in between.
  */
 export function snatRuleset(spec: EgressSnatSpec): string {
+  const why = typeof spec.mgmtIfname === "string" ? interfaceNameProblem(spec.mgmtIfname) : "is not a string";
+  if (why) throw new TypeError(`egress SNAT: management interface ${JSON.stringify(spec.mgmtIfname)} ${why}`);
   const dev = JSON.stringify(spec.mgmtIfname);
+  const insideAll = spec.insideCidrs.map(checkedCidr);
+  const nodeIps = (spec.nodeIps ?? []).map(checkedIp);
   const lines = [`table inet ${NFT_TABLE}`, `delete table inet ${NFT_TABLE}`, `table inet ${NFT_TABLE} {`];
   const rules: string[] = [];
   for (const fam of [4, 6] as const) {
-    const inside = spec.insideCidrs.filter((c) => ipFamilyOf(c) === fam);
-    const nodeIp = spec.nodeIps?.find((ip) => ipFamilyOf(ip) === fam);
+    const inside = insideAll.filter((c) => c.family === fam).map(formatCidr);
+    const nodeIp = nodeIps.find((ip) => ip.family === fam);
     const proto = fam === 4 ? "ip" : "ip6";
     const set = `inside_v${fam}`;
     const setType = fam === 4 ? "ipv4_addr" : "ipv6_addr";
@@ -41,7 +68,7 @@ export function snatRuleset(spec: EgressSnatSpec): string {
       );
     }
     const notInside = inside.length > 0 ? ` ${proto} daddr != @${set}` : "";
-    const action = nodeIp ? `snat ${proto} to ${nodeIp}` : "masquerade";
+    const action = nodeIp ? `snat ${proto} to ${formatIp(nodeIp)}` : "masquerade";
     // Without an inside CIDR of this family there is no cluster traffic of it to tell apart: only egress.
     if (fam === 4 || inside.length > 0 || nodeIp) {
       rules.push(`    iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside} ${action}`);

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
+import { parseIp } from "../ipam/address.ts";
+import { parseCidr } from "../ipam/cidr.ts";
+import type { MacAddress } from "../ovn/pod-port.ts";
 import { parsePodNetwork } from "../ovn/pod-port.ts";
 import { parseInterfaceName, parseNetnsPath } from "./interface-name.ts";
 import { formatBatch, UnsafeIpTokenError } from "./ip-batch.ts";
-import { hostVethName, isHostVethName, type PodInterfaceSpec, podSideLines } from "./veth.ts";
+import { hostVethName, isHostVethName, type PodInterfaceSpec, pairProblem, podSideLines } from "./veth.ts";
 
 const annotation = (routes: unknown[]) =>
   JSON.stringify({
@@ -61,7 +64,11 @@ describe("host veth names", () => {
 
 describe("pod-side ip lines", () => {
   test("set MAC and MTU, bring the link up, add each address and one default route per family", () => {
-    const lines = podSideLines(spec(annotation([{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }])));
+    // The annotation carries no routes (the parse refuses any); a route given to podSideLines is still typed.
+    const lines = podSideLines({
+      ...spec(annotation([])),
+      routes: [{ dest: parseCidr("10.96.0.0/16"), nextHop: parseIp("10.244.0.1") }],
+    });
     assert.deepEqual(
       lines.map((l) => l.join(" ")),
       [
@@ -92,5 +99,27 @@ describe("pod-side ip lines", () => {
       () => formatBatch([["route", "replace", exploit, "via", "10.244.0.1", "dev", "eth0"]]),
       UnsafeIpTokenError,
     );
+  });
+});
+
+describe("an existing pod interface is our pair only if", () => {
+  const mac = "0a:58:0a:f4:00:05" as MacAddress;
+  const pod = { ifindex: 2, link_index: 7, link_netnsid: 0, address: mac, linkinfo: { info_kind: "veth" } };
+  const hostEnd = { ifindex: 7, link_index: 2 };
+  test("it is a veth in another namespace than its peer, the two ends name each other and the MAC is ours", () => {
+    assert.equal(pairProblem(pod, hostEnd, mac), undefined);
+  });
+  test("anything else is refused with the reason", () => {
+    const cases: [Parameters<typeof pairProblem>[0], Parameters<typeof pairProblem>[1], RegExp][] = [
+      [undefined, hostEnd, /missing/],
+      [{ ...pod, linkinfo: { info_kind: "dummy" } }, hostEnd, /is dummy/],
+      [{ ...pod, linkinfo: {} }, hostEnd, /not a veth/],
+      [pod, undefined, /no host end/],
+      [{ ...pod, link_netnsid: undefined }, hostEnd, /same namespace/],
+      [{ ...pod, link_index: 8 }, hostEnd, /not paired/],
+      [pod, { ifindex: 7, link_index: 3 }, /not paired/],
+      [{ ...pod, address: "02:00:00:00:00:01" }, hostEnd, /has MAC 02:00:00:00:00:01/],
+    ];
+    for (const [p, h, why] of cases) assert.match(pairProblem(p, h, mac) ?? "", why);
   });
 });

@@ -1,8 +1,9 @@
 // The pod's veth pair: the pod end (eth0) with its MAC, addresses, routes and MTU inside the pod's netns, the
-// host end in the node's netns named after the container id. An ADD costs a fixed number of processes: one
-// `ip -batch` inside the pod netns that creates the pair (the host end lands in the node's netns directly) and
-// configures the pod end, then, in parallel, one `ip` in the node's netns to bring the host end up and in
-// userspace-datapath mode one ethtool. Every step tolerates what an earlier, interrupted attempt left behind.
+// host end in the node's netns named after the container id. An ADD costs a fixed number of processes: one `ip`
+// inside the pod netns that creates the pair (the host end lands in the node's netns directly), one `ip -batch`
+// there that configures the pod end, then, in parallel, one `ip` in the node's netns to bring the host end up
+// and in userspace-datapath mode one ethtool. Every step tolerates what an earlier, interrupted attempt left
+// behind, and only that: an interface that already exists is configured only if it is our pair.
 
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -16,7 +17,6 @@ import {
 } from "../ovn/pod-port.ts";
 import type { InterfaceName, NetnsPath } from "./interface-name.ts";
 import {
-  IpBatchError,
   type IpBatchFailure,
   type IpLine,
   ipBatch,
@@ -140,10 +140,14 @@ export async function ensurePodInterface(
     "netns",
     ownNetnsPath(host),
   ];
-  const podLines = [create, ...podSideLines(spec)];
-  const pod = await ipBatch(podLines, { netns: spec.netns });
-  const existed = pod.failures.some((f) => f.line === 0 && isAlreadyExists(f));
-  requireSuccess("configuring the pod interface", pod, (f) => f.line === 0 && isAlreadyExists(f));
+  // The pair is created on its own: an interface that was there before is configured only once it is known to
+  // be the pod end of our host end, never someone else's (the node's eth0, if CNI_NETNS named the node).
+  const made = await ipBatch([create], { netns: spec.netns });
+  const existed = made.failures.some(isAlreadyExists);
+  requireSuccess("creating the pod interface", made, isAlreadyExists);
+  if (existed) await requireOwnPair(spec, hostIfname, host);
+  const pod = await ipBatch(podSideLines(spec), { netns: spec.netns });
+  requireSuccess("configuring the pod interface", pod);
 
   // The two remaining steps touch different namespaces: run them side by side.
   const [up, ethtool] = await Promise.all([
@@ -152,17 +156,51 @@ export async function ensurePodInterface(
       ? runTool("ethtool", ["-K", spec.ifname, "tx", "off"], { netns: spec.netns })
       : Promise.resolve(undefined),
   ]);
-  if (existed && up.failures.some(isNoSuchDevice)) {
-    // The pod's ifname existed but is not the peer of our host end: an interface we did not create.
-    throw new IpBatchError(
-      `the pod netns already has ${spec.ifname}, and its peer is not ${hostIfname}`,
-      up.failures,
-    );
-  }
   requireSuccess("bringing the host end up", up);
   if (ethtool && ethtool.code !== 0)
     throw new ToolError(["ethtool", "-K", spec.ifname, "tx", "off"], ethtool);
   return { hostIfname, existed };
+}
+
+interface IpLinkIdentity {
+  ifindex?: number;
+  link_index?: number;
+  link_netnsid?: number;
+  address?: string;
+  linkinfo?: { info_kind?: string };
+}
+
+/** Why an existing pod end and host end are not one pair made by an earlier attempt, or undefined when they are. */
+export function pairProblem(
+  pod: IpLinkIdentity | undefined,
+  hostEnd: IpLinkIdentity | undefined,
+  mac: MacAddress,
+): string | undefined {
+  if (!pod) return "is missing";
+  if (pod.linkinfo?.info_kind !== "veth") return `is ${pod.linkinfo?.info_kind ?? "not a veth"}`;
+  if (!hostEnd) return "has no host end of ours";
+  // The peer must sit in another namespace and each end must name the other; the MAC is the one set at creation.
+  if (pod.link_netnsid === undefined) return "is a veth whose peer is in the same namespace";
+  if (pod.link_index !== hostEnd.ifindex || hostEnd.link_index !== pod.ifindex)
+    return "is not paired with it";
+  if (pod.address !== mac) return `has MAC ${pod.address ?? "none"}, not ${mac}`;
+  return undefined;
+}
+
+async function requireOwnPair(spec: PodInterfaceSpec, hostIfname: string, host: HostNetns): Promise<void> {
+  const show = (netns: string, dev: string) =>
+    ipBatch([["link", "show", "dev", dev]], { netns, globalArgs: ["-j", "-d"] });
+  const [pod, hostEnd] = await Promise.all([
+    show(spec.netns, spec.ifname),
+    show(ownNetnsPath(host), hostIfname),
+  ]);
+  const first = (r: { stdout: string; failures: readonly IpBatchFailure[] }) =>
+    r.failures.length > 0 ? undefined : (JSON.parse(r.stdout.trim() || "[]") as IpLinkIdentity[])[0];
+  const why = pairProblem(first(pod), first(hostEnd), spec.mac);
+  if (why)
+    throw new Error(
+      `the pod netns already has ${spec.ifname}, which ${why} (host end ${hostIfname}); nothing was changed`,
+    );
 }
 
 /** Deletes the pair by its host end (the pod end goes with it). False when it was gone already. */

@@ -16,7 +16,7 @@ const GOOD = {
   ip_addresses: ["10.244.0.5/16", "fd00::5/64"],
   mac_address: "0a:58:0a:f4:00:05",
   gateway_ips: ["10.244.0.1", "fd00::1"],
-  routes: [{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }],
+  routes: [],
   logical_switch: "subnet-default",
 };
 const text = (d: Record<string, unknown>) => JSON.stringify({ default: { ...GOOD, ...d } });
@@ -51,19 +51,39 @@ describe("the pod-networks annotation", () => {
     assert.equal(parsePodNetwork(""), undefined);
   });
 
-  test("routes, MACs and IPv6 come out in canonical form", () => {
+  test("MACs and IPv6 come out in canonical form; absent or null routes are none", () => {
     const n = parsePodNetwork(
       text({
         mac_address: "0A-58-0A-F4-00-05",
         ip_addresses: ["fd00:0:0::5/64"],
         gateway_ips: ["FD00::1"],
-        routes: [{ dest: "fd00:10::/64", nextHop: "fd00::1" }],
       }),
     );
     assert.ok(n);
     assert.equal(n.mac, "0a:58:0a:f4:00:05");
     assert.equal(formatInterfaceAddress(n.ips[0]!), "fd00::5/64");
-    assert.equal(formatCidr(n.routes[0]!.dest), "fd00:10::/64");
+    assert.deepEqual(n.routes, []);
+    assert.deepEqual(parsePodNetwork(text({ routes: null }))?.routes, []);
+    assert.deepEqual(parsePodNetwork(text({ routes: undefined }))?.routes, []);
+  });
+
+  test("well-formed routes are refused: the controller never writes any", () => {
+    for (const routes of [
+      [{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }],
+      [{ dest: "fd00:10::/64", nextHop: "fd00::1" }],
+      [
+        { dest: "0.0.0.0/1", nextHop: "10.244.0.1" },
+        { dest: "128.0.0.0/1", nextHop: "10.244.0.1" },
+      ],
+    ])
+      assert.throws(
+        () => parsePodNetwork(text({ routes })),
+        (e: unknown) =>
+          e instanceof InvalidInputError &&
+          e.problem.field === "default.routes" &&
+          /zstack-ovnkube-controller writes none/.test(e.message),
+        JSON.stringify(routes),
+      );
   });
 
   test("each bad value is refused with the field that holds it", () => {

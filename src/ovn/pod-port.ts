@@ -267,6 +267,13 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
     inFamily(nextHop, `${f}.nextHop`);
     return { dest, nextHop };
   });
+  // The controller always writes []: a route here was written by someone else, and would steer the pod's
+  // traffic (and, through the CNI result, what the runtime reports) wherever they chose.
+  if (routes.length > 0)
+    throw new InvalidInputError(
+      "default.routes",
+      `has ${routes.length} entr${routes.length === 1 ? "y" : "ies"}; zstack-ovnkube-controller writes none, so the annotation is not its own`,
+    );
 
   const logicalSwitch = fieldText(o.logical_switch, "default.logical_switch", 253);
   if (!LOGICAL_SWITCH_RE.test(logicalSwitch))
@@ -277,10 +284,12 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
   return { ips, mac: mac as MacAddress, gateways, routes, logicalSwitch };
 }
 
-/** The annotation's "default" entry in its wire form, from the strict parse: undefined when absent. */
-export function parsePodNetworksAnnotation(text: string | undefined): PodNetworkAnnotation | undefined {
-  const n = parsePodNetwork(text);
-  if (!n) return undefined;
+/** Whether two parsed networks configure the pod identically (canonical forms compared). */
+export function samePodNetwork(a: PodNetwork, b: PodNetwork): boolean {
+  return JSON.stringify(wireForm(a)) === JSON.stringify(wireForm(b));
+}
+
+function wireForm(n: PodNetwork): PodNetworkAnnotation {
   return {
     ip_addresses: n.ips.map(formatInterfaceAddress),
     mac_address: n.mac,
@@ -288,4 +297,10 @@ export function parsePodNetworksAnnotation(text: string | undefined): PodNetwork
     routes: n.routes.map((r) => ({ dest: formatCidr(r.dest), nextHop: formatIp(r.nextHop) })),
     logical_switch: n.logicalSwitch,
   };
+}
+
+/** The annotation's "default" entry in its wire form, from the strict parse: undefined when absent. */
+export function parsePodNetworksAnnotation(text: string | undefined): PodNetworkAnnotation | undefined {
+  const n = parsePodNetwork(text);
+  return n ? wireForm(n) : undefined;
 }

@@ -259,7 +259,8 @@ describe("hostile pod annotations and CNI inputs", () => {
         .oneof(tainted("0a:58:0a:f4:00:05"), junk, fc.constantFrom("01:00:5e:00:00:01", "00:00:00:00:00:00"))
         .map((mac_address) => ({ mac_address })),
       fc.oneof(tainted("subnet-default"), junk).map((logical_switch) => ({ logical_switch })),
-      junk.map((routes) => ({ routes })),
+      // null and [] are valid routes (no routes), so they are no junk here.
+      junk.filter((v) => v !== null && !(Array.isArray(v) && v.length === 0)).map((routes) => ({ routes })),
       junk.map((ip_addresses) => ({ ip_addresses })),
     );
     await fc.assert(
@@ -269,6 +270,20 @@ describe("hostile pod annotations and CNI inputs", () => {
       { numRuns: 60 },
     );
     assert.deepEqual(readdirSync(marks), []);
+  });
+
+  test("ADD into the node's own netns is refused with 4 naming CNI_NETNS, and the node's links are untouched", async () => {
+    const name = await podWith(JSON.stringify({ default: GOOD }));
+    const before = await snapshot();
+    const nodeAddrs = await runTool("ip", ["-o", "addr", "show"], { netns: node.netns.path });
+    const out = await add(name, { CNI_NETNS: node.netns.path });
+    assert.deepEqual(await snapshot(), before);
+    assert.equal(
+      (await runTool("ip", ["-o", "addr", "show"], { netns: node.netns.path })).stdout,
+      nodeAddrs.stdout,
+    );
+    assert.equal(out.code, CniErrorCode.InvalidEnvironment, out.msg);
+    assert.match(out.msg, /CNI_NETNS=.*node's own network namespace/);
   });
 
   test("fuzz: hostile CNI_IFNAME, CNI_NETNS and CNI_CONTAINERID are refused with 4 naming the variable", async () => {
@@ -294,6 +309,8 @@ describe("hostile pod annotations and CNI inputs", () => {
           `${pod.path} x`,
           "/run/netns/../../etc",
           `$(touch ${marks}/e)`,
+          // The node's own netns (the rig's stand-in for it): its eth0 would get the pod's address and route.
+          node.netns.path,
         )
         .map((v) => ["CNI_NETNS", v] as const),
       fc

@@ -5,8 +5,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseIp } from "../../../src/ipam/address.ts";
 import { parseCidr } from "../../../src/ipam/cidr.ts";
-import { parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
 import { PodAttacher } from "../../../src/node/pod-attachment.ts";
@@ -157,9 +158,9 @@ describe("management port and egress on a one-node OVN cluster", () => {
         mtu: 1450,
       },
       egress: {
-        mgmtIfname: MGMT_IFNAME,
-        insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR],
-        nodeIps: [NODE_IP],
+        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+        insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((c) => parseCidr(c)),
+        nodeIps: [parseIp(NODE_IP)],
       },
       resyncIntervalMs: 0,
     });
@@ -244,9 +245,9 @@ describe("management port and egress on a one-node OVN cluster", () => {
   test("the egress table is replaced as a whole: applying it again leaves one rule", async () => {
     setup.update({
       egress: {
-        mgmtIfname: MGMT_IFNAME,
-        insideCidrs: [...NET.clusterCIDRs, NET.joinCIDR],
-        nodeIps: [NODE_IP],
+        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+        insideCidrs: [...NET.clusterCIDRs, NET.joinCIDR].map((c) => parseCidr(c)),
+        nodeIps: [parseIp(NODE_IP)],
       },
     });
     await until(

@@ -139,11 +139,11 @@ describe("pod attachment on a real OVS and OVN node", () => {
     for (const a of adds) t.diagnostic(`ADD timings (ms): ${JSON.stringify(roundAll(a.timings))}`);
   });
 
-  test("a pod ADD spawns three processes: the pod-side ip batch, the host-side ip batch and ethtool", async (t) => {
+  test("a pod ADD spawns four processes: the pod-side link add and ip batch, the host-side ip batch and ethtool", async (t) => {
     const pod = await newPod("pc");
     const before = spawnedTools();
     const out = await attacher.add(pod.req);
-    assert.equal(spawnedTools() - before, 3);
+    assert.equal(spawnedTools() - before, 4);
     t.diagnostic(`ADD timings (ms): ${JSON.stringify(roundAll(out.timings))}`);
     await attacher.del(pod.req);
   });
@@ -362,6 +362,39 @@ describe("pod attachment on a real OVS and OVN node", () => {
     assert.ok(Date.now() - started < 3000);
     assert.equal(findPodPort(c.ovs, req.containerId), undefined);
     assert.ok(!(await listHostVeths({ netns: c.node.netns.path })).includes(hostVethName(req.containerId)));
+  });
+
+  test("ADD into a netns whose interface of that name is not our veth fails in the veth step and leaves it untouched", async () => {
+    // A device of another kind, and a veth whose peer is not our host end (as the node's eth0 would be).
+    const foreign: [string, string[]][] = [
+      ["pf1", ["link", "add", "name", ETH0, "type", "bridge"]],
+      ["pf2", ["link", "add", "name", ETH0, "type", "veth", "peer", "name", "other"]],
+    ];
+    for (const [name, create] of foreign) {
+      const pod = await newPod(name);
+      const ns = pod.netns.path;
+      for (const args of [
+        create,
+        ["addr", "add", "192.0.2.77/24", "dev", ETH0],
+        ["link", "set", ETH0, "up"],
+      ]) {
+        const r = await execIn(ns, "ip", args);
+        assert.equal(r.code, 0, r.stderr);
+      }
+      const state = async () =>
+        (await execIn(ns, "ip", ["-o", "addr", "show", "dev", ETH0])).stdout +
+        (await execIn(ns, "ip", ["-o", "link", "show", "dev", ETH0])).stdout +
+        (await execIn(ns, "ip", ["route", "show"])).stdout;
+      const before = await state();
+      await assert.rejects(attacher.add(pod.req), (e: unknown) => {
+        assert.ok(e instanceof StepError, String(e));
+        assert.equal(e.step, "veth");
+        assert.match(e.message, /already has eth0/);
+        return true;
+      });
+      assert.equal(await state(), before, `${name}: the existing ${ETH0} must not be reconfigured`);
+      assert.equal(findPodPort(c.ovs, pod.req.containerId), undefined);
+    }
   });
 
   test("ADD into a missing netns fails naming the veth step", async () => {

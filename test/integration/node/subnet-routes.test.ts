@@ -64,7 +64,7 @@ async function createSubnet(name: string, cidr: string, gateway: string): Promis
 }
 
 /** What the controller writes when it accepts (or refuses) a Subnet's current spec. */
-async function setReady(name: string, status: "True" | "False"): Promise<void> {
+async function setReady(name: string, status: "True" | "False", message = ""): Promise<void> {
   const s = await api.request<{ metadata: { generation: number } }>(`${SUBNET_PATH}/${name}`);
   const generation = s.metadata.generation;
   await api.request(`${SUBNET_PATH}/${name}/status`, {
@@ -80,7 +80,7 @@ async function setReady(name: string, status: "True" | "False"): Promise<void> {
             observedGeneration: generation,
             lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
             reason: status === "True" ? "Reconciled" : "Invalid",
-            message: "",
+            message,
           },
         ],
       },
@@ -180,6 +180,21 @@ describe("node routes to pods on every accepted Subnet", () => {
     assert.equal(await hasRoute("10.250.0.0/24"), false);
   });
 
+  test("a Subnet on the link-local range (cloud metadata) marked Ready gives the node no route", async () => {
+    await createSubnet("metadata", "169.254.169.0/24", "169.254.169.1");
+    await setReady("metadata", "True");
+    await until(
+      "the informer to see metadata's Ready status",
+      () =>
+        !!routes.informer
+          .get("metadata")
+          ?.status?.conditions?.some((x) => x.type === "Ready" && x.status === "True"),
+    );
+    const refused = routes.plan().refused.find((r) => r.subnet === "metadata");
+    assert.match(refused?.reason ?? "", /link-local range/);
+    assert.doesNotMatch(await mgmtRoutes(), /169\.254\./);
+  });
+
   test("once the Subnet is accepted the node reaches its pod (ping and TCP) through the management port", async () => {
     await setReady("blue", "True");
     await until("the route to blue", () => hasRoute("10.250.0.0/24"));
@@ -199,11 +214,39 @@ describe("node routes to pods on every accepted Subnet", () => {
     assert.equal(tcp.received, tcp.sent);
   });
 
+  test("status updates that leave a Subnet's CIDRs and acceptance as they were do not recompute the routes", async () => {
+    const plans = routes.stats.plans;
+    for (const n of [1, 2, 3]) await setReady("blue", "True", `${n} addresses in use`);
+    await until(
+      "the informer to see the last status",
+      () => routes.informer.get("blue")?.status?.conditions?.[0]?.message === "3 addresses in use",
+    );
+    await sleep(200);
+    assert.equal(routes.stats.plans, plans);
+    assert.equal(await hasRoute("10.250.0.0/24"), true);
+  });
+
   test("a route deleted by hand comes back", async () => {
     await c.node.exec("ip", ["route", "del", "10.250.0.0/24", "dev", MGMT_IFNAME]);
     assert.equal(await hasRoute("10.250.0.0/24"), false);
     await until("the route to blue restored", () => hasRoute("10.250.0.0/24"));
     assert.equal((await ping(c.node.netns.path, POD_IP)).code, 0);
+  });
+
+  test("when the node gains an address inside a routed Subnet, the refreshed guard withdraws its route", async () => {
+    const guard = {
+      joinCidr: parseCidr(NET.joinCIDR),
+      serviceCidrs: [...NET.serviceCIDRs].map((x) => parseCidr(x)),
+      nodeIps: [parseIp(NODE_IP)],
+    };
+    routes.setGuard({ ...guard, nodeIps: [...guard.nodeIps, parseIp("10.250.0.200")] });
+    await until("the route to blue removed", async () => !(await hasRoute("10.250.0.0/24")));
+    assert.match(
+      routes.plan().refused.find((r) => r.subnet === "blue")?.reason ?? "",
+      /node's own address 10\.250\.0\.200/,
+    );
+    routes.setGuard(guard);
+    await until("the route to blue back", () => hasRoute("10.250.0.0/24"));
   });
 
   test("a Subnet whose acceptance is withdrawn, then deleted, loses its route and the node no longer reaches it", async () => {
