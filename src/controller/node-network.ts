@@ -5,7 +5,7 @@
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
-import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
+import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
 import { NODE_KEY } from "../ovn/ownership.ts";
 import {
@@ -16,6 +16,7 @@ import {
   nodeScope,
 } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
+import { certainlyNotApplied } from "../ovsdb/errors.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 
 export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
@@ -29,6 +30,7 @@ export interface MgmtPort {
 
 export class NodeNetworks {
   private allocator: SubnetAllocator;
+  private readonly def: SubnetDefinition;
 
   constructor(
     private readonly nb: OvsdbClient<NbTables>,
@@ -40,6 +42,17 @@ export class NodeNetworks {
       excludeIPs: [egressPlaceholder(net.joinCIDR)],
     });
     if (!def.ok) throw new Error(`join CIDR ${net.joinCIDR}: ${JSON.stringify(def.problems)}`);
+    this.def = def.subnet;
+    this.allocator = this.rebuilt();
+  }
+
+  /** Rebuilds the join allocator from the management ports in the cache (after a full reload of it). */
+  rebuild(): void {
+    this.allocator = this.rebuilt();
+  }
+
+  private rebuilt(): SubnetAllocator {
+    const { nb } = this;
     const entries: { address: string; holder: { owner: string; foreign: boolean } }[] = [];
     const join = findOwned(nb.cache as never, "Logical_Switch", "join");
     const ports = nb.cache.table("Logical_Switch_Port");
@@ -54,7 +67,7 @@ export class NodeNetworks {
         });
       }
     }
-    this.allocator = SubnetAllocator.rebuild(def.subnet, entries).allocator;
+    return SubnetAllocator.rebuild(this.def, entries).allocator;
   }
 
   /** Ensures the node's management port, address set and policy; one NB transaction if anything changes. */
@@ -79,7 +92,7 @@ export class NodeNetworks {
       try {
         await txn.commit();
       } catch (e) {
-        if (!res.reused) this.allocator.release(ip, `node/${node}`);
+        if (!res.reused && certainlyNotApplied(e)) this.allocator.release(ip, `node/${node}`);
         throw e;
       }
     }
@@ -90,7 +103,8 @@ export class NodeNetworks {
   async remove(node: string): Promise<boolean> {
     const txn = this.nb.transaction();
     const summary = plan(this.nb.cache as never, this.nb.schema, txn as never, [], nodeScope(node));
-    if (summary.empty) return false;
+    // Nothing left in NB: an earlier remove landed although its reply was lost; its address goes now.
+    if (summary.empty) return this.allocator.releaseOwner(`node/${node}`).length > 0;
     await txn.commit();
     this.allocator.releaseOwner(`node/${node}`);
     return true;
