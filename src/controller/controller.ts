@@ -301,6 +301,8 @@ export class OvnController {
         const ids = e.row.external_ids as Readonly<Record<string, string>>;
         if (ids[KIND_KEY] === "pod-port" && ids[POD_KEY]) this.annotationQ.add(ids[POD_KEY]);
       }
+      // A pod whose node's address set lacks it (the set came later, or went with a re-registered Node).
+      for (const node of this.nodeNets?.nodesMissingPods(events) ?? []) this.nodeQ.add(node);
     });
     // The pod allocators follow NB from construction on (see observed()); a new leadership term gets new ones.
     signal.addEventListener("abort", () => this.podNets.close(), { once: true });
@@ -335,6 +337,20 @@ export class OvnController {
         if (ext && names.has(ext)) this.subnetQ.add(s.metadata.name);
       }
       this.datapathsChanged();
+    });
+    // A node's pod address set created, or shrunk (by a pod leaving, or by a write racing another): its
+    // reconcile compares it with the node's pods again.
+    nb.cache.subscribe("Address_Set", (events) => {
+      for (const e of events) {
+        if (e.kind === "delete") continue;
+        const ids = e.row.external_ids as Readonly<Record<string, string>>;
+        const node = ids[NODE_KEY];
+        if (ids[KIND_KEY] !== "node-pods" || !node) continue;
+        const shrank =
+          e.kind === "update" &&
+          (e.row.addresses as readonly string[]).length < (e.old.addresses as readonly string[]).length;
+        if (e.kind === "add" || shrank) this.nodeQ.add(node);
+      }
     });
     nb.cache.subscribe("Logical_Router", (events) => {
       if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
