@@ -214,10 +214,11 @@ export class PodNetworks {
       const sn = this.subnets.get((after.external_ids[SUBNET_KEY] as string | undefined) ?? "");
       if (sn) {
         for (const ip of heldIps(after)) {
+          // Our own writes hold their addresses already; a port that appeared unseen changes the usage.
+          if (!sn.allocator.holdersOf(ip).some((h) => h.owner === owner && !h.foreign)) changed.add(sn.name);
           const problem = sn.allocator.recordHolder(ip, { owner, foreign: false });
           if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
         }
-        changed.add(sn.name);
       }
     }
     if (!before || this.busy.has(owner)) return;
