@@ -100,8 +100,10 @@ const RETRY = Symbol("retry");
 export class PodNetworks {
   private readonly subnets = new Map<string, SubnetState>();
   /**
-   * Owners with a port write under way. Their cache events only ever add holdings: what the write did is
-   * settled by the write itself once its outcome is known, so a late event cannot free an address it reuses.
+   * Owners with an ensure under way. Their cache events only ever add holdings: what the write did is settled
+   * by the write itself once its outcome is known, so a late delete event of an earlier port cannot free an
+   * address the ensure reuses. (A remove is not marked: its own delete event frees the address as soon as NB
+   * shows the port gone, before the pods woken by that change look for one.)
    */
   private readonly busy = new Set<string>();
   /** Addresses allocated for a port insert under way, by owner: not in NB yet, and not free either. */
@@ -537,45 +539,40 @@ export class PodNetworks {
   async remove(namespace: string, name: string, uid?: string): Promise<string | false> {
     const owner = ownerOf(namespace, name);
     await this.nb.whenReady();
-    this.busy.add(owner);
-    try {
-      const cache = this.nb.cache as never;
-      const rows = findAllOwned(
-        cache,
-        "Logical_Switch_Port",
-        podPortId(namespace, name),
-      ) as unknown as readonly LogicalSwitchPort[];
-      if (rows.length === 0) {
-        // No port in NB: an earlier remove landed although its reply was lost, or an insert never did.
-        for (const sn of this.subnets.values())
-          if (sn.allocator.addressesOf(owner).length > 0) {
-            this.holdExactly(owner, undefined, []);
-            return sn.name;
-          }
-        return false;
-      }
-      const doomed = uid === undefined ? rows : rows.filter((r) => r.external_ids[POD_UID_KEY] === uid);
-      if (doomed.length === 0) return false;
-      const txn = this.nb.transaction();
-      for (const p of doomed) {
-        unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
-        const node = p.options["requested-chassis"];
-        const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
-        if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
-      }
-      // Outcome unknown on a throw: nothing is freed, and the retry finds the port or finds it gone.
-      await txn.commit();
-      const kept = rows.filter((r) => !doomed.includes(r));
-      const keptOn = kept[0]?.external_ids[SUBNET_KEY] as string | undefined;
-      this.holdExactly(
-        owner,
-        keptOn,
-        kept.flatMap((r) => heldIps(r)),
-      );
-      return (doomed[0]?.external_ids[SUBNET_KEY] as string | undefined) ?? "";
-    } finally {
-      this.busy.delete(owner);
+    const cache = this.nb.cache as never;
+    const rows = findAllOwned(
+      cache,
+      "Logical_Switch_Port",
+      podPortId(namespace, name),
+    ) as unknown as readonly LogicalSwitchPort[];
+    if (rows.length === 0) {
+      // No port in NB: an earlier remove landed although its reply was lost, or an insert never did.
+      for (const sn of this.subnets.values())
+        if (sn.allocator.addressesOf(owner).length > 0) {
+          this.holdExactly(owner, undefined, []);
+          return sn.name;
+        }
+      return false;
     }
+    const doomed = uid === undefined ? rows : rows.filter((r) => r.external_ids[POD_UID_KEY] === uid);
+    if (doomed.length === 0) return false;
+    const txn = this.nb.transaction();
+    for (const p of doomed) {
+      unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
+      const node = p.options["requested-chassis"];
+      const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
+      if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
+    }
+    // Outcome unknown on a throw: nothing is freed, and the retry finds the port or finds it gone.
+    await txn.commit();
+    const kept = rows.filter((r) => !doomed.includes(r));
+    const keptOn = kept[0]?.external_ids[SUBNET_KEY] as string | undefined;
+    this.holdExactly(
+      owner,
+      keptOn,
+      kept.flatMap((r) => heldIps(r)),
+    );
+    return (doomed[0]?.external_ids[SUBNET_KEY] as string | undefined) ?? "";
   }
 }
 
