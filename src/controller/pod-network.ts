@@ -6,7 +6,7 @@ import { formatIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import type { Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
-import { macForAddresses, parseMac, parseRequestedMac } from "../ipam/mac.ts";
+import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import { ID_KEY, idOf, isOurs, KIND_KEY, POD_KEY, POD_UID_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
@@ -96,6 +96,9 @@ export interface Observation {
 }
 
 const RETRY = Symbol("retry");
+const LSP_MAC_INDEX = "zstack.io/mac";
+const LSP_ROUTER_PORT_INDEX = "zstack.io/router-port";
+const LRP_MAC_INDEX = "zstack.io/mac";
 
 export class PodNetworks {
   private readonly subnets = new Map<string, SubnetState>();
@@ -474,25 +477,31 @@ export class PodNetworks {
     if (set) txn.mutate("Address_Set", [["_uuid", "==", set._uuid]], [["addresses", op, ips]]);
   }
 
-  /** Who on the switch (or on the node side of the cluster) already uses the MAC, if anyone. */
+  /** Who on the switch (or on the node side of the cluster) already uses the MAC, if anyone. O(1) by indexes. */
   private macHolder(mac: string, ls: Record<string, unknown>, owner: string): string | undefined {
     const ports = this.nb.cache.table("Logical_Switch_Port");
+    if (!ports.hasIndex(LSP_MAC_INDEX)) ports.addIndex(LSP_MAC_INDEX, (r) => macOf(r as never));
+    if (!ports.hasIndex(LSP_ROUTER_PORT_INDEX)) {
+      ports.addIndex(LSP_ROUTER_PORT_INDEX, (r) =>
+        r.type === "router" ? r.options["router-port"] : undefined,
+      );
+    }
     const routerPorts = this.nb.cache.table("Logical_Router_Port");
-    for (const uuid of ls.ports as readonly string[]) {
-      const p = ports.get(uuid) as LogicalSwitchPort | undefined;
-      if (!p) continue;
-      if (p.type === "router") {
-        const lrp = routerPorts.lookupOne("name", p.options["router-port"] ?? "");
-        if (lrp && parseMacSafe(lrp.mac) === mac) return `the subnet's router port ${lrp.name}`;
-        continue;
-      }
-      if (macOf(p) !== mac) continue;
-      const other = podOwnerOf(p);
+    if (!routerPorts.hasIndex(LRP_MAC_INDEX)) routerPorts.addIndex(LRP_MAC_INDEX, (r) => parseMacSafe(r.mac));
+    const onSwitch = (uuid: string) => setHas(ls.ports as readonly string[], uuid);
+    for (const lrp of routerPorts.lookup(LRP_MAC_INDEX, mac)) {
+      if (ports.lookup(LSP_ROUTER_PORT_INDEX, lrp.name).some((p) => onSwitch(p._uuid)))
+        return `the subnet's router port ${lrp.name}`;
+    }
+    for (const p of ports.lookup(LSP_MAC_INDEX, mac)) {
+      const mgmt = p.external_ids[KIND_KEY] === "mgmt-port" && isOurs(p);
+      if (!mgmt && !onSwitch(p._uuid)) continue;
+      const other = podOwnerOf(p as never);
       if (other === owner) continue;
+      if (mgmt) return `node management port ${p.name}`;
       return other !== undefined ? `pod ${other} (port ${p.name})` : `port ${p.name}`;
     }
-    const mgmt = ports.find((p) => p.external_ids[KIND_KEY] === "mgmt-port" && macOf(p as never) === mac)[0];
-    return mgmt ? `node management port ${mgmt.name}` : undefined;
+    return undefined;
   }
 
   private allocate(
@@ -528,7 +537,11 @@ export class PodNetworks {
       const reason = res.code === "exhausted" ? "AddressesExhausted" : "AddressConflict";
       return { ok: false, reason, message: `${where}: ${res.message}` };
     }
-    return { ok: true, ips: [...res.addresses], mac: requestedMac ?? macForAddresses(res.ips) };
+    if (requestedMac) return { ok: true, ips: [...res.addresses], mac: requestedMac };
+    // The MAC derived from the address can be taken by a pod that asked for it: then a random local one.
+    let mac = macForAddresses(res.ips);
+    while (this.macHolder(mac, ls, owner)) mac = randomLocalMac();
+    return { ok: true, ips: [...res.addresses], mac };
   }
 
   /**

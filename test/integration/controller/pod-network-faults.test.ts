@@ -394,3 +394,36 @@ test("workers filling a VXLAN switch concurrently never take it past 2,048 ports
   assert.equal(after?.ports.length, VXLAN_PORTS_PER_SWITCH);
   await assertAllocatorFollowsNb(pn, admin);
 });
+
+test("a pod whose address-derived MAC another pod requested gets a random local MAC instead: no MAC twice on the switch", async (t) => {
+  const { admin, c } = await rig(t);
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  // r takes 10.244.0.2 and asks for the MAC that 10.244.0.3 derives to.
+  const r = await pn.ensure(
+    {
+      namespace: "ns",
+      name: "r",
+      uid: "ur",
+      annotations: { "network.zstack.io/mac_address": "0a:58:0a:f4:00:03" },
+    },
+    "default",
+  );
+  assert.ok(r.ok);
+  assert.deepEqual(r.ips, ["10.244.0.2"]);
+  const s = await pn.ensure({ namespace: "ns", name: "s", uid: "us" }, "default");
+  assert.ok(s.ok);
+  assert.deepEqual(s.ips, ["10.244.0.3"]);
+  await admin.echo();
+  const macs = admin.cache
+    .table("Logical_Switch_Port")
+    .find((p) => p.external_ids["zstack.io/kind"] === "pod-port")
+    .map((p) => p.addresses[0]?.split(" ")[0]);
+  assert.equal(new Set(macs).size, 2, `distinct MACs: ${macs.join(", ")}`);
+  const sMac = admin.cache
+    .table("Logical_Switch_Port")
+    .findOne((p) => p.name === "ns_s")
+    ?.addresses[0]?.split(" ")[0];
+  assert.notEqual(sMac, "0a:58:0a:f4:00:03");
+  assert.match(sMac ?? "", /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
+});
