@@ -12,9 +12,12 @@ export interface OvsdbFaultProxy {
   /**
    * The next transact request that `match` accepts is forwarded; from then on nothing the server sends reaches
    * the client, and once the server's reply to that request has arrived the client's connection is reset.
-   * Resolves with the reply the client never saw.
+   * Resolves with the reply the client never saw; rejects when no such transaction came within `timeoutMs`.
    */
-  loseNextReply(match?: (ops: readonly Record<string, unknown>[]) => boolean): Promise<unknown>;
+  loseNextReply(
+    match?: (ops: readonly Record<string, unknown>[]) => boolean,
+    opts?: { timeoutMs?: number },
+  ): Promise<unknown>;
   /** Resets every open connection. */
   cut(): void;
   /** New connections are closed at once until accept() is called. */
@@ -95,9 +98,23 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
   };
   return {
     remote: `tcp:127.0.0.1:${port}`,
-    loseNextReply: (match = () => true) =>
-      new Promise<unknown>((resolve) => {
-        rules.push({ match, resolve });
+    loseNextReply: (match = () => true, opts = {}) =>
+      new Promise<unknown>((resolve, reject) => {
+        const rule: Rule = {
+          match,
+          resolve: (reply) => {
+            clearTimeout(timer);
+            resolve(reply);
+          },
+        };
+        const timeoutMs = opts.timeoutMs ?? 60_000;
+        const timer = setTimeout(() => {
+          const i = rules.indexOf(rule);
+          if (i >= 0) rules.splice(i, 1);
+          reject(new Error(`fault proxy: no matching transaction within ${timeoutMs} ms`));
+        }, timeoutMs);
+        timer.unref();
+        rules.push(rule);
       }),
     cut,
     refuse: () => {

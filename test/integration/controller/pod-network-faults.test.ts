@@ -103,7 +103,7 @@ test("a port insert that commits but loses its reply: the retry keeps that addre
   const pn = new PodNetworks(c);
   pn.loadSubnet("default", DEFAULT());
   const lost = proxy.loseNextReply(insertsPort);
-  const reconnected = once(c, "ready");
+  const reconnected = once(c, "ready", { signal: AbortSignal.timeout(60_000) });
   await assert.rejects(pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default"));
   await lost;
   await reconnected;
@@ -129,7 +129,7 @@ test("a port delete that commits but loses its reply: the retry frees the addres
   assert.ok(a.ok);
   const addr = a.ips[0] as string;
   const lost = proxy.loseNextReply(deletesPort);
-  const reconnected = once(c, "ready");
+  const reconnected = once(c, "ready", { signal: AbortSignal.timeout(60_000) });
   await assert.rejects(pn.remove("ns", "a", "ua"));
   await lost;
   await reconnected;
@@ -190,7 +190,7 @@ test("pod ports deleted or added behind the controller's back, live or while it 
     }),
   ]);
   await txn.commit();
-  const reconnected = once(c, "ready");
+  const reconnected = once(c, "ready", { signal: AbortSignal.timeout(60_000) });
   proxy.accept();
   await reconnected;
   assert.ok(freed(ips.b as string), "a port deleted while disconnected frees its address after the resync");
