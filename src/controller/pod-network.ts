@@ -1,6 +1,7 @@
 // Giving a pod its address and logical switch port, and taking them back. The allocation and the port that holds
-// it commit in one NB transaction; the allocators live in memory and are rebuilt from the ports on each switch,
-// so NB stays the only durable record and a crash between any two steps leaks nothing.
+// it commit in one NB transaction; the allocators live in memory, follow the ports on each switch as the NB
+// monitor reports them and are rebuilt from them after a restart or a full resync, so NB stays the only durable
+// record: a crash or a lost reply between any two steps leaks nothing and hands nothing out twice.
 
 import { formatIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
