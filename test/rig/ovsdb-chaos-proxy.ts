@@ -27,7 +27,7 @@ export interface FaultCounts {
   resets: number;
 }
 
-export interface OvsdbFaultProxy {
+export interface OvsdbChaosProxy {
   /** "tcp:127.0.0.1:PORT", for a client's remotes. */
   readonly remote: string;
   readonly port: number;
@@ -38,7 +38,7 @@ export interface OvsdbFaultProxy {
   close(): Promise<void>;
 }
 
-export interface FaultProxyOptions {
+export interface ChaosProxyOptions {
   /** Unix socket path or TCP port of the ovsdb-server behind the proxy. */
   upstream: { path: string } | { port: number; host?: string };
   plan: FaultPlan;
@@ -57,7 +57,7 @@ function idKey(id: unknown): string {
   return JSON.stringify(id);
 }
 
-export async function startOvsdbFaultProxy(opts: FaultProxyOptions): Promise<OvsdbFaultProxy> {
+export async function startOvsdbChaosProxy(opts: ChaosProxyOptions): Promise<OvsdbChaosProxy> {
   const counts: FaultCounts = {
     connections: 0,
     transacts: 0,

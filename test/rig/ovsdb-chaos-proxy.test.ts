@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { test } from "node:test";
 import { JsonStreamSplitter } from "../../src/ovsdb/json-stream.ts";
-import { type FaultPlan, startOvsdbFaultProxy } from "./ovsdb-fault-proxy.ts";
+import { type FaultPlan, startOvsdbChaosProxy } from "./ovsdb-chaos-proxy.ts";
 import { SCHEMAS, useOvsdbServer } from "./ovsdb-server.ts";
 
 const NONE: FaultPlan = { lostReply: 0, droppedReply: 0, cutRequest: 0, reset: 0 };
@@ -44,7 +44,7 @@ async function eventually(what: string, ok: () => boolean): Promise<void> {
 
 test("a lost transact reply: the server commits, the client's connection is reset and never sees the reply", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const proxy = await startOvsdbFaultProxy({
+  const proxy = await startOvsdbChaosProxy({
     upstream: { path: srv.socketPath },
     plan: { ...NONE, lostReply: 1 },
     rand: Math.random,
@@ -64,7 +64,7 @@ test("a lost transact reply: the server commits, the client's connection is rese
 
 test("a dropped transact reply: later replies still arrive, then the connection is reset", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const proxy = await startOvsdbFaultProxy({
+  const proxy = await startOvsdbChaosProxy({
     upstream: { path: srv.socketPath },
     plan: { ...NONE, droppedReply: 1 },
     rand: () => 0.5,
@@ -84,7 +84,7 @@ test("a dropped transact reply: later replies still arrive, then the connection 
 
 test("a transact request cut mid-message never commits", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const proxy = await startOvsdbFaultProxy({
+  const proxy = await startOvsdbChaosProxy({
     upstream: { path: srv.socketPath },
     plan: { ...NONE, cutRequest: 1 },
     rand: () => 0.5,
@@ -100,7 +100,7 @@ test("a transact request cut mid-message never commits", async (t) => {
 
 test("with faults off, requests, replies and notifications all pass; resets start only after the first transact", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const proxy = await startOvsdbFaultProxy({
+  const proxy = await startOvsdbChaosProxy({
     upstream: { path: srv.socketPath },
     plan: { ...NONE, reset: 1 },
     rand: Math.random,
