@@ -42,25 +42,36 @@ async function eventually(what: string, ok: () => boolean): Promise<void> {
   assert.ok(ok(), what);
 }
 
-test("a lost transact reply: the server commits, the client's connection is reset and never sees the reply", async (t) => {
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
-  const proxy = await startOvsdbChaosProxy({
-    upstream: { path: srv.socketPath },
-    plan: { ...NONE, lostReply: 1 },
-    rand: Math.random,
+for (const [rand, seesUpdate] of [
+  [0.7, true],
+  [0.3, false],
+] as const) {
+  test(`a lost transact reply${seesUpdate ? "" : " and the monitor update before it"}: the server commits, the client's connection is reset`, async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const proxy = await startOvsdbChaosProxy({
+      upstream: { path: srv.socketPath },
+      plan: { ...NONE, lostReply: 1 },
+      rand: () => rand,
+    });
+    t.after(() => proxy.close());
+    const peer = rawPeer(proxy.port);
+    t.after(() => peer.close());
+    peer.send({ id: "m1", method: "monitor", params: [NB, null, { Logical_Switch: { columns: ["name"] } }] });
+    await eventually("the monitor reply", () => peer.received.some((m) => m.id === "m1"));
+    peer.send(insert("landed", "t1"));
+    await peer.ended;
+    assert.deepEqual(
+      peer.received.filter((m) => m.id === "t1"),
+      [],
+    );
+    assert.equal(
+      peer.received.some((m) => m.method === "update"),
+      seesUpdate,
+    );
+    assert.deepEqual(await switchNames(srv), ["landed"]);
+    assert.equal(proxy.counts.lostReplies, 1);
   });
-  t.after(() => proxy.close());
-  const peer = rawPeer(proxy.port);
-  t.after(() => peer.close());
-  peer.send(insert("landed", "t1"));
-  await peer.ended;
-  assert.deepEqual(
-    peer.received.filter((m) => m.id === "t1"),
-    [],
-  );
-  assert.deepEqual(await switchNames(srv), ["landed"]);
-  assert.equal(proxy.counts.lostReplies, 1);
-});
+}
 
 test("a dropped transact reply: later replies still arrive, then the connection is reset", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });

@@ -7,7 +7,11 @@ import net from "node:net";
 import { JsonStreamSplitter } from "../../src/ovsdb/json-stream.ts";
 
 export interface FaultPlan {
-  /** Per transact reply: close the client's connection instead of forwarding it (committed, reply lost). */
+  /**
+   * Per transact: close the client's connection when its reply arrives instead of forwarding it (committed,
+   * reply lost). Half of these also withhold everything the server sends after the request, so the client
+   * does not see the commit's monitor update either; the other half let the update through.
+   */
   lostReply: number;
   /** Per transact reply: swallow it, keep relaying other messages, reset the connection a little later. */
   droppedReply: number;
@@ -101,7 +105,9 @@ export async function startOvsdbChaosProxy(opts: ChaosProxyOptions): Promise<Ovs
     // Faults start once the client writes: before that it is still syncing, and a connection that never
     // gets through its monitor setup tests nothing but the backoff.
     let armed = false;
-    const pendingTransacts = new Set<string>();
+    // Transact ids in flight: true when the reply is to be lost.
+    const pendingTransacts = new Map<string, boolean>();
+    let blackout = false;
     const toServer = new JsonStreamSplitter();
     const toClient = new JsonStreamSplitter();
 
@@ -124,7 +130,9 @@ export async function startOvsdbChaosProxy(opts: ChaosProxyOptions): Promise<Ovs
             return;
           }
           counts.transacts++;
-          pendingTransacts.add(idKey(m.id));
+          const lose = chance(plan.lostReply);
+          pendingTransacts.set(idKey(m.id), lose);
+          if (lose && rand() < 0.5) blackout = true;
         } else if (armed && chance(plan.reset)) {
           inject("resets");
           return;
@@ -144,17 +152,22 @@ export async function startOvsdbChaosProxy(opts: ChaosProxyOptions): Promise<Ovs
       for (const m of msgs as Rpc[]) {
         if (closed) return;
         const isReply = m.method === undefined && m.id !== undefined && m.id !== null;
-        if (isReply && pendingTransacts.delete(idKey(m.id))) {
-          if (chance(plan.lostReply)) {
+        const pending = isReply ? pendingTransacts.get(idKey(m.id)) : undefined;
+        if (pending !== undefined) {
+          pendingTransacts.delete(idKey(m.id));
+          if (pending) {
             inject("lostReplies");
             return;
           }
+          if (blackout) continue;
           if (chance(plan.droppedReply)) {
             counts.droppedReplies++;
             const after = Math.floor(rand() * (opts.droppedReplyResetMs ?? 500));
             setTimeout(close, after).unref();
             continue;
           }
+        } else if (blackout) {
+          continue;
         } else if (armed && chance(plan.reset)) {
           inject("resets");
           return;
