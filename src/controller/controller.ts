@@ -27,7 +27,7 @@ import {
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
 import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
-import { ANNOTATION_SUBNET, PodNetworks } from "./pod-network.ts";
+import { ANNOTATION_SUBNET, type Observation, PodNetworks } from "./pod-network.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
 
 export interface ControllerOptions {
@@ -196,7 +196,7 @@ export class OvnController {
     this.nodeQ = queue("nodes", (k) => this.reconcileNode(k));
     this.podQ = queue("pods", (k) => this.reconcilePod(k));
     this.annotationQ = queue("pod-annotations", (k) => this.reconcileAnnotation(k));
-    this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel });
+    this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel, onObservation: (x) => this.observed(x) });
   }
 
   /** Runs until `signal` aborts: waits for NB and the informers, syncs everything once, then follows events. */
@@ -301,27 +301,17 @@ export class OvnController {
         const ids = e.row.external_ids as Readonly<Record<string, string>>;
         if (ids[KIND_KEY] === "pod-port" && ids[POD_KEY]) this.annotationQ.add(ids[POD_KEY]);
       }
-      // Ports of others on our switches hold addresses too.
-      const { changed, problems } = this.podNets.observeForeign(events);
-      for (const p of problems) {
-        log.warn(
-          { subnet: p.subnet, problem: p.message },
-          "a port of someone else took an address a pod holds",
-        );
-        const sub = this.subnets.get(p.subnet);
-        this.o.events?.warning(
-          {
-            apiVersion: "network.zstack.io/v1",
-            kind: "Subnet",
-            name: p.subnet,
-            uid: String(sub?.metadata.uid ?? ""),
-          },
-          "AddressConflict",
-          `${p.message}; remove the other port or give it another address`,
-        );
-      }
-      for (const sn of changed) this.usageChanged(sn);
+      // A pod whose node's address set lacks it (the set came later, or went with a re-registered Node).
+      for (const node of this.nodeNets?.nodesMissingPods(events) ?? []) this.nodeQ.add(node);
     });
+    // The pod allocators follow NB from construction on (see observed()); a new leadership term gets new ones.
+    signal.addEventListener("abort", () => this.podNets.close(), { once: true });
+    // After a full reload of the NB cache, the join allocator is rebuilt from the cache like the pod ones.
+    const onNbReady = (info: { fullSnapshot: boolean }) => {
+      if (info.fullSnapshot) this.nodeNets?.rebuild();
+    };
+    nb.on("ready", onNbReady);
+    signal.addEventListener("abort", () => nb.off("ready", onNbReady), { once: true });
     // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
     // Subnets that name it.
     nb.cache.subscribe("Logical_Switch", (events) => {
@@ -347,6 +337,20 @@ export class OvnController {
         if (ext && names.has(ext)) this.subnetQ.add(s.metadata.name);
       }
       this.datapathsChanged();
+    });
+    // A node's pod address set created, or shrunk (by a pod leaving, or by a write racing another): its
+    // reconcile compares it with the node's pods again.
+    nb.cache.subscribe("Address_Set", (events) => {
+      for (const e of events) {
+        if (e.kind === "delete") continue;
+        const ids = e.row.external_ids as Readonly<Record<string, string>>;
+        const node = ids[NODE_KEY];
+        if (ids[KIND_KEY] !== "node-pods" || !node) continue;
+        const shrank =
+          e.kind === "update" &&
+          (e.row.addresses as readonly string[]).length < (e.old.addresses as readonly string[]).length;
+        if (e.kind === "add" || shrank) this.nodeQ.add(node);
+      }
     });
     nb.cache.subscribe("Logical_Router", (events) => {
       if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
@@ -647,6 +651,25 @@ export class OvnController {
     return undefined;
   }
 
+  /** What the pod allocators learnt from NB: usage changed, or an address is now held twice. */
+  private observed({ changed, problems }: Observation): void {
+    for (const p of problems) {
+      this.o.log.warn({ subnet: p.subnet, problem: p.message }, "an address is held by two ports");
+      const sub = this.subnets.get(p.subnet);
+      this.o.events?.warning(
+        {
+          apiVersion: "network.zstack.io/v1",
+          kind: "Subnet",
+          name: p.subnet,
+          uid: String(sub?.metadata.uid ?? ""),
+        },
+        "AddressConflict",
+        `${p.message}; remove the other port or give it another address`,
+      );
+    }
+    for (const sn of changed) this.usageChanged(sn);
+  }
+
   /** Address usage changed: refresh the subnet's status soon, once for a burst of pods. */
   private usageChanged(subnet: string | false): void {
     if (!subnet) return;
@@ -685,7 +708,8 @@ export class OvnController {
       this.usageChanged(await this.podNets.remove(ns, name, pod.metadata.uid));
       return undefined;
     }
-    const subnet = this.subnetFor(pod);
+    // A pod with a port stays on the port's subnet while the port exists: it waits for that subnet, never moves.
+    const subnet = this.podNets.subnetOfPort(ns, name) ?? this.subnetFor(pod);
     if (!subnet) return this.waitForSubnet(key, "");
     const sub = this.subnets.get(subnet);
     if (sub?.spec.externalLogicalSwitch) {

@@ -5,18 +5,25 @@
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
-import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
+import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
-import { NODE_KEY } from "../ovn/ownership.ts";
+import { isOurs, KIND_KEY, NODE_KEY } from "../ovn/ownership.ts";
 import {
   type ClusterNetworks,
   egressPlaceholder,
   mgmtPortName,
+  nodePodsAddressSet,
   nodeRows,
   nodeScope,
 } from "../ovn/topology.ts";
+import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
-import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { certainlyNotApplied } from "../ovsdb/errors.ts";
+import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
+import { setHas } from "../ovsdb/set-index.ts";
+import { byUuid, type Mutation } from "../ovsdb/transaction.ts";
+
+const POD_CHASSIS_INDEX = "zstack.io/pod-requested-chassis";
 
 export { MGMT_PORT_ANNOTATION } from "../ovn/topology.ts";
 
@@ -29,6 +36,7 @@ export interface MgmtPort {
 
 export class NodeNetworks {
   private allocator: SubnetAllocator;
+  private readonly def: SubnetDefinition;
 
   constructor(
     private readonly nb: OvsdbClient<NbTables>,
@@ -40,6 +48,17 @@ export class NodeNetworks {
       excludeIPs: [egressPlaceholder(net.joinCIDR)],
     });
     if (!def.ok) throw new Error(`join CIDR ${net.joinCIDR}: ${JSON.stringify(def.problems)}`);
+    this.def = def.subnet;
+    this.allocator = this.rebuilt();
+  }
+
+  /** Rebuilds the join allocator from the management ports in the cache (after a full reload of it). */
+  rebuild(): void {
+    this.allocator = this.rebuilt();
+  }
+
+  private rebuilt(): SubnetAllocator {
+    const { nb } = this;
     const entries: { address: string; holder: { owner: string; foreign: boolean } }[] = [];
     const join = findOwned(nb.cache as never, "Logical_Switch", "join");
     const ports = nb.cache.table("Logical_Switch_Port");
@@ -54,7 +73,7 @@ export class NodeNetworks {
         });
       }
     }
-    this.allocator = SubnetAllocator.rebuild(def.subnet, entries).allocator;
+    return SubnetAllocator.rebuild(this.def, entries).allocator;
   }
 
   /** Ensures the node's management port, address set and policy; one NB transaction if anything changes. */
@@ -68,29 +87,86 @@ export class NodeNetworks {
     const prefix = this.net.joinCIDR.slice(this.net.joinCIDR.indexOf("/") + 1);
     const mgmt = { name: node, mgmtIP: `${ip}/${prefix}`, mgmtMAC: mac };
     const txn = this.nb.transaction();
+    // The address set holds the pods whose port asks for this node, whoever wrote them and whenever: pods
+    // that landed before the set existed (a new or re-registered node) are in it from its creation on.
+    const want = this.podAddressesOn(node);
+    const set = findOwned(this.nb.cache as never, "Address_Set", `node/${node}/pods-v4`);
     const summary = plan(
       this.nb.cache as never,
       this.nb.schema,
       txn as never,
-      nodeRows(mgmt),
+      nodeRows(mgmt, set ? undefined : want),
       nodeScope(node),
     );
-    if (!summary.empty) {
+    let mutated = false;
+    if (set) {
+      const have = set.addresses as readonly string[];
+      const wanted = new Set(want);
+      const missing = want.filter((a) => !setHas(have, a));
+      const stale = have.filter((a) => !wanted.has(a));
+      // Mutations, not a new value: a pod write landing between our read and our commit is kept.
+      const mutations: Mutation[] = [];
+      if (missing.length > 0) mutations.push(["addresses", "insert", missing]);
+      if (stale.length > 0) mutations.push(["addresses", "delete", stale]);
+      if (mutations.length > 0) {
+        txn.mutate("Address_Set", byUuid(set._uuid), mutations);
+        mutated = true;
+      }
+    }
+    if (!summary.empty || mutated) {
       try {
         await txn.commit();
       } catch (e) {
-        if (!res.reused) this.allocator.release(ip, `node/${node}`);
+        if (!res.reused && certainlyNotApplied(e)) this.allocator.release(ip, `node/${node}`);
         throw e;
       }
     }
     return { name: mgmtPortName(node), ip: mgmt.mgmtIP, mac, gateway: this.net.joinGateway };
   }
 
+  private podsByChassis() {
+    const tc = this.nb.cache.table("Logical_Switch_Port");
+    if (!tc.hasIndex(POD_CHASSIS_INDEX)) {
+      tc.addIndex(POD_CHASSIS_INDEX, (r) =>
+        isOurs(r) && r.external_ids[KIND_KEY] === "pod-port" ? r.options["requested-chassis"] : undefined,
+      );
+    }
+    return tc;
+  }
+
+  /** The IPv4 addresses of the pods whose port asks for the node's chassis: what its address set must hold. */
+  podAddressesOn(node: string): string[] {
+    const out = new Set<string>();
+    for (const p of this.podsByChassis().lookup(POD_CHASSIS_INDEX, node))
+      for (const ip of heldIps(p)) if (!ip.includes(":")) out.add(ip);
+    return [...out].sort();
+  }
+
+  /**
+   * The nodes whose address set misses a pod of theirs after these port changes (the set did not exist when the
+   * pod's port was written, or a concurrent write took the address out): their reconcile puts it back.
+   */
+  nodesMissingPods(events: readonly RowEvent[]): Set<string> {
+    const out = new Set<string>();
+    const sets = this.nb.cache.table("Address_Set");
+    for (const e of events) {
+      if (e.kind === "delete") continue;
+      const p = e.row as unknown as LogicalSwitchPort;
+      const node = p.options["requested-chassis"];
+      if (!node || !isOurs(p) || p.external_ids[KIND_KEY] !== "pod-port" || out.has(node)) continue;
+      const set = sets.lookupOne("name", nodePodsAddressSet(node, 4));
+      const have = (set?.addresses ?? []) as readonly string[];
+      if (heldIps(p).some((ip) => !ip.includes(":") && !setHas(have, ip))) out.add(node);
+    }
+    return out;
+  }
+
   /** Removes everything of a node that left the cluster. */
   async remove(node: string): Promise<boolean> {
     const txn = this.nb.transaction();
     const summary = plan(this.nb.cache as never, this.nb.schema, txn as never, [], nodeScope(node));
-    if (summary.empty) return false;
+    // Nothing left in NB: an earlier remove landed although its reply was lost; its address goes now.
+    if (summary.empty) return this.allocator.releaseOwner(`node/${node}`).length > 0;
     await txn.commit();
     this.allocator.releaseOwner(`node/${node}`);
     return true;

@@ -6,14 +6,15 @@ import { formatIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import type { Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
-import { macForAddresses, parseRequestedMac } from "../ipam/mac.ts";
+import { macForAddresses, parseMac, parseRequestedMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
-import { findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
-import { idOf, isOurs, POD_UID_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import { findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
+import { ID_KEY, idOf, isOurs, KIND_KEY, POD_KEY, POD_UID_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
 import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
 import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
+import { certainlyNotApplied } from "../ovsdb/errors.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { setHas } from "../ovsdb/set-index.ts";
 
@@ -72,13 +73,70 @@ function ownerOf(ns: string, name: string): string {
   return `${ns}/${name}`;
 }
 
+/** Our pod port's owner ("namespace/name"), or undefined for anyone else's port. */
+function podOwnerOf(p: LogicalSwitchPort): string | undefined {
+  if (!isOurs(p) || !idOf(p)?.startsWith("pod/")) return undefined;
+  return (p.external_ids[POD_KEY] as string | undefined) ?? p.name;
+}
+
+function macOf(p: LogicalSwitchPort): string | undefined {
+  const first = p.addresses[0]?.trim().split(/\s+/)[0];
+  if (!first || first === "router" || first === "unknown" || first === "dynamic") return undefined;
+  try {
+    return parseMac(first);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the allocators learnt from NB: the subnets whose usage changed, and addresses claimed twice. */
+export interface Observation {
+  readonly changed: Set<string>;
+  readonly problems: SubnetProblem[];
+}
+
+const RETRY = Symbol("retry");
+
 export class PodNetworks {
   private readonly subnets = new Map<string, SubnetState>();
+  /**
+   * Owners with a port write under way. Their cache events only ever add holdings: what the write did is
+   * settled by the write itself once its outcome is known, so a late event cannot free an address it reuses.
+   */
+  private readonly busy = new Set<string>();
+  /** Addresses allocated for a port insert under way, by owner: not in NB yet, and not free either. */
+  private readonly pending = new Map<string, { subnet: string; ips: readonly string[] }>();
+  /** Port inserts under way, by subnet: the switch's port count in the cache does not show them yet. */
+  private readonly pendingPorts = new Map<string, number>();
+  private readonly unsubscribe: (() => void)[] = [];
 
   constructor(
     private readonly nb: OvsdbClient<NbTables>,
-    private readonly opts: { tunnel: "vxlan" | "geneve" } = { tunnel: "vxlan" },
-  ) {}
+    private readonly opts: {
+      tunnel: "vxlan" | "geneve";
+      /** Told what the allocators learnt from NB changes (ports added or removed by anyone, full resyncs). */
+      onObservation?: (o: Observation) => void;
+    } = { tunnel: "vxlan" },
+  ) {
+    // The allocators follow NB: every port added, changed or removed, and the whole cache after a reload.
+    this.unsubscribe.push(
+      nb.cache.subscribe("Logical_Switch_Port", (events) => this.report(this.observe(events))),
+    );
+    const onReady = (info: { fullSnapshot: boolean }) => {
+      if (info.fullSnapshot) this.report(this.resync());
+    };
+    nb.on("ready", onReady);
+    this.unsubscribe.push(() => nb.off("ready", onReady));
+  }
+
+  /** Stops following NB (a controller that lost leadership). */
+  close(): void {
+    for (const u of this.unsubscribe.splice(0)) u();
+  }
+
+  private report(o: Observation): void {
+    if (o.changed.size > 0 || o.problems.length > 0) this.opts.onObservation?.(o);
+  }
 
   /**
    * Registers a subnet and rebuilds its allocator from the ports on its switch: ours by pod, anyone else's
@@ -93,6 +151,10 @@ export class PodNetworks {
       if (!p) continue;
       for (const ip of heldIps(p)) entries.push({ address: ip, holder: this.holderOf(p) });
     }
+    // Addresses of port inserts still under way are in no row yet; dropping them would hand them out twice.
+    for (const [owner, r] of this.pending)
+      if (r.subnet === name)
+        for (const ip of r.ips) entries.push({ address: ip, holder: { owner, foreign: false } });
     const { allocator, problems } = SubnetAllocator.rebuild(def, entries);
     this.subnets.set(name, {
       name,
@@ -105,42 +167,94 @@ export class PodNetworks {
   }
 
   /**
-   * Keeps the allocators in step with ports that others add to our switches, change, or remove at run time
-   * (a ZStack VM, an operator's port): their addresses count as used while they exist. Our own pod ports are
-   * left to ensure/remove. Returns the subnets whose usage changed, and the problems (an address someone took
-   * that a pod already holds) for logs and Events.
+   * After the NB client reloaded its whole cache (a reconnect without resume), whatever the allocators learnt
+   * from single events may have missed changes: rebuild them all from the cache.
    */
-  observeForeign(events: readonly RowEvent[]): { changed: Set<string>; problems: SubnetProblem[] } {
+  resync(): Observation {
+    const problems: SubnetProblem[] = [];
+    for (const sn of [...this.subnets.values()]) problems.push(...this.loadSubnet(sn.name, sn.def));
+    return { changed: new Set(this.subnets.keys()), problems };
+  }
+
+  /**
+   * Keeps the allocators in step with the ports on our switches as NB reports them: anyone's port added,
+   * changed or removed, ours included (a port that landed although its reply was lost, one an operator
+   * deleted). Returns the subnets whose usage changed, and the problems (an address held twice).
+   */
+  observe(events: readonly RowEvent[]): Observation {
     const changed = new Set<string>();
     const problems: SubnetProblem[] = [];
     for (const e of events) {
       const before = e.kind === "add" ? undefined : (e.old as unknown as LogicalSwitchPort);
       const after = e.kind === "delete" ? undefined : (e.row as unknown as LogicalSwitchPort);
       const port = (after ?? before) as LogicalSwitchPort;
-      if (!this.holderOf(port).foreign) continue;
       if (
         before &&
         after &&
         before.addresses.join("\n") === after.addresses.join("\n") &&
-        before.dynamic_addresses === after.dynamic_addresses
+        before.dynamic_addresses === after.dynamic_addresses &&
+        before.external_ids[SUBNET_KEY] === after.external_ids[SUBNET_KEY]
       )
         continue;
-      if (before) {
-        for (const ip of heldIps(before))
-          for (const sn of this.subnets.values())
-            if (sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
-      }
-      if (after) {
-        const sn = this.subnetHolding(after._uuid);
-        if (!sn) continue;
+      const owner = podOwnerOf(port);
+      if (owner !== undefined) this.observeOwn(owner, before, after, changed, problems);
+      else this.observeForeign(before, after, changed, problems);
+    }
+    return { changed, problems };
+  }
+
+  private observeOwn(
+    owner: string,
+    before: LogicalSwitchPort | undefined,
+    after: LogicalSwitchPort | undefined,
+    changed: Set<string>,
+    problems: SubnetProblem[],
+  ): void {
+    if (after) {
+      const sn = this.subnets.get((after.external_ids[SUBNET_KEY] as string | undefined) ?? "");
+      if (sn) {
         for (const ip of heldIps(after)) {
-          const problem = sn.allocator.recordHolder(ip, { owner: after.name, foreign: true });
+          // Our own writes hold their addresses already; a port that appeared unseen changes the usage.
+          if (!sn.allocator.holdersOf(ip).some((h) => h.owner === owner && !h.foreign)) changed.add(sn.name);
+          const problem = sn.allocator.recordHolder(ip, { owner, foreign: false });
           if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
-          changed.add(sn.name);
         }
       }
     }
-    return { changed, problems };
+    if (!before || this.busy.has(owner)) return;
+    // What the owner's rows in NB still hold stays held (another row with the same id, or the row's new value).
+    const still = new Set(
+      findAllOwned(this.nb.cache as never, "Logical_Switch_Port", idOf(before) ?? "").flatMap((r) =>
+        heldIps(r as unknown as LogicalSwitchPort),
+      ),
+    );
+    for (const ip of heldIps(before)) {
+      if (still.has(ip)) continue;
+      for (const sn of this.subnets.values())
+        if (sn.allocator.release(ip, owner).released) changed.add(sn.name);
+    }
+  }
+
+  private observeForeign(
+    before: LogicalSwitchPort | undefined,
+    after: LogicalSwitchPort | undefined,
+    changed: Set<string>,
+    problems: SubnetProblem[],
+  ): void {
+    if (before) {
+      for (const ip of heldIps(before))
+        for (const sn of this.subnets.values())
+          if (sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
+    }
+    if (after) {
+      const sn = this.subnetHolding(after._uuid);
+      if (!sn) return;
+      for (const ip of heldIps(after)) {
+        const problem = sn.allocator.recordHolder(ip, { owner: after.name, foreign: true });
+        if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
+        changed.add(sn.name);
+      }
+    }
   }
 
   /** The loaded subnet whose switch holds the port (few subnets; O(1) membership each). */
@@ -157,11 +271,8 @@ export class PodNetworks {
   }
 
   private holderOf(p: LogicalSwitchPort): Holder {
-    if (isOurs(p) && idOf(p)?.startsWith("pod/")) {
-      const ref = (p.external_ids["zstack.io/pod"] as string | undefined) ?? p.name;
-      return { owner: ref, foreign: false };
-    }
-    return { owner: p.name, foreign: true };
+    const owner = podOwnerOf(p);
+    return owner !== undefined ? { owner, foreign: false } : { owner: p.name, foreign: true };
   }
 
   /** The pod's port as NB holds it, if any. */
@@ -171,6 +282,11 @@ export class PodNetworks {
       | undefined;
   }
 
+  /** The Subnet the pod's port is on, if it has one: the pod stays there as long as the port exists. */
+  subnetOfPort(namespace: string, name: string): string | undefined {
+    return this.portOf(namespace, name)?.external_ids[SUBNET_KEY] as string | undefined;
+  }
+
   /**
    * The pod-networks annotation for the port of this pod incarnation (by UID), as NB holds it; undefined when
    * there is no such port or its subnet is not loaded.
@@ -178,23 +294,86 @@ export class PodNetworks {
   annotationFor(namespace: string, name: string, uid: string): string | undefined {
     const p = this.portOf(namespace, name);
     if (!p || p.external_ids[POD_UID_KEY] !== uid) return undefined;
-    const sn = this.subnets.get((p.external_ids["zstack.io/subnet"] as string | undefined) ?? "");
+    const sn = this.subnets.get((p.external_ids[SUBNET_KEY] as string | undefined) ?? "");
     if (!sn) return undefined;
     return podNetworksAnnotation(addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? ""));
   }
 
-  /** Ensures the pod's port exists with its address; one NB transaction when anything must change, none otherwise. */
+  /**
+   * Makes the owner hold exactly `ips` in `subnet` (what its port in NB holds) and nothing anywhere else: the
+   * outcome of a write is settled from NB, never guessed.
+   */
+  private holdExactly(owner: string, subnet: string | undefined, ips: readonly string[]): SubnetProblem[] {
+    const want = new Set(ips);
+    for (const sn of this.subnets.values())
+      for (const ip of sn.allocator.addressesOf(owner))
+        if (sn.name !== subnet || !want.has(formatIp(ip))) sn.allocator.release(ip, owner);
+    const sn = subnet === undefined ? undefined : this.subnets.get(subnet);
+    const problems: SubnetProblem[] = [];
+    if (sn) {
+      for (const ip of ips) {
+        const problem = sn.allocator.recordHolder(ip, { owner, foreign: false });
+        if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
+      }
+    }
+    return problems;
+  }
+
+  /**
+   * Ensures the pod's port exists with its address; one NB transaction when anything must change, none
+   * otherwise. A write whose reply is lost keeps its address reserved until NB tells the next call whether
+   * it landed.
+   */
   async ensure(pod: PodSpecInfo, wanted: string): Promise<EnsureResult> {
+    const owner = ownerOf(pod.namespace, pod.name);
+    // After a reconnect the cache is reloaded before the client is ready again: read NB as it is now.
+    await this.nb.whenReady();
+    this.busy.add(owner);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const r = await this.ensureOnce(pod, wanted, owner);
+        if (r !== RETRY) return r;
+        if (attempt >= 3) {
+          return {
+            ok: false,
+            reason: "PortConflict",
+            message: `pod ${owner}: a port for it keeps appearing in NB before this controller sees it`,
+          };
+        }
+        // The insert's guard found a port that the cache does not show yet: wait until it does.
+        await this.nb.echo();
+      }
+    } finally {
+      this.busy.delete(owner);
+    }
+  }
+
+  private async ensureOnce(
+    pod: PodSpecInfo,
+    wanted: string,
+    owner: string,
+  ): Promise<EnsureResult | typeof RETRY> {
     const cache = this.nb.cache as never;
-    const existing = findOwned(cache, "Logical_Switch_Port", podPortId(pod.namespace, pod.name)) as
-      | LogicalSwitchPort
-      | undefined;
-    // A pod keeps the subnet its port is on: a Subnet created later that names its namespace applies to new
-    // pods only. Moving the port would leave it on two switches and its address outside the new CIDR.
+    const id = podPortId(pod.namespace, pod.name);
+    const rows = findAllOwned(cache, "Logical_Switch_Port", id) as unknown as readonly LogicalSwitchPort[];
+    // Two rows with one id come from a write applied twice: keep this incarnation's (or any one), drop the rest.
+    const existing = rows.find((r) => r.external_ids[POD_UID_KEY] === pod.uid) ?? rows[0];
+    const extras = rows.filter((r) => r !== existing);
+    // A pod keeps the subnet its port is on, and waits for it when it is not serving: moving the port would
+    // leave it on two switches with the addresses and gateways of both.
     const current = existing?.external_ids[SUBNET_KEY] as string | undefined;
-    const subnetName = current !== undefined && this.subnets.has(current) ? current : wanted;
+    const subnetName = existing && current !== undefined ? current : wanted;
     const sn = this.subnets.get(subnetName);
-    if (!sn) return { ok: false, reason: "SubnetNotReady", message: `subnet ${subnetName} is not ready yet` };
+    if (!sn) {
+      return {
+        ok: false,
+        reason: "SubnetNotReady",
+        message:
+          subnetName !== wanted
+            ? `the pod's port is on subnet ${subnetName}, which is not serving; the pod waits for it and does not move to ${wanted}`
+            : `subnet ${subnetName} is not ready yet`,
+      };
+    }
     const ls = findOwned(cache, "Logical_Switch", SWITCH_ID(subnetName));
     if (!ls) {
       return {
@@ -203,15 +382,19 @@ export class PodNetworks {
         message: `the logical switch of subnet ${subnetName} does not exist yet`,
       };
     }
-    const owner = ownerOf(pod.namespace, pod.name);
     let ips: string[];
     let mac: string;
-    let allocated = false;
+    let fresh = false;
     if (existing) {
       ips = heldIps(existing);
       mac = existing.addresses[0]?.split(" ")[0] ?? "";
+      this.holdExactly(owner, subnetName, ips);
     } else {
-      if ((ls.ports as readonly string[]).length >= VXLAN_PORTS_PER_SWITCH && this.opts.tunnel === "vxlan") {
+      const inFlight = this.pendingPorts.get(subnetName) ?? 0;
+      if (
+        this.opts.tunnel === "vxlan" &&
+        (ls.ports as readonly string[]).length + inFlight >= VXLAN_PORTS_PER_SWITCH
+      ) {
         return {
           ok: false,
           reason: "PortCapacityExceeded",
@@ -220,35 +403,63 @@ export class PodNetworks {
             "with VXLAN; put this namespace on another subnet, or switch the tunnel to Geneve",
         };
       }
-      const res = this.allocate(sn, pod, owner);
+      // No port in NB: whatever the owner still holds is left from a write that did not land.
+      this.holdExactly(owner, undefined, []);
+      const res = this.allocate(sn, pod, owner, ls);
       if (!res.ok) return res;
       ips = res.ips;
       mac = res.mac;
-      allocated = res.fresh;
+      fresh = true;
     }
     const addressing = { ...addressingOf(sn, ips, mac), ...(pod.node ? { node: pod.node } : {}) };
     const txn = this.nb.transaction();
-    plan(cache, this.nb.schema, txn as never, [
-      podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
-    ]);
-    // The pod's address joins its node's address set, which the node's egress policy matches on.
-    const prevNode = existing?.options["requested-chassis"];
-    const v4 = ips.filter((ip) => !ip.includes(":"));
-    if (prevNode !== pod.node && v4.length > 0) {
-      if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
-      if (pod.node) this.addressSetMutation(txn, pod.node, "insert", v4);
+    let sent = false;
+    if (fresh) {
+      this.pending.set(owner, { subnet: subnetName, ips });
+      this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 0) + 1);
     }
-    // The plan and the address-set mutations both land in txn: anything in it is a write.
-    const wrote = txn.size > 0;
-    if (wrote) {
-      try {
-        await txn.commit();
-      } catch (e) {
-        if (allocated) for (const ip of ips) sn.allocator.release(ip, owner);
-        throw e;
+    try {
+      // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
+      if (!existing) txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [ID_KEY]: id }]]);
+      plan(cache, this.nb.schema, txn as never, [
+        podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
+      ]);
+      for (const extra of extras)
+        unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", extra._uuid);
+      // The pod's address joins its node's address set, which the node's egress policy matches on.
+      const prevNode = existing?.options["requested-chassis"];
+      const v4 = ips.filter((ip) => !ip.includes(":"));
+      if (prevNode !== pod.node && v4.length > 0) {
+        if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
+        if (pod.node) this.addressSetMutation(txn, pod.node, "insert", v4);
+      }
+      // The plan and the address-set mutations both land in txn: anything in it is a write.
+      if (txn.size === 0)
+        return { ok: true, annotation: podNetworksAnnotation(addressing), ips, wrote: false };
+      sent = true;
+      const result = await txn.commit();
+      if (result.alreadyApplied) {
+        if (fresh) this.releaseAll(owner, subnetName, ips);
+        return RETRY;
+      }
+    } catch (e) {
+      // Only a refusal is known not to have landed; otherwise the reservation stays until NB tells.
+      if (fresh && (!sent || certainlyNotApplied(e))) this.releaseAll(owner, subnetName, ips);
+      throw e;
+    } finally {
+      if (fresh) {
+        this.pending.delete(owner);
+        this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 1) - 1);
       }
     }
-    return { ok: true, annotation: podNetworksAnnotation(addressing), ips, wrote };
+    // The extras' addresses, and anything else the owner held, go: NB now holds just this port for it.
+    this.holdExactly(owner, subnetName, ips);
+    return { ok: true, annotation: podNetworksAnnotation(addressing), ips, wrote: true };
+  }
+
+  private releaseAll(owner: string, subnet: string, ips: readonly string[]): void {
+    const sn = this.subnets.get(subnet);
+    if (sn) for (const ip of ips) sn.allocator.release(ip, owner);
   }
 
   private addressSetMutation(
@@ -261,15 +472,52 @@ export class PodNetworks {
     if (set) txn.mutate("Address_Set", [["_uuid", "==", set._uuid]], [["addresses", op, ips]]);
   }
 
+  /** Who on the switch (or on the node side of the cluster) already uses the MAC, if anyone. */
+  private macHolder(mac: string, ls: Record<string, unknown>, owner: string): string | undefined {
+    const ports = this.nb.cache.table("Logical_Switch_Port");
+    const routerPorts = this.nb.cache.table("Logical_Router_Port");
+    for (const uuid of ls.ports as readonly string[]) {
+      const p = ports.get(uuid) as LogicalSwitchPort | undefined;
+      if (!p) continue;
+      if (p.type === "router") {
+        const lrp = routerPorts.lookupOne("name", p.options["router-port"] ?? "");
+        if (lrp && parseMacSafe(lrp.mac) === mac) return `the subnet's router port ${lrp.name}`;
+        continue;
+      }
+      if (macOf(p) !== mac) continue;
+      const other = podOwnerOf(p);
+      if (other === owner) continue;
+      return other !== undefined ? `pod ${other} (port ${p.name})` : `port ${p.name}`;
+    }
+    const mgmt = ports.find((p) => p.external_ids[KIND_KEY] === "mgmt-port" && macOf(p as never) === mac)[0];
+    return mgmt ? `node management port ${mgmt.name}` : undefined;
+  }
+
   private allocate(
     sn: SubnetState,
     pod: PodSpecInfo,
     owner: string,
-  ):
-    | { ok: true; ips: string[]; mac: string; fresh: boolean }
-    | { ok: false; reason: string; message: string } {
+    ls: Record<string, unknown>,
+  ): { ok: true; ips: string[]; mac: string } | { ok: false; reason: string; message: string } {
     const ann = pod.annotations ?? {};
     const where = `pod ${pod.namespace}/${pod.name}`;
+    let requestedMac: string | undefined;
+    if (ann[ANNOTATION_MAC]) {
+      try {
+        requestedMac = parseRequestedMac(ann[ANNOTATION_MAC], ANNOTATION_MAC);
+      } catch (e) {
+        return { ok: false, reason: "InvalidMAC", message: `${where}: ${(e as Error).message}` };
+      }
+      // Two ports with one MAC on a switch break both (and the router's breaks the whole subnet).
+      const holder = this.macHolder(requestedMac, ls, owner);
+      if (holder) {
+        return {
+          ok: false,
+          reason: "MACConflict",
+          message: `${where}: the requested MAC ${requestedMac} (${ANNOTATION_MAC}) is already used by ${holder}; request another one or none`,
+        };
+      }
+    }
     let res: ReturnType<SubnetAllocator["allocate"]>;
     if (ann[ANNOTATION_IP]) res = sn.allocator.allocateStatic(ann[ANNOTATION_IP], owner);
     else if (ann[ANNOTATION_POOL]) res = sn.allocator.allocateFromPool(ann[ANNOTATION_POOL], owner);
@@ -278,40 +526,63 @@ export class PodNetworks {
       const reason = res.code === "exhausted" ? "AddressesExhausted" : "AddressConflict";
       return { ok: false, reason, message: `${where}: ${res.message}` };
     }
-    let mac: string;
-    try {
-      mac = ann[ANNOTATION_MAC]
-        ? parseRequestedMac(ann[ANNOTATION_MAC], ANNOTATION_MAC)
-        : macForAddresses(res.ips);
-    } catch (e) {
-      if (!res.reused) for (const ip of res.addresses) sn.allocator.release(ip, owner);
-      return { ok: false, reason: "InvalidMAC", message: `${where}: ${(e as Error).message}` };
-    }
-    return { ok: true, ips: [...res.addresses], mac, fresh: !res.reused };
+    return { ok: true, ips: [...res.addresses], mac: requestedMac ?? macForAddresses(res.ips) };
   }
 
   /**
    * Removes the pod's port and frees its address. With `uid`, only the port of that pod incarnation is removed:
    * a late delete of an old pod never takes the port of a newer pod with the same name. Returns the subnet the
-   * port was on, or false when there was nothing to remove.
+   * port was on (or whose addresses were freed), or false when there was nothing to remove.
    */
   async remove(namespace: string, name: string, uid?: string): Promise<string | false> {
-    const cache = this.nb.cache as never;
-    const p = findOwned(cache, "Logical_Switch_Port", podPortId(namespace, name)) as
-      | LogicalSwitchPort
-      | undefined;
-    if (!p) return false;
-    if (uid !== undefined && p.external_ids[POD_UID_KEY] !== uid) return false;
-    const subnet = p.external_ids["zstack.io/subnet"] as string | undefined;
-    const ips = heldIps(p);
-    const txn = this.nb.transaction();
-    unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
-    const node = p.options["requested-chassis"];
-    const v4 = ips.filter((ip) => !ip.includes(":"));
-    if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
-    await txn.commit();
-    const sn = subnet ? this.subnets.get(subnet) : undefined;
-    if (sn) for (const ip of ips) sn.allocator.release(ip, ownerOf(namespace, name));
-    return subnet ?? "";
+    const owner = ownerOf(namespace, name);
+    await this.nb.whenReady();
+    this.busy.add(owner);
+    try {
+      const cache = this.nb.cache as never;
+      const rows = findAllOwned(
+        cache,
+        "Logical_Switch_Port",
+        podPortId(namespace, name),
+      ) as unknown as readonly LogicalSwitchPort[];
+      if (rows.length === 0) {
+        // No port in NB: an earlier remove landed although its reply was lost, or an insert never did.
+        for (const sn of this.subnets.values())
+          if (sn.allocator.addressesOf(owner).length > 0) {
+            this.holdExactly(owner, undefined, []);
+            return sn.name;
+          }
+        return false;
+      }
+      const doomed = uid === undefined ? rows : rows.filter((r) => r.external_ids[POD_UID_KEY] === uid);
+      if (doomed.length === 0) return false;
+      const txn = this.nb.transaction();
+      for (const p of doomed) {
+        unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
+        const node = p.options["requested-chassis"];
+        const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
+        if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
+      }
+      // Outcome unknown on a throw: nothing is freed, and the retry finds the port or finds it gone.
+      await txn.commit();
+      const kept = rows.filter((r) => !doomed.includes(r));
+      const keptOn = kept[0]?.external_ids[SUBNET_KEY] as string | undefined;
+      this.holdExactly(
+        owner,
+        keptOn,
+        kept.flatMap((r) => heldIps(r)),
+      );
+      return (doomed[0]?.external_ids[SUBNET_KEY] as string | undefined) ?? "";
+    } finally {
+      this.busy.delete(owner);
+    }
+  }
+}
+
+function parseMacSafe(text: string): string | undefined {
+  try {
+    return parseMac(text);
+  } catch {
+    return undefined;
   }
 }

@@ -73,6 +73,11 @@ export function findOwned(cache: Cache, table: string, id: string): AnyRow | und
   return ensureIdIndex(cache, table).lookupOne(ID_INDEX, id) as AnyRow | undefined;
 }
 
+/** Every row carrying the id: more than one means a write was applied twice and needs repair. */
+export function findAllOwned(cache: Cache, table: string, id: string): readonly AnyRow[] {
+  return ensureIdIndex(cache, table).lookup(ID_INDEX, id) as readonly AnyRow[];
+}
+
 function referencesUuid(v: Value, uuid: string): boolean {
   if (v === uuid) return true;
   if (Array.isArray(v)) return setHas(v, uuid);

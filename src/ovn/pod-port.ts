@@ -45,7 +45,9 @@ export function podPortRow(pod: PodRef, a: PodAddressing, parent: ParentRef): De
       addresses: [`${a.mac} ${ips.join(" ")}`],
       // Port security pins the pod to its own MAC and addresses: no spoofing of a neighbour.
       port_security: [`${a.mac} ${ips.join(" ")}`],
-      options: a.node ? { "requested-chassis": a.node } : {},
+      // iface-id-ver: ovn-controller binds the port only to the OVS interface of this pod incarnation (the node
+      // agent sets the same UID there), never to a stale interface an earlier pod of this name left behind.
+      options: { ...(a.node ? { "requested-chassis": a.node } : {}), "iface-id-ver": pod.uid },
       external_ids: ownedIds("pod-port", id, {
         [POD_KEY]: `${pod.namespace}/${pod.name}`,
         [POD_UID_KEY]: pod.uid,

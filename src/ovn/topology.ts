@@ -224,9 +224,10 @@ export function subnetRows(s: SubnetTopology): DesiredRow[] {
 /**
  * A node's management port on the join switch, the address sets of the pods on that node, and the router
  * policy that sends their traffic bound outside the cluster to this node's management port.
- * The address sets' `addresses` column is not managed here: pod reconciles add and remove single addresses.
+ * The address set's `addresses` column is written only with `podAddresses`, when the set is created: after
+ * that, pod writes and the node reconcile change it by single-address mutations, which never undo each other.
  */
-export function nodeRows(n: NodeTopology): DesiredRow[] {
+export function nodeRows(n: NodeTopology, podAddresses?: readonly string[]): DesiredRow[] {
   const tag = { [NODE_KEY]: n.name };
   const mgmtIp = n.mgmtIP.slice(0, n.mgmtIP.indexOf("/"));
   const rows: DesiredRow[] = [
@@ -247,7 +248,11 @@ export function nodeRows(n: NodeTopology): DesiredRow[] {
     {
       table: "Address_Set",
       id: `node/${n.name}/pods-v4`,
-      row: { name: set, external_ids: ownedIds("node-pods", `node/${n.name}/pods-v4`, tag) },
+      row: {
+        name: set,
+        ...(podAddresses ? { addresses: [...podAddresses] } : {}),
+        external_ids: ownedIds("node-pods", `node/${n.name}/pods-v4`, tag),
+      },
     },
     {
       table: "Logical_Router_Policy",

@@ -120,3 +120,11 @@ export function transactionErrorFor(error: string, failures: readonly OperationF
       return new TransactionError(error, failures);
   }
 }
+
+/**
+ * Whether a failed commit certainly left the database unchanged: the server refused the transaction, or the
+ * client refused to send it. A lost connection or a timeout leaves the outcome unknown: read it from the database.
+ */
+export function certainlyNotApplied(e: unknown): boolean {
+  return e instanceof TransactionError || e instanceof ValueError || e instanceof OrphanRowError;
+}

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { NodeNetworks } from "../../../src/controller/node-network.ts";
+import { PodNetworks } from "../../../src/controller/pod-network.ts";
+import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
-import { CLUSTER_ROUTER, coreRows } from "../../../src/ovn/topology.ts";
+import { CLUSTER_ROUTER, coreRows, desiredTopology, nodePodsAddressSet } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
@@ -53,4 +55,60 @@ test("each node gets its own management address, port, address set and egress po
     undefined,
   );
   assert.equal((await nn2.ensure("node4")).ip, "100.64.0.2/16", "node1's address is free again");
+});
+
+test("a node's address set holds its pods' addresses whenever it is written: pods that landed before the set, a Node re-registered while its pods remain, stale entries", async (t) => {
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  t.after(() => c.close());
+  await c.connect();
+  const txn = c.transaction();
+  plan(
+    c.cache as never,
+    c.schema,
+    txn as never,
+    desiredTopology(NET, [{ name: "default", cidrs: ["10.244.0.0/24"], gateways: ["10.244.0.1"] }], []),
+  );
+  await txn.commit();
+  await c.echo();
+  const spec = parseSubnetSpec({ cidr: "10.244.0.0/24", gateway: "10.244.0.1" });
+  if (!spec.ok) throw new Error(JSON.stringify(spec));
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", spec.subnet);
+  const nn = new NodeNetworks(c, NET);
+  const setOf = async (node: string) => {
+    await c.echo();
+    const set = c.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet(node, 4));
+    return set ? [...set.addresses].sort() : undefined;
+  };
+  const podOn = async (name: string, node: string) => {
+    const r = await pn.ensure({ namespace: "ns", name, uid: `u${name}`, node }, "default");
+    assert.ok(r.ok, JSON.stringify(r));
+    return r.ips[0] as string;
+  };
+
+  // Pods scheduled to node1 before its Node was reconciled: their writes found no set to join.
+  const a = await podOn("a", "node1");
+  const b = await podOn("b", "node1");
+  assert.equal(await setOf("node1"), undefined);
+  await nn.ensure("node1");
+  assert.deepEqual(await setOf("node1"), [a, b].sort(), "the new set holds the pods already there");
+  const other = await podOn("c", "node2");
+
+  // The Node is deleted and registers again while its pods stay.
+  assert.equal(await nn.remove("node1"), true);
+  assert.equal(await setOf("node1"), undefined);
+  await nn.ensure("node1");
+  assert.deepEqual(await setOf("node1"), [a, b].sort(), "a re-registered node's set holds its pods again");
+
+  // An address no pod of node1 holds (node2's pod, say) leaves the set at the next reconcile.
+  const set = c.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet("node1", 4));
+  await c.transact((x) =>
+    x.mutate("Address_Set", [["_uuid", "==", set?._uuid as string]], [["addresses", "insert", [other]]]),
+  );
+  await nn.ensure("node1");
+  assert.deepEqual(await setOf("node1"), [a, b].sort());
+  const before = await writeRecords(srv, "OVN_Northbound");
+  await nn.ensure("node1");
+  assert.equal(await writeRecords(srv, "OVN_Northbound"), before, "nothing to write when the set is right");
 });

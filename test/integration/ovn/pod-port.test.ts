@@ -59,6 +59,8 @@ test("a pod's port row: addresses, owner ids, requested-chassis and switch membe
   assert.deepEqual(lsp?.addresses, ["0a:58:0a:f4:00:05 10.244.0.5"]);
   assert.equal(lsp?.external_ids["zstack.io/pod-uid"], "uid-1");
   assert.equal(lsp?.options["requested-chassis"], "node1");
+  // Only the OVS interface of this pod incarnation may claim the port.
+  assert.equal(lsp?.options["iface-id-ver"], "uid-1");
   const ls = c.cache.table("Logical_Switch").findOne((r) => r.name === "subnet-default");
   assert.ok(ls?.ports.includes(lsp?._uuid as string));
 

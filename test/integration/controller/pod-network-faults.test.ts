@@ -1,0 +1,396 @@
+// PodNetworks against a real NB when writes go wrong: replies lost after the commit (a fault proxy resets the
+// connection between the server's reply and the client), ports changed behind the controller's back, a full
+// resync, two writers racing for one pod, duplicate rows, requested MACs that someone already uses, and a
+// switch filled by concurrent workers. The allocator must always hold what NB holds: no address on two pods,
+// none leaked.
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { test } from "node:test";
+import { PodNetworks, VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-network.ts";
+import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
+import { plan } from "../../../src/ovn/nb-diff.ts";
+import { POD_KEY } from "../../../src/ovn/ownership.ts";
+import { podPortRow } from "../../../src/ovn/pod-port.ts";
+import { desiredTopology, subnetRows, subnetSwitchName, topologyScope } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
+import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+
+const NET = {
+  clusterCIDRs: ["10.244.0.0/16"],
+  serviceCIDRs: ["10.96.0.0/16"],
+  joinCIDR: "100.64.0.0/16",
+  joinGateway: "100.64.0.1",
+};
+const MGMT_MAC = "0a:58:64:40:00:02";
+
+function def(cidr: string, gateway: string) {
+  const r = parseSubnetSpec({ cidr, gateway });
+  if (!r.ok) throw new Error(JSON.stringify(r));
+  return r.subnet;
+}
+const DEFAULT = () => def("10.244.0.0/24", "10.244.0.1");
+
+type Nb = OvsdbClient<NbTables>;
+type T = { after(fn: () => unknown): void };
+
+/** A real NB with the topology (subnet "default", node1), an admin client, and the controller's client behind a fault proxy. */
+async function rig(t: T) {
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const admin = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  t.after(() => admin.close());
+  await admin.connect();
+  const txn = admin.transaction();
+  plan(
+    admin.cache as never,
+    admin.schema,
+    txn as never,
+    desiredTopology(
+      NET,
+      [{ name: "default", cidrs: ["10.244.0.0/24"], gateways: ["10.244.0.1"] }],
+      [{ name: "node1", mgmtIP: "100.64.0.2/16", mgmtMAC: MGMT_MAC }],
+    ),
+    topologyScope,
+  );
+  await txn.commit();
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const c = new OvsdbClient<NbTables>({ remotes: proxy.remote, model: nbModel });
+  t.after(() => c.close());
+  await c.connect();
+  return { srv, admin, proxy, c };
+}
+
+/** Pod ports in NB: name → [owner, ips]. */
+async function nbPodPorts(nb: Nb): Promise<Map<string, { owner: string; ips: string[] }>> {
+  await nb.echo();
+  const out = new Map<string, { owner: string; ips: string[] }>();
+  for (const r of nb.cache.table("Logical_Switch_Port").values()) {
+    if (r.external_ids["zstack.io/kind"] !== "pod-port") continue;
+    out.set(r.name, {
+      owner: r.external_ids[POD_KEY] as string,
+      ips: r.addresses.flatMap((a) => a.split(" ").slice(1)),
+    });
+  }
+  return out;
+}
+
+/** Every address the allocator gives to a pod is on that pod's port in NB, and the other way round. */
+async function assertAllocatorFollowsNb(pn: PodNetworks, admin: Nb, subnet = "default") {
+  const inNb = [...(await nbPodPorts(admin)).values()]
+    .flatMap((p) => p.ips.map((ip) => `${ip} ${p.owner}`))
+    .sort();
+  const held = (pn.allocatorOf(subnet)?.entries() ?? [])
+    .filter((e) => !e.holder.foreign)
+    .map((e) => {
+      const v = Number(e.address.value);
+      return `${[v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join(".")} ${e.holder.owner}`;
+    })
+    .sort();
+  assert.deepEqual(held, inNb, "the allocator holds exactly what the pod ports in NB hold");
+  const all = inNb.map((x) => x.split(" ")[0]);
+  assert.equal(new Set(all).size, all.length, `no address on two ports: ${all.join(", ")}`);
+}
+
+const insertsPort = (ops: readonly Record<string, unknown>[]) =>
+  ops.some((o) => o.op === "insert" && o.table === "Logical_Switch_Port");
+const deletesPort = (ops: readonly Record<string, unknown>[]) =>
+  ops.some((o) => o.op === "delete" && o.table === "Logical_Switch_Port");
+
+test("a port insert that commits but loses its reply: the retry keeps that address for the pod and no other pod gets it", async (t) => {
+  const { admin, proxy, c } = await rig(t);
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const lost = proxy.loseNextReply(insertsPort);
+  const reconnected = once(c, "ready");
+  await assert.rejects(pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default"));
+  await lost;
+  await reconnected;
+  const landed = (await nbPodPorts(admin)).get("ns_a");
+  assert.ok(landed, "the insert committed although its reply never arrived");
+  const addr = landed.ips[0] as string;
+
+  const again = await pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(again.ok, JSON.stringify(again));
+  assert.deepEqual(again.ips, [addr], "the pod keeps the address its port holds");
+  const b = await pn.ensure({ namespace: "ns", name: "b", uid: "ub" }, "default");
+  assert.ok(b.ok, JSON.stringify(b));
+  assert.notEqual(b.ips[0], addr, "another pod never gets the address of the port that landed");
+  assert.equal((await nbPodPorts(admin)).size, 2, "one port per pod");
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("a port delete that commits but loses its reply: the retry frees the address instead of holding it forever", async (t) => {
+  const { admin, proxy, c } = await rig(t);
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const a = await pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(a.ok);
+  const addr = a.ips[0] as string;
+  const lost = proxy.loseNextReply(deletesPort);
+  const reconnected = once(c, "ready");
+  await assert.rejects(pn.remove("ns", "a", "ua"));
+  await lost;
+  await reconnected;
+  assert.equal((await nbPodPorts(admin)).get("ns_a"), undefined, "the delete committed");
+
+  // The retry finds no port: whatever the pod still held goes (the reload of the cache may have freed it already).
+  await pn.remove("ns", "a", "ua");
+  assert.deepEqual(pn.allocatorOf("default")?.holdersOf(addr), [], `${addr} is free again`);
+  const next = await pn.ensure({ namespace: "ns", name: "c", uid: "uc" }, "default");
+  assert.ok(next.ok);
+  assert.equal(next.ips[0], addr, "the lowest free address is the one the deleted port held");
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("pod ports deleted or added behind the controller's back, live or while it was disconnected, free or hold their addresses", async (t) => {
+  const { admin, proxy, c } = await rig(t);
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const ips: Record<string, string> = {};
+  for (const name of ["a", "b"]) {
+    const r = await pn.ensure({ namespace: "ns", name, uid: `u${name}` }, "default");
+    assert.ok(r.ok);
+    ips[name] = r.ips[0] as string;
+  }
+  const deletePort = async (name: string) => {
+    await admin.echo();
+    const p = admin.cache.table("Logical_Switch_Port").findOne((r) => r.name === name);
+    const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+    await admin.transact((txn) => {
+      txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "delete", [p?._uuid]]]);
+      txn.delete("Logical_Switch_Port", [["_uuid", "==", p?._uuid as string]]);
+    });
+  };
+  const freed = (ip: string) => (pn.allocatorOf("default")?.holdersOf(ip).length === 0 ? true : undefined);
+
+  // Live: an operator deletes pod a's port.
+  await deletePort("ns_a");
+  await c.echo();
+  assert.ok(freed(ips.a as string), "a port deleted live frees its address");
+
+  // While disconnected: b's port goes and a port written for pod z (a lost reply of an earlier leader) appears.
+  proxy.refuse();
+  proxy.cut();
+  await deletePort("ns_b");
+  const zAddressing = {
+    subnet: "default",
+    logicalSwitch: subnetSwitchName("default"),
+    mac: "0a:58:0a:f4:00:32",
+    ipsWithPrefix: ["10.244.0.50/24"],
+    gateways: ["10.244.0.1"],
+  };
+  const txn = admin.transaction();
+  plan(admin.cache as never, admin.schema, txn as never, [
+    podPortRow({ namespace: "ns", name: "z", uid: "uz" }, zAddressing, {
+      table: "Logical_Switch",
+      id: "subnet/default",
+      column: "ports",
+    }),
+  ]);
+  await txn.commit();
+  const reconnected = once(c, "ready");
+  proxy.accept();
+  await reconnected;
+  assert.ok(freed(ips.b as string), "a port deleted while disconnected frees its address after the resync");
+  assert.deepEqual(pn.allocatorOf("default")?.holdersOf("10.244.0.50"), [{ owner: "ns/z", foreign: false }]);
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("a pod whose port is on a subnet that is not serving waits for it: the port never moves to another switch", async (t) => {
+  const { admin, c } = await rig(t);
+  const txn = admin.transaction();
+  plan(
+    admin.cache as never,
+    admin.schema,
+    txn as never,
+    subnetRows({ name: "b", cidrs: ["10.250.0.0/24"], gateways: ["10.250.0.1"] }),
+  );
+  await txn.commit();
+  await c.echo();
+  const before = new PodNetworks(c);
+  before.loadSubnet("default", DEFAULT());
+  const a = await before.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(a.ok);
+
+  // A restart where subnet default cannot be loaded (Failed), and the pod's namespace now maps to b.
+  const after = new PodNetworks(c);
+  after.loadSubnet("b", def("10.250.0.0/24", "10.250.0.1"));
+  const r = await after.ensure({ namespace: "ns", name: "a", uid: "ua" }, "b");
+  assert.equal(r.ok, false);
+  assert.equal(r.ok ? "" : r.reason, "SubnetNotReady");
+  assert.match(r.ok ? "" : r.message, /on subnet default/);
+  await admin.echo();
+  const port = admin.cache.table("Logical_Switch_Port").findOne((p) => p.name === "ns_a");
+  const switches = admin.cache
+    .table("Logical_Switch")
+    .find((ls) => (ls.ports as string[]).includes(port?._uuid as string))
+    .map((ls) => ls.name);
+  assert.deepEqual(switches, [subnetSwitchName("default")], "the port is on one switch, its own");
+  assert.equal(port?.external_ids["zstack.io/subnet"], "default");
+  assert.deepEqual(
+    port?.addresses.flatMap((x) => x.split(" ").slice(1)),
+    a.ok ? a.ips : [],
+  );
+});
+
+test("a requested MAC that the router port, a pod, a foreign port or a management port uses is refused naming the holder", async (t) => {
+  const { admin, c } = await rig(t);
+  const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  await admin.transact((txn) => {
+    const vm = txn.insert("Logical_Switch_Port", {
+      name: "zstack-vm",
+      addresses: ["fa:16:3e:00:00:0a 10.244.0.10"],
+    });
+    txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [vm]]]);
+  });
+  await c.echo();
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const other = await pn.ensure({ namespace: "ns", name: "other", uid: "uo" }, "default");
+  assert.ok(other.ok);
+  const otherMac = c.cache
+    .table("Logical_Switch_Port")
+    .findOne((r) => r.name === "ns_other")
+    ?.addresses[0]?.split(" ")[0];
+  const rtos = c.cache
+    .table("Logical_Router_Port")
+    .findOne((r) => r.external_ids["zstack.io/id"] === "subnet/default/rtos");
+  assert.ok(rtos && otherMac);
+
+  const cases: [mac: string, holder: RegExp][] = [
+    [rtos.mac.toUpperCase(), new RegExp(`router port ${rtos.name}`)],
+    [otherMac, /pod ns\/other/],
+    ["FA-16-3E-00-00-0A", /port zstack-vm/],
+    [MGMT_MAC, /management port zovn-mgmt-node1/],
+  ];
+  for (const [i, [mac, holder]] of cases.entries()) {
+    const r = await pn.ensure(
+      {
+        namespace: "ns",
+        name: `m${i}`,
+        uid: `um${i}`,
+        annotations: { "network.zstack.io/mac_address": mac },
+      },
+      "default",
+    );
+    assert.equal(r.ok, false, `${mac} is refused`);
+    assert.equal(r.ok ? "" : r.reason, "MACConflict");
+    assert.match(r.ok ? "" : r.message, holder);
+  }
+  const free = await pn.ensure(
+    {
+      namespace: "ns",
+      name: "own",
+      uid: "uown",
+      annotations: { "network.zstack.io/mac_address": "0a:00:00:00:00:07" },
+    },
+    "default",
+  );
+  assert.ok(free.ok, "an unused MAC is accepted");
+  assert.equal((await nbPodPorts(admin)).size, 2, "no port for a refused pod");
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("two writers racing to create one pod's port leave one row: the guarded insert of the second resolves from NB", async (t) => {
+  const { admin, srv } = await rig(t);
+  const clients = await Promise.all(
+    [1, 2].map(async () => {
+      const x = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+      t.after(() => x.close());
+      await x.connect();
+      return x;
+    }),
+  );
+  const pns = clients.map((x) => {
+    const pn = new PodNetworks(x);
+    pn.loadSubnet("default", DEFAULT());
+    return pn;
+  });
+  const rs = await Promise.all(
+    pns.map((pn) => pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default")),
+  );
+  for (const r of rs) assert.ok(r.ok, JSON.stringify(r));
+  const ports = await nbPodPorts(admin);
+  assert.equal(ports.size, 1, "one row for the pod");
+  assert.deepEqual(
+    rs.map((r) => (r.ok ? r.ips : [])),
+    [ports.get("ns_a")?.ips, ports.get("ns_a")?.ips],
+    "both writers report the address NB holds",
+  );
+  for (const pn of pns) await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("two owned rows for one pod (a write applied twice) are repaired to one, and the other row's address is freed", async (t) => {
+  const { admin, c } = await rig(t);
+  const addressing = (ip: string) => ({
+    subnet: "default",
+    logicalSwitch: subnetSwitchName("default"),
+    mac: `0a:58:0a:f4:00:${Number(ip.split(".")[3]).toString(16).padStart(2, "0")}`,
+    ipsWithPrefix: [`${ip}/24`],
+    gateways: ["10.244.0.1"],
+  });
+  // plan() would find the first row and update it; two inserts in separate transactions make the duplicate
+  // (under another name, as NB's name index allows no second ns_d).
+  for (const [name, ip] of [
+    ["ns_d", "10.244.0.20"],
+    ["ns_d-again", "10.244.0.21"],
+  ] as const) {
+    await admin.echo();
+    const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+    const row = podPortRow({ namespace: "ns", name: "d", uid: "ud" }, addressing(ip), {
+      table: "Logical_Switch",
+      id: "subnet/default",
+      column: "ports",
+    }).row;
+    await admin.transact((txn) => {
+      const ref = txn.insert("Logical_Switch_Port", { ...row, name } as never);
+      txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [ref]]]);
+    });
+  }
+  await c.echo();
+  const isD = (r: { external_ids: Readonly<Record<string, string>> }) => r.external_ids[POD_KEY] === "ns/d";
+  assert.equal(c.cache.table("Logical_Switch_Port").find(isD).length, 2);
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const r = await pn.ensure({ namespace: "ns", name: "d", uid: "ud" }, "default");
+  assert.ok(r.ok, JSON.stringify(r));
+  await admin.echo();
+  const left = admin.cache.table("Logical_Switch_Port").find(isD);
+  assert.equal(left.length, 1, "one row is left");
+  assert.deepEqual(
+    left[0]?.addresses.flatMap((x) => x.split(" ").slice(1)),
+    r.ok ? r.ips : [],
+  );
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("workers filling a VXLAN switch concurrently never take it past 2,048 ports", async (t) => {
+  const { admin, c } = await rig(t);
+  await admin.echo();
+  const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  assert.ok(ls);
+  const room = 1;
+  const missing = VXLAN_PORTS_PER_SWITCH - ls.ports.length - room;
+  await admin.transact((txn) => {
+    const refs = Array.from({ length: missing }, (_, i) =>
+      txn.insert("Logical_Switch_Port", { name: `filler-${i}` }),
+    );
+    txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", refs]]);
+  });
+  await c.echo();
+  const pn = new PodNetworks(c);
+  pn.loadSubnet("default", DEFAULT());
+  const rs = await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      pn.ensure({ namespace: "ns", name: `w${i}`, uid: `uw${i}` }, "default"),
+    ),
+  );
+  assert.equal(rs.filter((r) => r.ok).length, room, "only as many pods as there was room for");
+  for (const r of rs) if (!r.ok) assert.equal(r.reason, "PortCapacityExceeded");
+  await admin.echo();
+  const after = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  assert.equal(after?.ports.length, VXLAN_PORTS_PER_SWITCH);
+  await assertAllocatorFollowsNb(pn, admin);
+});

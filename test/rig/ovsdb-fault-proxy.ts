@@ -1,0 +1,114 @@
+// A relay between an OVSDB client under test and a real ovsdb-server that loses one transaction's reply for real:
+// the request reaches the server and commits, then the client's connection is reset before the reply (and the
+// monitor update that goes with it) gets through. That is what a connection reset or a Raft leader change does
+// to a client, and the only way to see which of our writes resolve their outcome from the database.
+
+import net from "node:net";
+import { JsonStreamSplitter } from "../../src/ovsdb/json-stream.ts";
+
+export interface OvsdbFaultProxy {
+  /** "tcp:127.0.0.1:PORT", to give the client as its remote. */
+  readonly remote: string;
+  /**
+   * The next transact request that `match` accepts is forwarded; from then on nothing the server sends reaches
+   * the client, and once the server's reply to that request has arrived the client's connection is reset.
+   * Resolves with the reply the client never saw.
+   */
+  loseNextReply(match?: (ops: readonly Record<string, unknown>[]) => boolean): Promise<unknown>;
+  /** Resets every open connection. */
+  cut(): void;
+  /** New connections are closed at once until accept() is called. */
+  refuse(): void;
+  accept(): void;
+  close(): Promise<void>;
+}
+
+interface Rule {
+  match: (ops: readonly Record<string, unknown>[]) => boolean;
+  resolve: (reply: unknown) => void;
+}
+
+/** `upstream` is the server's "unix:PATH" remote. */
+export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFaultProxy> {
+  if (!upstream.startsWith("unix:")) throw new Error(`fault proxy: unix remote expected, got ${upstream}`);
+  const path = upstream.slice("unix:".length);
+  const pairs = new Set<{ client: net.Socket; server: net.Socket }>();
+  const rules: Rule[] = [];
+  let refusing = false;
+
+  const listener = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
+    const server = net.connect(path);
+    const pair = { client, server };
+    pairs.add(pair);
+    const drop = () => {
+      client.destroy();
+      server.destroy();
+      pairs.delete(pair);
+    };
+    client.on("error", drop).on("close", drop);
+    server.on("error", drop).on("close", drop);
+    // Pending id of the transact whose reply is to be lost, and the rule waiting for it.
+    let doomed: { id: unknown; rule: Rule } | undefined;
+    const toServer = new JsonStreamSplitter();
+    const toClient = new JsonStreamSplitter();
+    client.on("data", (chunk: Buffer) => {
+      for (const msg of toServer.push(chunk) as Record<string, unknown>[]) {
+        if (doomed === undefined && msg.method === "transact" && Array.isArray(msg.params)) {
+          const ops = (msg.params as unknown[]).slice(1) as Record<string, unknown>[];
+          const i = rules.findIndex((r) => r.match(ops));
+          if (i >= 0) doomed = { id: msg.id, rule: rules.splice(i, 1)[0] as Rule };
+        }
+        server.write(JSON.stringify(msg));
+      }
+    });
+    server.on("data", (chunk: Buffer) => {
+      for (const msg of toClient.push(chunk) as Record<string, unknown>[]) {
+        if (doomed === undefined) {
+          client.write(JSON.stringify(msg));
+          continue;
+        }
+        // Everything after the doomed request is held back, the update of its own commit included.
+        if (msg.method === undefined && JSON.stringify(msg.id) === JSON.stringify(doomed.id)) {
+          const { rule } = doomed;
+          drop();
+          rule.resolve(msg.result ?? msg.error);
+          return;
+        }
+      }
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    listener.once("error", reject);
+    listener.listen(0, "127.0.0.1", () => resolve());
+  });
+  const port = (listener.address() as net.AddressInfo).port;
+  const cut = () => {
+    for (const { client, server } of pairs) {
+      client.destroy();
+      server.destroy();
+    }
+    pairs.clear();
+  };
+  return {
+    remote: `tcp:127.0.0.1:${port}`,
+    loseNextReply: (match = () => true) =>
+      new Promise<unknown>((resolve) => {
+        rules.push({ match, resolve });
+      }),
+    cut,
+    refuse: () => {
+      refusing = true;
+    },
+    accept: () => {
+      refusing = false;
+    },
+    close: () => {
+      cut();
+      return new Promise<void>((resolve) => listener.close(() => resolve()));
+    },
+  };
+}
