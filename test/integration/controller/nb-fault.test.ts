@@ -34,7 +34,7 @@ import {
 /** Pod creations (recreations of a name included) per run. */
 const PODS_PER_RUN = 500;
 const SEEDS = [11, 22, 33];
-const RAFT_SEEDS = [44];
+const RAFT_SEEDS = [44, 55, 66];
 /** Names the churn draws from: small enough that names are deleted and recreated many times. */
 const NAME_POOL = 120;
 const CHURN_WORKERS = 6;
