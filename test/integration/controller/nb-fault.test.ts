@@ -37,7 +37,7 @@ const SEEDS = [11, 22, 33];
 const RAFT_SEEDS = [44, 55, 66];
 /** Names the churn draws from: small enough that names are deleted and recreated many times. */
 const NAME_POOL = 120;
-const CHURN_WORKERS = 6;
+const CHURN_WORKERS = 12;
 /** A seed injected fewer lost replies than this tested too little. */
 const MIN_LOST_REPLIES = 10;
 const MIN_LEADER_MOVES = 5;
