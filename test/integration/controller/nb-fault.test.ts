@@ -295,6 +295,7 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
   for (const p of proxies) p.setFaults(true);
   const dups = watchDuplicates(nb);
   const podWatch = new PodWatch(api);
+  t.after(() => podWatch.stop());
   let moves = 0;
   let moveAttempts = 0;
   let churning = true;
@@ -307,14 +308,19 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
           moveAttempts++;
           if (await moveLeadership(cluster, moveRand() < 0.3)) moves++;
         }
-      })()
-    : Promise.resolve();
+      })().then(
+        () => undefined,
+        // Held until the churn is over, so a failed move fails the test instead of going unhandled.
+        (e: unknown) => e,
+      )
+    : Promise.resolve(undefined);
 
   const started = Date.now();
   const { exists, slow } = await churn(api, podWatch, rand, PODS_PER_RUN).finally(() => {
     churning = false;
   });
-  await mover;
+  const moverFailed = await mover;
+  if (moverFailed !== undefined) throw moverFailed;
   const churnMs = Date.now() - started;
   for (const p of proxies) p.setFaults(false);
   const faults = sumCounts(proxies);
