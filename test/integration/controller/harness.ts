@@ -384,10 +384,14 @@ export interface InProcessController {
 
 /**
  * Runs OvnController in this process with its own NB client (cluster CIDR 10.244.0.0/16, VXLAN): for tests
- * that stop and start it, or read its cache, without a separate process.
+ * that stop and start it, or read its cache, without a separate process. `nbRemote` puts something (a fault
+ * proxy) between it and NB.
  */
-export async function startInProcess(c: Pick<Cluster, "api" | "srv">): Promise<InProcessController> {
-  const nb = new OvsdbClient<NbTables>({ remotes: c.srv.unix, model: nbModel });
+export async function startInProcess(
+  c: Pick<Cluster, "api" | "srv">,
+  opts: { nbRemote?: string } = {},
+): Promise<InProcessController> {
+  const nb = new OvsdbClient<NbTables>({ remotes: opts.nbRemote ?? c.srv.unix, model: nbModel });
   await nb.connect();
   const ctl = new OvnController({
     api: c.api,
