@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { isAlreadyExists, isNotFound } from "../../../src/k8s/api-client.ts";
+import { mulberry32 } from "../../rig/prng.ts";
 import {
   allAnnotated,
   assertConsistent,
@@ -16,18 +17,6 @@ import {
   until,
   useCluster,
 } from "./harness.ts";
-
-/** A small PRNG so that a failing run can be replayed from the seed in the test's diagnostics. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const POD_SPEC = { nodeSelector: { "no-such-label": "x" }, containers: [{ name: "c", image: "x" }] };
 

@@ -30,13 +30,21 @@ export interface Cluster {
   nb: OvsdbClient<NbTables>;
 }
 
-export async function useCluster(t: { after(fn: () => unknown): void }): Promise<Cluster> {
+/** The apiserver with the Subnet CRD, for tests that bring their own NB (a Raft cluster, a proxy). */
+export async function useApiserver(t: {
+  after(fn: () => unknown): void;
+}): Promise<Pick<Cluster, "kube" | "api">> {
   const kube = await useKubeApiserver(t);
   await kube.kubectl(["apply", "-f", CRD]);
   await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
-  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
   const api = new ApiClient(kube.kubeConfig);
   t.after(() => api.close());
+  return { kube, api };
+}
+
+export async function useCluster(t: { after(fn: () => unknown): void }): Promise<Cluster> {
+  const { kube, api } = await useApiserver(t);
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
   const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
   await nb.connect();
   t.after(() => nb.close());
@@ -215,6 +223,15 @@ export async function inconsistencies(api: ApiClient, nb: OvsdbClient<NbTables>)
       out.push(`${key}: annotation says ${ip}, port holds ${port.ips.join(",")}`);
   }
   for (const p of ports) if (!live.has(p.pod)) out.push(`stale port ${p.name} of missing pod ${p.pod}`);
+  const annotated = new Map<string, string>();
+  for (const pod of pods) {
+    const ip = podAddress(pod);
+    if (ip === undefined) continue;
+    const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const other = annotated.get(ip);
+    if (other) out.push(`${ip} is annotated on both ${other} and ${key}`);
+    else annotated.set(ip, key);
+  }
   const holders = new Map<string, string>();
   const attached = new Set<string>();
   for (const ls of nb.cache.table("Logical_Switch").values())
@@ -260,9 +277,17 @@ export interface ControllerProcess {
  */
 export async function spawnController(
   t: { after(fn: () => unknown): void },
-  c: Cluster,
-  opts: { identity: string; leaderElect?: boolean; env?: Record<string, string> },
+  c: Pick<Cluster, "kube"> & Partial<Pick<Cluster, "srv">>,
+  opts: {
+    identity: string;
+    leaderElect?: boolean;
+    env?: Record<string, string>;
+    /** NB remotes, comma-separated; default the rig's standalone NB. */
+    nbAddress?: string;
+  },
 ): Promise<ControllerProcess> {
+  const nbAddress = opts.nbAddress ?? c.srv?.unix;
+  if (nbAddress === undefined) throw new Error("spawnController: no NB to connect to");
   const logFile = join(c.kube.dir, `controller-${opts.identity}-${Date.now()}.log`);
   const port = await freePort();
   const ts = tsNodeCommand(NODE_FLAGS);
@@ -270,7 +295,7 @@ export async function spawnController(
     outputFile: logFile,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
-      ZSTACK_OVN_NBDB_ADDRESS: c.srv.unix,
+      ZSTACK_OVN_NBDB_ADDRESS: nbAddress,
       ZSTACK_KUBECONFIG: c.kube.kubeconfigPath,
       ZSTACK_TUNNEL_TYPE: "vxlan",
       ZSTACK_LEASE_NAMESPACE: "kube-system",

@@ -1,0 +1,13 @@
+// A small seeded PRNG for fault tests: a failing run is replayed from the seed its diagnostics print.
+
+/** mulberry32: uniform in [0, 1), 32 bits of state. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
