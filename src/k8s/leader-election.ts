@@ -5,7 +5,8 @@
 // never both win. Expiry is measured on this process's clock from when it saw the Lease last change, so
 // clock skew between machines does not matter; a candidate retries right when the Lease it watches runs out,
 // not up to one retry period later. A graceful stop releases the Lease and a successor takes over
-// on its next retry instead of waiting out the lease.
+// on its next retry instead of waiting out the lease. Leadership is all or nothing: a leader whose work
+// fails gives the Lease up, and one that finds the Lease held by someone else stops leading at once.
 
 import { type Logger, silentLogger } from "../observability/log.ts";
 import { type ApiClient, isConflict, isNotFound } from "./api-client.ts";
