@@ -23,6 +23,11 @@ export interface SupervisorHooks {
   onTermStarted?(term: number): void;
   /** The term's controller finished its initial sync. */
   onSynced?(term: number): void;
+  /**
+   * The term is ending (leadership lost or given up): called synchronously as it ends, before any further
+   * NB write of the term could be sent; from here on the term's writes are refused.
+   */
+  onTermEnding?(term: number): void;
   /** The term is over and its controller stopped; `error` when it failed rather than being ended. */
   onTermEnded?(term: number, error?: unknown): void;
 }
@@ -116,6 +121,8 @@ export class ControllerSupervisor {
       metrics?.leader.set(1);
       this.opts.hooks?.onSynced?.(term);
     };
+    const ending = () => this.opts.hooks?.onTermEnding?.(term);
+    signal.addEventListener("abort", ending, { once: true });
     let failure: unknown;
     try {
       await ctl.run(signal, synced);
@@ -127,6 +134,7 @@ export class ControllerSupervisor {
         log.error({ err, term }, "the controller failed; ending this term");
       }
     } finally {
+      signal.removeEventListener("abort", ending);
       metrics?.leader.set(0);
       if (this.current?.term === term) this.current = undefined;
     }
