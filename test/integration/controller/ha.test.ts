@@ -213,9 +213,18 @@ test("a leader whose Lease is taken away stops writing to NB at once, and leads 
   await createPods(c.api, first, 4);
   await allAnnotated(c.api, first.length);
 
-  // Pods keep coming while the Lease is taken away by another identity, written straight into it.
-  const during: PodRef[] = Array.from({ length: 40 }, (_, i) => ["a", `during-${i}`] as const);
-  const creating = createPods(c.api, during, 2);
+  // Pods keep coming, one after another, from before the Lease is taken away until after the term ended,
+  // and a few more while standing by.
+  const during: PodRef[] = [];
+  const creating = (async () => {
+    let standby = 0;
+    while (standby < 5 && during.length < 500) {
+      if (marks.includes("ended 1")) standby++;
+      const pod = ["a", `during-${during.length}`] as const;
+      during.push(pod);
+      await createPods(c.api, [pod]);
+    }
+  })();
   await until("some pods of the second batch written", async () =>
     (await listPods(c.api)).some((p) => p.metadata.name.startsWith("during-") && podAddress(p)),
   );
