@@ -39,7 +39,7 @@ interface Lease {
   spec?: { holderIdentity?: string; renewTime?: string; acquireTime?: string };
 }
 
-test("with two replicas only the leader reconciles, and after the leader is SIGKILLed the other takes over within the lease and duplicates nothing", async (t) => {
+test("with two replicas only the leader reconciles, and after the leader is SIGKILLed the other takes over once the Lease expires and duplicates nothing", async (t) => {
   const c = await useCluster(t);
   await createNamespace(c.api, "a");
   const replicas = new Map<string, ControllerProcess>();
