@@ -638,11 +638,18 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
         unsubscribe();
       };
     };
-    const cacheView = (cache: Cache<T>) =>
-      new Proxy(cache, {
-        get: (target, prop, receiver) =>
-          prop === "subscribe" ? subscribe : Reflect.get(target, prop, receiver),
-      });
+    // One view per cache: a full reload may replace the client's cache.
+    let view: { of: Cache<T>; proxy: Cache<T> } | undefined;
+    const cacheView = (cache: Cache<T>): Cache<T> => {
+      if (view?.of !== cache) {
+        const proxy = new Proxy(cache, {
+          get: (target, prop, receiver) =>
+            prop === "subscribe" ? subscribe : Reflect.get(target, prop, receiver),
+        });
+        view = { of: cache, proxy };
+      }
+      return view.proxy;
+    };
     return new Proxy(this, {
       get: (target, prop, receiver) => {
         if (prop === "transaction") return transaction;
