@@ -110,6 +110,9 @@ function firstAddresses(cidrs: string): string {
     .join(",");
 }
 
+/** How long a run waits for NB, and for each informer's first list, before it fails. */
+const START_WAIT_MS = 60_000;
+
 /**
  * The default Subnet for a cluster CIDR list: its protocol follows the families listed, because the CRD
  * defaults protocol to IPv4 and refuses an IPv6 or dual-stack cidr without it.
@@ -290,14 +293,15 @@ export class OvnController {
 
   private async start(): Promise<void> {
     const { nb, log } = this.o;
-    await this.unlessStopped(nb.whenReady());
+    // A leader that cannot reach NB gives leadership up after a while: another replica may reach it.
+    await this.unlessStopped(nb.whenReady(START_WAIT_MS));
     for (const inf of [this.subnets, this.nodes, this.pods, this.statefulSets]) inf.start();
     await this.unlessStopped(
       Promise.all([
-        this.subnets.waitForSync(),
-        this.nodes.waitForSync(),
-        this.pods.waitForSync(),
-        this.statefulSets.waitForSync(),
+        this.subnets.waitForSync(START_WAIT_MS),
+        this.nodes.waitForSync(START_WAIT_MS),
+        this.pods.waitForSync(START_WAIT_MS),
+        this.statefulSets.waitForSync(START_WAIT_MS),
       ]),
     );
     await this.ensureCore();
