@@ -237,25 +237,30 @@ export class OvnController {
   /**
    * Runs until `signal` aborts: waits for NB and the informers, syncs everything once (then calls onSynced),
    * then follows events.
-   * Rejects when starting fails. Either way everything it started is stopped before it settles, and the
-   * controller cannot run again: a new run (a new term of leadership) needs a new OvnController.
+   * Rejects when starting fails, resolves when the run was ended (`signal` or stop()). Either way everything
+   * it started is stopped before it settles, and the controller cannot run again: a new run (a new term of
+   * leadership) needs a new OvnController.
    */
   async run(signal: AbortSignal, onSynced?: () => void): Promise<void> {
     const endTerm = () => this.term.abort(signal.reason);
     if (signal.aborted) endTerm();
     signal.addEventListener("abort", endTerm, { once: true });
+    const term = this.term.signal;
     try {
-      this.term.signal.throwIfAborted();
-      await this.start();
-      this.synced = true;
-      this.o.log.info(
-        { subnets: this.subnets.size, nodes: this.nodes.size, pods: this.pods.size },
-        "controller running",
-      );
-      onSynced?.();
-      await new Promise<void>((resolve) =>
-        this.term.signal.addEventListener("abort", () => resolve(), { once: true }),
-      );
+      if (!term.aborted) await this.start();
+      // The term may have ended while the last steps of starting ran.
+      if (!term.aborted) {
+        this.synced = true;
+        this.o.log.info(
+          { subnets: this.subnets.size, nodes: this.nodes.size, pods: this.pods.size },
+          "controller running",
+        );
+        onSynced?.();
+        await new Promise<void>((resolve) => term.addEventListener("abort", () => resolve(), { once: true }));
+      }
+    } catch (err) {
+      // Starting cut short by the end of the term (a refused write, a stopped informer) is no failure.
+      if (!term.aborted) throw err;
     } finally {
       signal.removeEventListener("abort", endTerm);
       await this.stop();
