@@ -103,8 +103,9 @@ async function main(): Promise<number> {
     log,
   });
 
-  // Readiness: able to serve if elected (NB reachable). A standby is ready, so that rollouts proceed;
-  // whether this replica is the one reconciling is /leaderz and the zstack_ovn_leader gauge.
+  // Readiness: a standby is ready (standing by, NB reachable), so that rollouts proceed; a replica holding
+  // the Lease is ready once its controller finished the initial sync. Whether this replica is the one
+  // reconciling is /leaderz and the zstack_ovn_leader gauge.
   const loop = new EventLoopWatch();
   loop.start();
   const health = new HealthServer({ port: cfg.controller.metricsPort, metrics, logger: log });
@@ -114,6 +115,10 @@ async function main(): Promise<number> {
     return stalled.length === 0 || `reconciles wedged: ${stalled.slice(0, 5).join(", ")}`;
   });
   health.addReadinessCheck("ovn-nb", () => (nb.connected ? true : `not connected to ${cfg.ovn.nbdbAddress}`));
+  health.addReadinessCheck("leadership", () => {
+    const s = supervisor.status();
+    return !s.holdsLease || s.synced || "holding the Lease, initial sync not finished";
+  });
   health.addLeaderCheck("leading", () => {
     const s = supervisor.status();
     if (s.synced) return true;

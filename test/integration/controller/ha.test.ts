@@ -67,6 +67,24 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
   assert.ok(!follower.logs().some((l) => l.msg === "controller running"), "the follower never started");
   assert.equal(await leader.metricSum("zstack_ovn_leader"), 1, "the leader's gauge");
   assert.equal(await follower.metricSum("zstack_ovn_leader"), 0, "the follower's gauge");
+  const probe = async (p: ControllerProcess, path: string) =>
+    (await fetch(`http://127.0.0.1:${p.port}${path}`)).status;
+  assert.deepEqual(
+    {
+      leader: [
+        await probe(leader, "/healthz"),
+        await probe(leader, "/readyz"),
+        await probe(leader, "/leaderz"),
+      ],
+      follower: [
+        await probe(follower, "/healthz"),
+        await probe(follower, "/readyz"),
+        await probe(follower, "/leaderz"),
+      ],
+    },
+    { leader: [200, 200, 200], follower: [200, 200, 500] },
+    "both live and ready (the follower stands by); only the leader answers /leaderz",
+  );
   await assertConsistent(c.api, c.nb);
   const by = await writeRecordsByComment(c.srv, "OVN_Northbound");
   const leaderWrites = by.get(`zstack-ovnkube-controller ${leader.identity}`) ?? 0;
