@@ -168,14 +168,19 @@ export class OvnController {
 
   private readonly o: ControllerOptions;
   /**
-   * Ends with this controller's run. NB goes through a view fenced on it: once the run ends (leadership
-   * lost), no reconcile still in flight can write, and the run's NB cache subscriptions are gone.
+   * Ends with this controller's run. NB and the apiserver are reached through views fenced on it: once the
+   * run ends (leadership lost), no reconcile still in flight can write to either, and the run's NB cache
+   * subscriptions are gone.
    */
   private readonly term = new AbortController();
   private synced = false;
 
   constructor(options: ControllerOptions) {
-    const o: ControllerOptions = { ...options, nb: options.nb.fenced(this.term.signal) };
+    const o: ControllerOptions = {
+      ...options,
+      nb: options.nb.fenced(this.term.signal),
+      api: options.api.fenced(this.term.signal),
+    };
     this.o = o;
     this.net = {
       clusterCIDRs: splitList(o.clusterCIDR),

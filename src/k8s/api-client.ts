@@ -41,6 +41,14 @@ export const isAlreadyExists = (err: unknown): boolean =>
 export const isGone = (err: unknown): boolean =>
   err instanceof ApiError && (err.status === 410 || err.reason === "Expired" || err.reason === "Gone");
 
+/** A write refused before it was sent because the writer's fence (ApiClient.fenced) is closed. */
+export class WriteFencedError extends Error {
+  constructor(method: string, path: string, options?: ErrorOptions) {
+    super(`${method} ${path} refused: the writer's fence is closed`, options);
+    this.name = "WriteFencedError";
+  }
+}
+
 /** Builds an ApiError from a metav1.Status object (a response body or a watch ERROR event). */
 export function statusError(status: number, body: unknown): ApiError {
   const s = (body ?? {}) as { code?: number; reason?: string; message?: string; details?: unknown };
@@ -98,9 +106,28 @@ export class ApiClient {
     this.userAgent = opts.userAgent ?? "zstack-ovn-kubernetes";
   }
 
+  /**
+   * A view of this client for one writer's term (a controller's leadership), sharing its connections: once
+   * `fence` aborts, its requests other than GET are refused with WriteFencedError, checked just before the
+   * request is sent. Reads and watches go on.
+   */
+  fenced(fence: AbortSignal): ApiClient {
+    const request = <T>(path: string, opts: RequestOptions = {}): Promise<T> =>
+      this.send<T>(path, opts, fence);
+    return new Proxy(this, {
+      get: (target, prop, receiver) => (prop === "request" ? request : Reflect.get(target, prop, receiver)),
+    });
+  }
+
   /** Sends one request and parses the JSON answer; a non-2xx answer rejects with ApiError. */
-  async request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
-    const { url, options } = await this.prepare(path, opts.query, opts.method ?? "GET");
+  request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
+    return this.send<T>(path, opts);
+  }
+
+  private async send<T>(path: string, opts: RequestOptions, fence?: AbortSignal): Promise<T> {
+    const method = opts.method ?? "GET";
+    const { url, options } = await this.prepare(path, opts.query, method);
+    if (fence?.aborted && method !== "GET") throw new WriteFencedError(method, path, { cause: fence.reason });
     let payload: string | undefined;
     if (opts.body !== undefined) {
       payload = JSON.stringify(opts.body);

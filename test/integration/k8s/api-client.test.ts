@@ -1,5 +1,6 @@
 // The apiserver client against a real kube-apiserver: a client certificate rotated on disk (as kubelet and
-// cert-manager rotate them) is used for the next request, without restarting the process.
+// cert-manager rotate them) is used for the next request, without restarting the process; a fenced view
+// stops writing when its fence closes.
 
 import assert from "node:assert/strict";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -7,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
-import { ApiClient } from "../../../src/k8s/api-client.ts";
+import { ApiClient, isNotFound, WriteFencedError } from "../../../src/k8s/api-client.ts";
 import { certConfig } from "../../../src/sandbox/pki.ts";
 import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
 import { runTool } from "../../rig/process.ts";
@@ -54,6 +55,30 @@ async function whoAmI(api: ApiClient): Promise<string | undefined> {
 }
 
 describe("ApiClient", () => {
+  it("a fenced view writes until its fence closes, then refuses writes without sending them and still reads", async (t) => {
+    const api = new ApiClient(kube.kubeConfig);
+    t.after(() => api.close());
+    const fence = new AbortController();
+    const view = api.fenced(fence.signal);
+    const configMap = (name: string) => ({ metadata: { name }, data: { written: "yes" } });
+    const path = "/api/v1/namespaces/default/configmaps";
+    await view.request(path, { method: "POST", body: configMap("before") });
+    fence.abort(new Error("leadership lost"));
+    await assert.rejects(view.request(path, { method: "POST", body: configMap("after") }), WriteFencedError);
+    await assert.rejects(
+      view.request(`${path}/before`, { method: "PATCH", body: { data: { written: "again" } } }),
+      WriteFencedError,
+    );
+    const before = await view.request<{ data: Record<string, string> }>(`${path}/before`);
+    assert.deepEqual(
+      before.data,
+      { written: "yes" },
+      "reads go on; the refused PATCH never reached the server",
+    );
+    await assert.rejects(api.request(`${path}/after`), (e) => isNotFound(e), "the refused POST was not sent");
+    await api.request(path, { method: "POST", body: configMap("by-client") });
+  });
+
   it("presents a client certificate rotated on disk from the next request on", async (t) => {
     const [first, second] = await Promise.all([
       issueClient("zovn-rotation-a"),
