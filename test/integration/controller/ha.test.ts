@@ -357,3 +357,35 @@ test("a controller started with a dual-stack cluster CIDR creates its default Su
     "the pod got an address from the default Subnet",
   );
 });
+
+test("a run ended while it is still starting settles cleanly, and a new controller on the same NB client starts", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "a");
+  const nb = await controllerNb(t, c, "cut-short");
+  const stop = new AbortController();
+  // End the run as soon as its first NB write (the core topology) is visible, while it is still starting.
+  const coreWritten = c.nb.waitForRow("Logical_Router", () => true, { timeoutMs: 60_000 });
+  let ended = false;
+  const running = newController(c, nb)
+    .run(stop.signal)
+    .finally(() => {
+      ended = true;
+    });
+  await coreWritten;
+  stop.abort();
+  await until("the cut-short run settled", () => ended, 60_000);
+  await running;
+  // Nothing of it is left behind: a second run on the same client does the whole job.
+  const again = new AbortController();
+  let synced = false;
+  const second = newController(c, nb).run(again.signal, () => {
+    synced = true;
+  });
+  t.after(async () => {
+    again.abort();
+    await second;
+  });
+  await until("the second run synced", () => synced, 60_000);
+  await createPods(c.api, [["a", "p"]]);
+  await allAnnotated(c.api, 1);
+});
