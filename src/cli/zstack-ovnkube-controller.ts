@@ -1,19 +1,24 @@
 // zstack-ovnkube-controller: parses configuration and wires the pieces together. Only the Lease holder
-// reconciles; the others wait, serving health and metrics.
+// reconciles, one fresh controller per term of leadership (controller/supervisor.ts); the others stand by,
+// serving health and metrics.
 
 import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { ConfigError, controllerConfigHelp, loadControllerConfig } from "../config/controller-config.ts";
 import { OvnController } from "../controller/controller.ts";
+import { ControllerSupervisor } from "../controller/supervisor.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { EventRecorder } from "../k8s/events.ts";
-import { LeaderElector } from "../k8s/leader-election.ts";
+import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
 import { runMain } from "./process-exit.ts";
+
+/** A reconcile running this long is wedged (awaiting something that never settles): liveness fails. */
+const STALLED_RECONCILE_MS = 10 * 60_000;
 
 async function main(): Promise<number> {
   let loaded: ReturnType<typeof loadControllerConfig>;
@@ -64,55 +69,69 @@ async function main(): Promise<number> {
   nb.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the OVN northbound database yet"));
 
   const metrics = new Metrics({ defaultLabels: { component: "controller" } });
-  const health = new HealthServer({ port: cfg.controller.metricsPort, metrics, logger: log });
-  health.addLivenessCheck("event-loop", () => true);
-  health.addReadinessCheck("ovn-nb", () => (nb.connected ? true : `not connected to ${cfg.ovn.nbdbAddress}`));
-  await health.start();
   const events = new EventRecorder({
     client: api,
     component: "zstack-ovnkube-controller",
     host: cfg.controller.identity,
     logger: log,
   });
-
   const connecting = nb.connect({ retry: true });
-  const lead = async (signal: AbortSignal) => {
-    metrics.leader.set(1);
-    signal.addEventListener("abort", () => metrics.leader.set(0), { once: true });
-    await connecting;
-    const ctl = new OvnController({
-      api,
-      nb,
-      clusterCIDR: cfg.network.clusterCIDR,
-      serviceCIDRs: cfg.network.serviceCIDR.split(",").map((s) => s.trim()),
-      joinCIDR: cfg.network.joinCIDR,
-      tunnel: cfg.tunnel.type,
-      workers: cfg.controller.workers,
-      log,
-      metrics,
-      events,
-    });
-    await ctl.run(signal);
-  };
+  const supervisor = new ControllerSupervisor({
+    newController: () =>
+      new OvnController({
+        api,
+        nb,
+        clusterCIDR: cfg.network.clusterCIDR,
+        serviceCIDRs: cfg.network.serviceCIDR.split(",").map((s) => s.trim()),
+        joinCIDR: cfg.network.joinCIDR,
+        tunnel: cfg.tunnel.type,
+        workers: cfg.controller.workers,
+        log,
+        metrics,
+        events,
+      }),
+    ...(cfg.controller.leaderElect
+      ? {
+          election: {
+            client: api,
+            namespace: cfg.controller.leaseNamespace,
+            name: cfg.controller.leaseName,
+            identity: cfg.controller.identity,
+          },
+        }
+      : {}),
+    metrics,
+    log,
+  });
 
-  const stopping = new AbortController();
-  let elector: LeaderElector | undefined;
-  let running: Promise<void> | undefined;
-  if (cfg.controller.leaderElect) {
-    elector = new LeaderElector({
-      client: api,
-      namespace: cfg.controller.leaseNamespace,
-      name: cfg.controller.leaseName,
-      identity: cfg.controller.identity,
-      onStartedLeading: (signal) => lead(signal),
-      onStoppedLeading: () => log.warn({}, "lost leadership; no longer writing"),
-      onNewLeader: (id) => log.info({ leader: id }, "leader"),
-      logger: log,
-    });
-    elector.start();
-  } else {
-    running = lead(stopping.signal);
-  }
+  // Readiness: a standby is ready (standing by, NB reachable), so that rollouts proceed; a replica holding
+  // the Lease is ready once its controller finished the initial sync. Whether this replica is the one
+  // reconciling is /leaderz and the zstack_ovn_leader gauge.
+  const loop = new EventLoopWatch();
+  loop.start();
+  const health = new HealthServer({ port: cfg.controller.metricsPort, metrics, logger: log });
+  health.addLivenessCheck("event-loop", loop.check);
+  health.addLivenessCheck("workqueues", () => {
+    const stalled = supervisor.stalledReconciles(STALLED_RECONCILE_MS);
+    return stalled.length === 0 || `reconciles wedged: ${stalled.slice(0, 5).join(", ")}`;
+  });
+  health.addReadinessCheck("ovn-nb", () => (nb.connected ? true : `not connected to ${cfg.ovn.nbdbAddress}`));
+  health.addReadinessCheck("leadership", () => {
+    const s = supervisor.status();
+    return !s.holdsLease || s.synced || "holding the Lease, initial sync not finished";
+  });
+  health.addLeaderCheck("leading", () => {
+    const s = supervisor.status();
+    if (s.synced) return true;
+    if (s.holdsLease) return "leading, initial sync not finished";
+    const failed = s.lastFailure ? `; last term failed: ${s.lastFailure}` : "";
+    return `standing by, the leader is ${s.leader || "unknown"}${failed}`;
+  });
+  await health.start();
+
+  // The first term waits for NB inside the controller; the connection attempt runs in the background.
+  connecting.catch((err: unknown) => log.error({ err }, "cannot connect to the OVN northbound database"));
+  supervisor.start();
   log.info(
     { nb: cfg.ovn.nbdbAddress, port: cfg.controller.metricsPort, leaderElect: cfg.controller.leaderElect },
     "started",
@@ -122,10 +141,9 @@ async function main(): Promise<number> {
     for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => resolve());
   });
   log.info({}, "shutting down");
-  stopping.abort();
   // Releasing the Lease lets another replica take over at once instead of after the lease duration.
-  await elector?.stop({ release: true });
-  await running?.catch(() => {});
+  await supervisor.stop();
+  loop.stop();
   await events.close();
   await nb.close();
   await health.stop();

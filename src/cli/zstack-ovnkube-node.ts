@@ -22,6 +22,7 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
+import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
@@ -223,7 +224,9 @@ async function main(): Promise<number> {
     ...(cfg.cniSocket !== "/var/run/zstack-ovn/cni-server.sock" ? { socketPath: cfg.cniSocket } : {}),
     mtu,
   });
-  health.addLivenessCheck("event-loop", () => true);
+  const loop = new EventLoopWatch();
+  loop.start();
+  health.addLivenessCheck("event-loop", loop.check);
   health.addReadinessCheck("agent", () => notReady() ?? true);
   await health.start();
   log.info({ node: cfg.nodeName, encapIp, mtu, datapath: cfg.datapathType, tunnel: cfg.tunnel }, "started");
@@ -236,6 +239,7 @@ async function main(): Promise<number> {
   setup.stop();
   await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop()]);
   await vswitch.close();
+  loop.stop();
   await health.stop();
   api.close();
   return 0;

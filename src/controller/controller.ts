@@ -2,9 +2,15 @@
 // each reconcile reads the informer stores and the NB cache, computes what NB should hold and applies the
 // difference in one transaction. Runs only while this process leads (see cli/zstack-ovnkube-controller.ts).
 
-import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import {
+  SUBNET_PATH,
+  type Subnet,
+  type SubnetProtocol,
+  type SubnetSpec,
+  type SubnetStatus,
+} from "../api/subnet.ts";
 import { formatIp, ipFromValue } from "../ipam/address.ts";
-import { parseCidr } from "../ipam/cidr.ts";
+import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { isAlreadyExists, isNotFound } from "../k8s/api-client.ts";
 import type { EventRecorder } from "../k8s/events.ts";
@@ -116,6 +122,25 @@ function firstAddresses(cidrs: string): string {
     .join(",");
 }
 
+/** How long a run waits for NB, and for each informer's first list, before it fails. */
+const START_WAIT_MS = 60_000;
+
+/**
+ * The default Subnet for a cluster CIDR list: its protocol follows the families listed, because the CRD
+ * defaults protocol to IPv4 and refuses an IPv6 or dual-stack cidr without it.
+ */
+export function defaultSubnetSpec(clusterCIDR: string): SubnetSpec {
+  const cidrs = splitList(clusterCIDR).map((c) => parseCidr(c));
+  const families = new Set(cidrs.map((c) => c.family));
+  const protocol: SubnetProtocol = families.size > 1 ? "Dual" : families.has(6) ? "IPv6" : "IPv4";
+  return {
+    cidr: cidrs.map(formatCidr).join(","),
+    gateway: firstAddresses(clusterCIDR),
+    protocol,
+    default: true,
+  };
+}
+
 function splitList(text: string): string[] {
   return text
     .split(",")
@@ -153,7 +178,22 @@ export class OvnController {
    */
   private readonly waitingForSubnet = new Map<string, Set<string>>();
 
-  constructor(private readonly o: ControllerOptions) {
+  private readonly o: ControllerOptions;
+  /**
+   * Ends with this controller's run. NB and the apiserver are reached through views fenced on it: once the
+   * run ends (leadership lost), no reconcile still in flight can write to either, and the run's NB cache
+   * subscriptions are gone.
+   */
+  private readonly term = new AbortController();
+  private synced = false;
+
+  constructor(options: ControllerOptions) {
+    const o: ControllerOptions = {
+      ...options,
+      nb: options.nb.fenced(this.term.signal),
+      api: options.api.fenced(this.term.signal),
+    };
+    this.o = o;
     this.net = {
       clusterCIDRs: splitList(o.clusterCIDR),
       serviceCIDRs: o.serviceCIDRs,
@@ -214,17 +254,81 @@ export class OvnController {
     this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel, onObservation: (x) => this.observed(x) });
   }
 
-  /** Runs until `signal` aborts: waits for NB and the informers, syncs everything once, then follows events. */
-  async run(signal: AbortSignal): Promise<void> {
-    const { nb, log } = this.o;
-    await nb.whenReady();
+  /**
+   * Runs until `signal` aborts: waits for NB and the informers, syncs everything once (then calls onSynced),
+   * then follows events.
+   * Rejects when starting fails, resolves when the run was ended (`signal` or stop()). Either way everything
+   * it started is stopped before it settles, and the controller cannot run again: a new run (a new term of
+   * leadership) needs a new OvnController.
+   */
+  async run(signal: AbortSignal, onSynced?: () => void): Promise<void> {
+    const endTerm = () => this.term.abort(signal.reason);
+    if (signal.aborted) endTerm();
+    signal.addEventListener("abort", endTerm, { once: true });
+    const term = this.term.signal;
+    try {
+      if (!term.aborted) await this.start();
+      // The term may have ended while the last steps of starting ran.
+      if (!term.aborted) {
+        this.synced = true;
+        this.o.log.info(
+          { subnets: this.subnets.size, nodes: this.nodes.size, pods: this.pods.size },
+          "controller running",
+        );
+        onSynced?.();
+        await new Promise<void>((resolve) => term.addEventListener("abort", () => resolve(), { once: true }));
+      }
+    } catch (err) {
+      // Starting cut short by the end of the term (a refused write, a stopped informer) is no failure.
+      if (!term.aborted) throw err;
+    } finally {
+      signal.removeEventListener("abort", endTerm);
+      await this.stop();
+    }
+  }
+
+  /** True from the end of the initial sync until the run ends. */
+  isSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Reconciles that have run for more than maxMs ("queue key" each): wedged workers, for liveness. */
+  stalledReconciles(maxMs: number, now = Date.now()): string[] {
+    const queues = {
+      subnets: this.subnetQ,
+      nodes: this.nodeQ,
+      pods: this.podQ,
+      "pod-annotations": this.annotationQ,
+    };
+    return Object.entries(queues).flatMap(([name, q]) =>
+      q.stalled(maxMs, now).map((s) => `${name} ${s.key} (${Math.round(s.runningMs / 1000)} s)`),
+    );
+  }
+
+  /** Settles like `p`, or rejects as soon as the run ends, so that stopping never waits for a slow start. */
+  private unlessStopped<T>(p: Promise<T>): Promise<T> {
+    const term = this.term.signal;
+    if (term.aborted) return Promise.reject(term.reason);
+    return new Promise<T>((resolve, reject) => {
+      const onEnd = () => reject(term.reason);
+      term.addEventListener("abort", onEnd, { once: true });
+      p.then(resolve, reject).finally(() => term.removeEventListener("abort", onEnd));
+    });
+  }
+
+  private async start(): Promise<void> {
+    const { nb } = this.o;
+    // A leader that cannot reach NB gives leadership up after a while: another replica may reach it.
+    await this.unlessStopped(nb.whenReady(START_WAIT_MS));
     for (const inf of [this.subnets, this.nodes, this.pods, this.statefulSets]) inf.start();
-    await Promise.all([
-      this.subnets.waitForSync(),
-      this.nodes.waitForSync(),
-      this.pods.waitForSync(),
-      this.statefulSets.waitForSync(),
-    ]);
+    await this.unlessStopped(
+      Promise.all([
+        this.subnets.waitForSync(START_WAIT_MS),
+        this.nodes.waitForSync(START_WAIT_MS),
+        this.pods.waitForSync(START_WAIT_MS),
+        this.statefulSets.waitForSync(START_WAIT_MS),
+      ]),
+    );
     await this.ensureCore();
     await this.ensureDefaultSubnet();
     this.nodeNets = new NodeNetworks(nb, this.net);
@@ -326,13 +430,13 @@ export class OvnController {
       for (const node of this.nodeNets?.nodesMissingPods(events) ?? []) this.nodeQ.add(node);
     });
     // The pod allocators follow NB from construction on (see observed()); a new leadership term gets new ones.
-    signal.addEventListener("abort", () => this.podNets.close(), { once: true });
+    this.term.signal.addEventListener("abort", () => this.podNets.close(), { once: true });
     // After a full reload of the NB cache, the join allocator is rebuilt from the cache like the pod ones.
     const onNbReady = (info: { fullSnapshot: boolean }) => {
       if (info.fullSnapshot) this.nodeNets?.rebuild();
     };
     nb.on("ready", onNbReady);
-    signal.addEventListener("abort", () => nb.off("ready", onNbReady), { once: true });
+    this.term.signal.addEventListener("abort", () => nb.off("ready", onNbReady), { once: true });
     // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
     // Subnets that name it.
     nb.cache.subscribe("Logical_Switch", (events) => {
@@ -404,15 +508,12 @@ export class OvnController {
       enqueueAllSubnets();
     }, this.o.resyncMs ?? 300_000);
     this.resyncTimer.unref();
-    log.info(
-      { subnets: this.subnets.size, nodes: this.nodes.size, pods: this.pods.size },
-      "controller running",
-    );
-    await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-    await this.stop();
   }
 
+  /** Ends the run: no NB write passes from now on, and what the run started is stopped. */
   async stop(): Promise<void> {
+    this.term.abort(new Error("controller stopped"));
+    this.synced = false;
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     await Promise.all([
       this.subnetQ.shutdown({ timeoutMs: 5000 }),
@@ -448,8 +549,9 @@ export class OvnController {
       apiVersion: "network.zstack.io/v1",
       kind: "Subnet",
       metadata: { name: "default" },
-      spec: { cidr: this.o.clusterCIDR, gateway: firstAddresses(this.o.clusterCIDR), default: true },
+      spec: defaultSubnetSpec(this.o.clusterCIDR),
     };
+    this.term.signal.throwIfAborted();
     try {
       await this.o.api.request(SUBNET_PATH, { method: "POST", body });
       this.o.log.info({ cidr: this.o.clusterCIDR }, "created the default Subnet from the cluster CIDR");

@@ -2,6 +2,7 @@
 // leader election and event recorder use this instead of the generated clients because they need a deadline
 // on every request, an abortable watch stream read line by line, and one keep-alive connection pool.
 
+import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import type { KubeConfig } from "@kubernetes/client-node";
@@ -40,6 +41,14 @@ export const isAlreadyExists = (err: unknown): boolean =>
 export const isGone = (err: unknown): boolean =>
   err instanceof ApiError && (err.status === 410 || err.reason === "Expired" || err.reason === "Gone");
 
+/** A write refused before it was sent because the writer's fence (ApiClient.fenced) is closed. */
+export class WriteFencedError extends Error {
+  constructor(method: string, path: string, options?: ErrorOptions) {
+    super(`${method} ${path} refused: the writer's fence is closed`, options);
+    this.name = "WriteFencedError";
+  }
+}
+
 /** Builds an ApiError from a metav1.Status object (a response body or a watch ERROR event). */
 export function statusError(status: number, body: unknown): ApiError {
   const s = (body ?? {}) as { code?: number; reason?: string; message?: string; details?: unknown };
@@ -60,8 +69,34 @@ export interface StreamHandle {
   readonly done: Promise<void>;
 }
 
+/**
+ * How long a connection pool replaced by a certificate rotation is kept for what still runs on it: longer than
+ * the longest watch (informers ask for at most 600 s), so that a rotation ends no watch early.
+ */
+const RETIRED_POOL_MS = 11 * 60_000;
+
+/** A digest of the TLS material a pool was built with, to notice when the files behind it change. */
+function tlsFingerprint(o: https.RequestOptions): string {
+  const h = createHash("sha256");
+  for (const part of [o.ca, o.cert, o.key, o.pfx, o.passphrase, o.servername]) {
+    const items = Array.isArray(part) ? part : [part];
+    for (const item of items) {
+      if (item === undefined || item === null) h.update("-");
+      else if (Buffer.isBuffer(item)) h.update(item);
+      else if (typeof item === "string") h.update(item);
+      else h.update(JSON.stringify(item));
+      h.update("\0");
+    }
+    h.update("\n");
+  }
+  return h.digest("hex");
+}
+
 export class ApiClient {
   private agent: http.Agent | undefined;
+  /** The TLS material of `agent`: a rotated client certificate gets a new pool. */
+  private agentTls = "";
+  private readonly retired = new Set<http.Agent>();
   private readonly userAgent: string;
 
   constructor(
@@ -71,9 +106,28 @@ export class ApiClient {
     this.userAgent = opts.userAgent ?? "zstack-ovn-kubernetes";
   }
 
+  /**
+   * A view of this client for one writer's term (a controller's leadership), sharing its connections: once
+   * `fence` aborts, its requests other than GET are refused with WriteFencedError, checked just before the
+   * request is sent. Reads and watches go on.
+   */
+  fenced(fence: AbortSignal): ApiClient {
+    const request = <T>(path: string, opts: RequestOptions = {}): Promise<T> =>
+      this.send<T>(path, opts, fence);
+    return new Proxy(this, {
+      get: (target, prop, receiver) => (prop === "request" ? request : Reflect.get(target, prop, receiver)),
+    });
+  }
+
   /** Sends one request and parses the JSON answer; a non-2xx answer rejects with ApiError. */
-  async request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
-    const { url, options } = await this.prepare(path, opts.query, opts.method ?? "GET");
+  request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
+    return this.send<T>(path, opts);
+  }
+
+  private async send<T>(path: string, opts: RequestOptions, fence?: AbortSignal): Promise<T> {
+    const method = opts.method ?? "GET";
+    const { url, options } = await this.prepare(path, opts.query, method);
+    if (fence?.aborted && method !== "GET") throw new WriteFencedError(method, path, { cause: fence.reason });
     let payload: string | undefined;
     if (opts.body !== undefined) {
       payload = JSON.stringify(opts.body);
@@ -234,10 +288,15 @@ export class ApiClient {
     if (!cluster) throw new Error("kubeconfig has no current cluster");
     const base = cluster.server.replace(/\/+$/, "");
     const url = new URL(`${base}${path}${encodeQuery(query)}`);
-    // Called per request: token files and exec credentials may rotate; the TLS material rarely does.
+    // Called per request: token files, exec credentials and client certificate files may rotate. The
+    // kubeconfig reads certificate files anew each time; a pool built with other material is replaced, so
+    // new connections present the current certificate (kubelet-style rotation, cert-manager renewals).
     const auth: https.RequestOptions = {};
     await this.kubeConfig.applyToHTTPSOptions(auth);
+    const tls = url.protocol === "http:" ? "" : tlsFingerprint(auth);
+    if (this.agent && tls !== this.agentTls) this.retire(this.agent);
     if (!this.agent) {
+      this.agentTls = tls;
       this.agent =
         url.protocol === "http:"
           ? new http.Agent({ keepAlive: true })
@@ -267,6 +326,19 @@ export class ApiClient {
   close(): void {
     this.agent?.destroy();
     this.agent = undefined;
+    for (const old of this.retired) old.destroy();
+    this.retired.clear();
+  }
+
+  /** Stops using a pool: idle connections close now, busy ones (watches) once they had time to end. */
+  private retire(agent: http.Agent): void {
+    this.agent = undefined;
+    this.retired.add(agent);
+    for (const sockets of Object.values(agent.freeSockets)) for (const s of sockets ?? []) s.destroy();
+    setTimeout(() => {
+      agent.destroy();
+      this.retired.delete(agent);
+    }, RETIRED_POOL_MS).unref();
   }
 }
 

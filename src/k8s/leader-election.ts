@@ -5,7 +5,8 @@
 // never both win. Expiry is measured on this process's clock from when it saw the Lease last change, so
 // clock skew between machines does not matter; a candidate retries right when the Lease it watches runs out,
 // not up to one retry period later. A graceful stop releases the Lease and a successor takes over
-// on its next retry instead of waiting out the lease.
+// on its next retry instead of waiting out the lease. Leadership is all or nothing: a leader whose work
+// fails gives the Lease up, and one that finds the Lease held by someone else stops leading at once.
 
 import { type Logger, silentLogger } from "../observability/log.ts";
 import { type ApiClient, isConflict, isNotFound } from "./api-client.ts";
@@ -24,8 +25,10 @@ export interface LeaderElectionOptions {
   /** Pause between attempts, for candidates and for the leader's renewals. Default 2 s. */
   retryPeriodMs?: number;
   /**
-   * Runs when this process becomes leader. `signal` aborts when leadership ends; a returned promise
-   * should settle soon after that, because a graceful stop waits for it before releasing the Lease.
+   * Runs when this process becomes leader, for as long as it leads: `signal` aborts when leadership ends,
+   * and the returned promise should settle soon after that, because the next term (or a graceful stop's
+   * release of the Lease) waits for it. Rejecting, or resolving before `signal` aborts, means leading
+   * failed: the term ends at once and the Lease is released.
    */
   onStartedLeading(signal: AbortSignal): void | Promise<void>;
   /** Runs when leadership ends, lost or given up. */
@@ -67,6 +70,8 @@ export class LeaderElector {
   private wake: (() => void) | undefined;
   private observed: { holder: string; renewTime: string; at: number; durationMs: number } | undefined;
   private lastLeader = "";
+  /** Terms in a row that ended because leading failed. */
+  private failedTerms = 0;
 
   constructor(private readonly opts: LeaderElectionOptions) {
     this.leaseDurationMs = opts.leaseDurationMs ?? 15_000;
@@ -133,21 +138,43 @@ export class LeaderElector {
     }
   }
 
+  /**
+   * One term. Leadership is all or nothing: the term ends, and onStartedLeading's signal aborts, as soon as
+   * any of these happens, whichever first: onStartedLeading fails or returns while still leading; a renewal
+   * shows that someone else holds the Lease; renewals fail for renewDeadline; stop() is called. A failed term
+   * gives the Lease up (another replica may do better) and campaigns again only after a backoff that grows
+   * with consecutive failed terms.
+   */
   private async lead(): Promise<void> {
     this.leading = true;
     this.log.info({}, "became leader");
     const leadership = new AbortController();
-    const task = (async () => this.opts.onStartedLeading(leadership.signal))().catch((err: unknown) => {
-      this.log.error({ err }, "onStartedLeading failed");
-    });
+    let failure: { err: unknown } | undefined;
+    const task = (async () => this.opts.onStartedLeading(leadership.signal))().then(
+      () => {
+        if (leadership.signal.aborted) return;
+        failure = { err: new Error("onStartedLeading returned while still leading") };
+        this.wake?.();
+      },
+      (err: unknown) => {
+        if (leadership.signal.aborted) return;
+        failure = { err };
+        this.wake?.();
+      },
+    );
     let lastRenew = Date.now();
-    while (!this.stopped) {
+    while (!this.stopped && !failure) {
       await this.pause(this.retryPeriodMs);
-      if (this.stopped) break;
+      if (this.stopped || failure) break;
       const left = this.renewDeadlineMs - (Date.now() - lastRenew);
       if (await this.tryAcquireOrRenew(Math.max(200, left))) {
         lastRenew = Date.now();
         continue;
+      }
+      const holder = this.observed?.holder ?? "";
+      if (holder !== "" && holder !== this.opts.identity) {
+        this.log.error({ leader: holder }, "the lease is held by someone else; stopping leading");
+        break;
       }
       if (Date.now() - lastRenew >= this.renewDeadlineMs) {
         this.log.error(
@@ -157,6 +184,7 @@ export class LeaderElector {
         break;
       }
     }
+    if (failure) this.log.error({ err: failure.err }, "leading failed; giving up leadership");
     leadership.abort(new Error("leadership ended"));
     await task;
     this.leading = false;
@@ -165,7 +193,15 @@ export class LeaderElector {
     } catch (err) {
       this.log.error({ err }, "onStoppedLeading failed");
     }
-    if (this.stopped && this.release) await this.releaseLease();
+    if (failure || (this.stopped && this.release)) await this.releaseLease();
+    if (!failure) {
+      this.failedTerms = 0;
+      return;
+    }
+    this.failedTerms++;
+    const backoff = Math.min(this.retryPeriodMs * 2 ** this.failedTerms, 4 * this.leaseDurationMs);
+    this.log.info({ backoffMs: backoff, failedTerms: this.failedTerms }, "campaigning again after a backoff");
+    await this.pause(backoff);
   }
 
   private pause(ms: number): Promise<void> {

@@ -56,6 +56,8 @@ export class WorkQueue {
   private head = 0;
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
+  /** When each key being reconciled started, to tell a wedged worker from a busy one. */
+  private readonly startedAt = new Map<string, number>();
   /** When each dirty key was queued, for the time-in-queue observation. */
   private readonly queuedAt = new Map<string, number>();
   private readonly failures = new Map<string, number>();
@@ -136,6 +138,16 @@ export class WorkQueue {
 
   get inFlight(): number {
     return this.processing.size;
+  }
+
+  /**
+   * Keys whose reconcile has been running for more than maxMs at `now`, oldest first: a worker held that
+   * long is wedged (a reconcile awaiting something that never settles), which liveness reports.
+   */
+  stalled(maxMs: number, now = Date.now()): { key: string; runningMs: number }[] {
+    const out: { key: string; runningMs: number }[] = [];
+    for (const [key, at] of this.startedAt) if (now - at > maxMs) out.push({ key, runningMs: now - at });
+    return out.sort((a, b) => b.runningMs - a.runningMs);
   }
 
   isShuttingDown(): boolean {
@@ -234,6 +246,7 @@ export class WorkQueue {
 
   private async process(key: string): Promise<void> {
     const start = Date.now();
+    this.startedAt.set(key, start);
     const queuedMs = start - (this.queuedAt.get(key) ?? start);
     this.queuedAt.delete(key);
     let outcome: ReconcileOutcome;
@@ -260,6 +273,7 @@ export class WorkQueue {
       }
     }
     this.opts.hooks?.onReconciled?.(key, Date.now() - start, outcome, queuedMs);
+    this.startedAt.delete(key);
     this.processing.delete(key);
     // Added while it ran: it goes back in line now that no worker holds it.
     if (this.dirty.has(key)) {

@@ -65,6 +65,27 @@ describe("HealthServer", () => {
     assert.equal((await get(port, "/readyz")).status, 200);
   });
 
+  it("answers /leaderz from its own checks: a standby fails it while /readyz stays ok", async (t) => {
+    let leading = false;
+    const hs = new HealthServer({ port: 0, host: "127.0.0.1" });
+    hs.addReadinessCheck("ovn-nb", () => true);
+    hs.addLeaderCheck("leading", () => leading || "standing by, the leader is replica-2");
+    const port = await hs.start();
+    t.after(() => hs.stop());
+    const standby = await get(port, "/leaderz");
+    assert.equal(standby.status, 500);
+    assert.equal(
+      standby.body,
+      "[-]leading failed: standing by, the leader is replica-2\nleaderz check failed\n",
+    );
+    assert.equal((await get(port, "/readyz")).status, 200, "a standby is ready");
+    leading = true;
+    assert.deepEqual(
+      [(await get(port, "/leaderz")).status, (await get(port, "/leaderz")).body],
+      [200, "ok\n"],
+    );
+  });
+
   it("serves the metrics registry in the Prometheus text format on /metrics", async (t) => {
     const metrics = new Metrics({ processMetrics: false });
     metrics.setSubnetUsage("pods-a", { used: 3, available: 250 });

@@ -1,5 +1,6 @@
-// The HTTP endpoint kubelet probes and Prometheus scrapes: /healthz (liveness), /readyz (readiness) and
-// /metrics. Checks are pluggable and answered the way the apiserver answers its own: "ok", or one line per
+// The HTTP endpoint kubelet probes and Prometheus scrapes: /healthz (liveness), /readyz (readiness),
+// /leaderz (is this the replica that reconciles: leading and synced; not for probes, a standby answers 500)
+// and /metrics. Checks are pluggable and answered the way the apiserver answers its own: "ok", or one line per
 // check ("[+]informers ok", "[-]ovn-nb failed: ...") with status 500 when any fails.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -35,6 +36,7 @@ interface Outcome {
 export class HealthServer {
   private readonly liveness = new Map<string, HealthCheck>();
   private readonly readiness = new Map<string, HealthCheck>();
+  private readonly leadership = new Map<string, HealthCheck>();
   private server: Server | undefined;
   private readonly log: Logger;
 
@@ -52,9 +54,18 @@ export class HealthServer {
     this.readiness.set(name, check);
   }
 
+  /**
+   * A check of /leaderz, which tells whether this replica is the one doing the work. Kept apart from
+   * readiness: a standby replica is ready (so rollouts proceed) but not leading.
+   */
+  addLeaderCheck(name: string, check: HealthCheck): void {
+    this.leadership.set(name, check);
+  }
+
   removeCheck(name: string): void {
     this.liveness.delete(name);
     this.readiness.delete(name);
+    this.leadership.delete(name);
   }
 
   /** Listens; resolves to the bound port (useful with port 0). */
@@ -102,6 +113,8 @@ export class HealthServer {
         return this.answer(res, "healthz", this.liveness, url.searchParams.has("verbose"));
       case "/readyz":
         return this.answer(res, "readyz", this.readiness, url.searchParams.has("verbose"));
+      case "/leaderz":
+        return this.answer(res, "leaderz", this.leadership, url.searchParams.has("verbose"));
       case "/metrics": {
         if (!this.opts.metrics) {
           res.writeHead(404, { "Content-Type": "text/plain" }).end("no metrics\n");

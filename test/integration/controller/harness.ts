@@ -331,7 +331,14 @@ export async function spawnController(
     identity: opts.identity,
     port,
     metricSum: async (name, label) => {
-      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const text = await fetch(`http://127.0.0.1:${port}/metrics`)
+        .then((r) => r.text())
+        .catch((e: Error) => {
+          const state = daemon.hasExited() ? "has exited" : "is running";
+          throw new Error(
+            `/metrics of ${opts.identity} (which ${state}): ${e.message}\n${readTail(logFile)}`,
+          );
+        });
       let sum = 0;
       for (const line of text.split("\n")) {
         if (!(line.startsWith(`${name}{`) || line.startsWith(`${name} `))) continue;

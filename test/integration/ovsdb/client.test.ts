@@ -9,6 +9,7 @@ import {
   UnknownDatabaseError,
   ValueError,
   WaitFailedError,
+  WriteFencedError,
 } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
@@ -55,6 +56,43 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await srv.dump("OVN_Northbound")), []);
     // p2 was garbage-collected by the server once unreferenced
     assert.equal(c.cache.table("Logical_Switch_Port").size, 1);
+  });
+
+  test("a fenced view writes until its fence closes, then refuses writes without sending them and drops its subscriptions", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, comment: "fence-test" });
+    t.after(() => c.close());
+    await c.connect();
+    const fence = new AbortController();
+    const view = c.fenced(fence.signal);
+    const seenByView: string[] = [];
+    view.cache.subscribe("Logical_Switch", (events) => {
+      for (const e of events) if (e.kind === "add") seenByView.push(e.row.name as string);
+    });
+    await view.transact((txn) => void txn.insert("Logical_Switch", { name: "before" }));
+    await c.waitForRow("Logical_Switch", (r) => r.name === "before", { timeoutMs: 5000 });
+    assert.deepEqual(seenByView, ["before"]);
+
+    // A transaction built before the fence closes, committed after: refused, and nothing reaches the server.
+    const built = view.transaction();
+    built.insert("Logical_Switch", { name: "after" });
+    fence.abort(new Error("leadership lost"));
+    await assert.rejects(built.commit(), WriteFencedError);
+    await assert.rejects(
+      view.transact((txn) => void txn.insert("Logical_Switch", { name: "after-2" })),
+      WriteFencedError,
+    );
+    // The client itself still writes; the view's subscription no longer hears about it.
+    await c.transact((txn) => void txn.insert("Logical_Switch", { name: "by-client" }));
+    await c.waitForRow("Logical_Switch", (r) => r.name === "by-client", { timeoutMs: 5000 });
+    assert.deepEqual(seenByView, ["before"]);
+    assert.deepEqual(
+      Object.fromEntries(await writeRecordsByComment(srv, "OVN_Northbound")),
+      { "fence-test": 2 },
+      "the view's write and the client's; the refused ones never reached the server",
+    );
+    await view.echo();
+    assert.equal(view.cache.table("Logical_Switch").size, 2, "reads through the view still work");
   });
 
   test("the client's comment goes with every write into the database file, and a read writes no record", async (t) => {
