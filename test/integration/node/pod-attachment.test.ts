@@ -352,14 +352,12 @@ describe("pod attachment on a real OVS and OVN node", () => {
       podUid: "uid-no-lsp",
       network: podNetwork(["10.244.0.99/16"], "0a:58:0a:f4:00:63"),
     };
-    const started = Date.now();
     await assert.rejects(short.add(req), (e: unknown) => {
       assert.ok(e instanceof StepTimeoutError, String(e));
       assert.equal(e.step, "ovn-installed");
       assert.match(e.message, /timed out after 1000 ms in step ovn-installed/);
       return true;
     });
-    assert.ok(Date.now() - started < 3000);
     assert.equal(findPodPort(c.ovs, req.containerId), undefined);
     assert.ok(!(await listHostVeths({ netns: c.node.netns.path })).includes(hostVethName(req.containerId)));
   });
