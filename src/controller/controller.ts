@@ -41,8 +41,8 @@ import {
 } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
-import { MGMT_PORT_ANNOTATION, NodeNetworks } from "./node-network.ts";
-import { ANNOTATION_SUBNET, type Observation, PodNetworks } from "./pod-network.ts";
+import { ManagementPorts, MGMT_PORT_ANNOTATION } from "./management-ports.ts";
+import { ANNOTATION_SUBNET, type Observation, PodPortAllocator } from "./pod-port-allocator.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
 
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
@@ -161,8 +161,8 @@ export class OvnController {
    * separate queue, so one pod's NB commit overlaps another's PATCH instead of waiting for it.
    */
   private readonly annotationQ: WorkQueue;
-  private readonly podNets: PodNetworks;
-  private nodeNets: NodeNetworks | undefined;
+  private readonly podPorts: PodPortAllocator;
+  private mgmtPorts: ManagementPorts | undefined;
   private readonly net: ClusterNetworks;
   private readonly loadedSpecs = new Map<string, string>();
   private verdicts = new Map<string, Verdict>();
@@ -251,7 +251,7 @@ export class OvnController {
     this.nodeQ = queue("nodes", (k) => this.reconcileNode(k));
     this.podQ = queue("pods", (k) => this.reconcilePod(k));
     this.annotationQ = queue("pod-annotations", (k) => this.reconcileAnnotation(k));
-    this.podNets = new PodNetworks(o.nb, { tunnel: o.tunnel, onObservation: (x) => this.observed(x) });
+    this.podPorts = new PodPortAllocator(o.nb, { tunnel: o.tunnel, onObservation: (x) => this.observed(x) });
   }
 
   /**
@@ -331,7 +331,7 @@ export class OvnController {
     );
     await this.ensureCore();
     await this.ensureDefaultSubnet();
-    this.nodeNets = new NodeNetworks(nb, this.net);
+    this.mgmtPorts = new ManagementPorts(nb, this.net);
     const enqueueAllSubnets = () => {
       for (const k of this.subnets.keys()) this.subnetQ.add(k);
     };
@@ -427,13 +427,13 @@ export class OvnController {
         if (ids[KIND_KEY] === "pod-port" && ids[POD_KEY]) this.annotationQ.add(ids[POD_KEY]);
       }
       // A pod whose node's address set lacks it (the set came later, or went with a re-registered Node).
-      for (const node of this.nodeNets?.nodesMissingPods(events) ?? []) this.nodeQ.add(node);
+      for (const node of this.mgmtPorts?.nodesMissingPods(events) ?? []) this.nodeQ.add(node);
     });
     // The pod allocators follow NB from construction on (see observed()); a new leadership term gets new ones.
-    this.term.signal.addEventListener("abort", () => this.podNets.close(), { once: true });
+    this.term.signal.addEventListener("abort", () => this.podPorts.close(), { once: true });
     // After a full reload of the NB cache, the join allocator is rebuilt from the cache like the pod ones.
     const onNbReady = (info: { fullSnapshot: boolean }) => {
-      if (info.fullSnapshot) this.nodeNets?.rebuild();
+      if (info.fullSnapshot) this.mgmtPorts?.rebuild();
     };
     nb.on("ready", onNbReady);
     this.term.signal.addEventListener("abort", () => nb.off("ready", onNbReady), { once: true });
@@ -640,7 +640,7 @@ export class OvnController {
     if (!s.empty) await txn.commit();
     if (!subnet) {
       this.loadedSpecs.delete(name);
-      this.podNets.unloadSubnet(name);
+      this.podPorts.unloadSubnet(name);
       this.o.metrics?.deleteSubnet(name);
       if (found) await this.setFinalizer(found, false);
       // Pods that waited on this Subnet now go wherever their namespace leads (another Subnet, or none).
@@ -653,7 +653,7 @@ export class OvnController {
       const specKey = JSON.stringify(subnet.spec);
       if (this.loadedSpecs.get(name) !== specKey) {
         await nb.echo(); // the switch we just wrote is in the cache before the allocator is rebuilt from it
-        const problems = this.podNets.loadSubnet(name, v.definition);
+        const problems = this.podPorts.loadSubnet(name, v.definition);
         for (const p of problems)
           this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the subnet's switch");
         this.loadedSpecs.set(name, specKey);
@@ -729,7 +729,7 @@ export class OvnController {
   ): Promise<void> {
     if (!v) return;
     const name = subnet.metadata.name;
-    const alloc = this.podNets.allocatorOf(name);
+    const alloc = this.podPorts.allocatorOf(name);
     const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
     const capacity = alloc?.capacity();
     const body = statusFor(
@@ -768,7 +768,7 @@ export class OvnController {
   }
 
   async reconcileNode(name: string): Promise<undefined> {
-    const nn = this.nodeNets as NodeNetworks;
+    const nn = this.mgmtPorts as ManagementPorts;
     const node = this.nodes.get(name);
     if (!node) {
       await nn.remove(name);
@@ -790,7 +790,7 @@ export class OvnController {
    * while the StatefulSet exists and still wants that ordinal.
    */
   private statefulSetKeeps(ns: string, name: string): boolean {
-    const port = this.podNets.portOf(ns, name);
+    const port = this.podPorts.portOf(ns, name);
     const stsName = port?.external_ids[STATEFULSET_KEY];
     if (!stsName) return false;
     const sts = this.statefulSets.get(`${ns}/${stsName}`);
@@ -910,17 +910,17 @@ export class OvnController {
     const pod = this.pods.get(key);
     if (!pod) {
       if (this.statefulSetKeeps(ns, name)) return undefined;
-      this.usageChanged(await this.podNets.remove(ns, name));
+      this.usageChanged(await this.podPorts.remove(ns, name));
       return undefined;
     }
     if (pod.spec.hostNetwork) return undefined;
     if (pod.status.phase === "Succeeded" || pod.status.phase === "Failed") {
       // Finished pods (Jobs) give their address back at once; nothing blocks their deletion.
-      this.usageChanged(await this.podNets.remove(ns, name, pod.metadata.uid));
+      this.usageChanged(await this.podPorts.remove(ns, name, pod.metadata.uid));
       return undefined;
     }
     // A pod with a port stays on the port's subnet while the port exists: it waits for that subnet, never moves.
-    const held = this.podNets.subnetOfPort(ns, name);
+    const held = this.podPorts.subnetOfPort(ns, name);
     const choice = held !== undefined ? { subnet: held } : this.subnetFor(pod);
     if (choice.refused) {
       const wanted = pod.metadata.annotations?.[ANNOTATION_SUBNET] ?? "";
@@ -930,7 +930,7 @@ export class OvnController {
     if (!subnet) return this.waitForSubnet(key, "");
     const sub = this.subnets.get(subnet);
     // A Subnet being deleted serves the pods it has, and no new one.
-    if (sub?.metadata.deletionTimestamp && !this.podNets.portOf(ns, name))
+    if (sub?.metadata.deletionTimestamp && !this.podPorts.portOf(ns, name))
       return this.waitForSubnet(key, subnet);
     if (sub?.spec.externalLogicalSwitch) {
       // Pods on ZStack's switches need External mode, which this controller does not implement yet.
@@ -942,7 +942,7 @@ export class OvnController {
       return { requeueAfterMs: 60_000 };
     }
     if (!this.loadedSpecs.has(subnet)) return this.waitForSubnet(key, subnet);
-    const res = await this.podNets.ensure(
+    const res = await this.podPorts.ensure(
       {
         namespace: ns,
         name,
@@ -985,11 +985,11 @@ export class OvnController {
     // No port yet, or the port of an earlier pod with this name: the pod stage has work to do first, and
     // its port landing in the cache brings this key back.
     const have = pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION];
-    let want: string | null | undefined = this.podNets.annotationFor(ns, name, pod.metadata.uid);
+    let want: string | null | undefined = this.podPorts.annotationFor(ns, name, pod.metadata.uid);
     if (want === undefined) {
       // An annotation with no port of this pod behind it was not written by us (or is left from an earlier
       // pod with this name): nothing may act on it, so it goes. With a port whose subnet is still loading, wait.
-      const port = this.podNets.portOf(ns, name);
+      const port = this.podPorts.portOf(ns, name);
       if (have === undefined || (port && port.external_ids[POD_UID_KEY] === pod.metadata.uid))
         return undefined;
       want = null;
