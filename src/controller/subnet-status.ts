@@ -9,7 +9,7 @@ import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { formatProblem } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
-import { VXLAN_PORTS_PER_SWITCH } from "./pod-network.ts";
+import { VXLAN_PORTS_PER_SWITCH } from "./pod-port-allocator.ts";
 
 export type Phase = "Pending" | "Active" | "Failed";
 

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
-import { VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-network.ts";
+import { VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-port-allocator.ts";
 import { VXLAN_MAX_DATAPATHS } from "../../../src/controller/subnet-status.ts";
 import { INSIDE_ADDRESS_SET_V4, subnetSwitchName } from "../../../src/ovn/topology.ts";
 import {

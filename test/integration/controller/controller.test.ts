@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
-import { MGMT_PORT_ANNOTATION } from "../../../src/controller/node-network.ts";
+import { MGMT_PORT_ANNOTATION } from "../../../src/controller/management-ports.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { startInProcess, until, useCluster } from "./harness.ts";

@@ -14,8 +14,8 @@ const NET = {
   joinGateway: "100.64.0.1",
 };
 
-// The one-transaction-per-pod count is proven on the real path (PodNetworks.ensure) in
-// test/integration/controller/pod-network.test.ts; this checks the row podPortRow describes.
+// The one-transaction-per-pod count is proven on the real path (PodPortAllocator.ensure) in
+// test/integration/controller/pod-port-allocator.test.ts; this checks the row podPortRow describes.
 test("a pod's port row: addresses, owner ids, requested-chassis and switch membership, accepted by a real NB", async (t) => {
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
   const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });

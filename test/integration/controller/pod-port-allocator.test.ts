@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { PodNetworks } from "../../../src/controller/pod-network.ts";
+import { PodPortAllocator } from "../../../src/controller/pod-port-allocator.ts";
 import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
@@ -54,7 +54,7 @@ async function setup(t: { after(fn: () => unknown): void }, srv: OvsdbServer) {
   );
   if (!s.empty) await txn.commit();
   await c.echo();
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   const problems = pn.loadSubnet("default", subnetDef());
   return { c, pn, problems };
 }
@@ -87,7 +87,7 @@ test("pods get unique addresses, one NB transaction each, and a restart rebuilds
   const c2 = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
   t.after(() => c2.close());
   await c2.connect();
-  const pn2 = new PodNetworks(c2);
+  const pn2 = new PodPortAllocator(c2);
   assert.deepEqual(pn2.loadSubnet("default", subnetDef()), []);
   const mid = await writeRecords(srv, NB);
   for (let i = 0; i < 40; i++) {
@@ -114,7 +114,7 @@ test("a foreign port's address is never handed out, a stale delete is ignored, a
     txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [vm]]]);
   });
   await c.echo();
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", subnetDef());
   const a = await pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
   assert.ok(a.ok);

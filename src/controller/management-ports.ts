@@ -34,7 +34,7 @@ export interface MgmtPort {
   readonly gateway: string;
 }
 
-export class NodeNetworks {
+export class ManagementPorts {
   private allocator: SubnetAllocator;
   private readonly def: SubnetDefinition;
 

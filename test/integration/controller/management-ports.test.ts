@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { NodeNetworks } from "../../../src/controller/node-network.ts";
-import { PodNetworks } from "../../../src/controller/pod-network.ts";
+import { ManagementPorts } from "../../../src/controller/management-ports.ts";
+import { PodPortAllocator } from "../../../src/controller/pod-port-allocator.ts";
 import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { CLUSTER_ROUTER, coreRows, desiredTopology, nodePodsAddressSet } from "../../../src/ovn/topology.ts";
@@ -26,7 +26,7 @@ test("each node gets its own management address, port, address set and egress po
   plan(c.cache as never, c.schema, txn as never, coreRows(NET));
   await txn.commit();
   await c.echo();
-  const nn = new NodeNetworks(c, NET);
+  const nn = new ManagementPorts(c, NET);
   const m1 = await nn.ensure("node1");
   const m2 = await nn.ensure("node2");
   assert.equal(m1.ip, "100.64.0.2/16");
@@ -39,7 +39,7 @@ test("each node gets its own management address, port, address set and egress po
   const c2 = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
   t.after(() => c2.close());
   await c2.connect();
-  const nn2 = new NodeNetworks(c2, NET);
+  const nn2 = new ManagementPorts(c2, NET);
   const before = await writeRecords(srv, "OVN_Northbound");
   assert.deepEqual(await nn2.ensure("node2"), m2, "same address after a restart");
   assert.deepEqual(await nn2.ensure("node1"), m1);
@@ -73,9 +73,9 @@ test("a node's address set holds its pods' addresses whenever it is written: pod
   await c.echo();
   const spec = parseSubnetSpec({ cidr: "10.244.0.0/24", gateway: "10.244.0.1" });
   if (!spec.ok) throw new Error(JSON.stringify(spec));
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", spec.subnet);
-  const nn = new NodeNetworks(c, NET);
+  const nn = new ManagementPorts(c, NET);
   const setOf = async (node: string) => {
     await c.echo();
     const set = c.cache.table("Address_Set").findOne((r) => r.name === nodePodsAddressSet(node, 4));

@@ -101,7 +101,7 @@ const LSP_MAC_INDEX = "zstack.io/mac";
 const LSP_ROUTER_PORT_INDEX = "zstack.io/router-port";
 const LRP_MAC_INDEX = "zstack.io/mac";
 
-export class PodNetworks {
+export class PodPortAllocator {
   private readonly subnets = new Map<string, SubnetState>();
   /**
    * Owners with an ensure under way. Their cache events only ever add holdings: what the write did is settled

@@ -1,4 +1,4 @@
-// PodNetworks against a real NB when writes go wrong: replies lost after the commit (a fault proxy resets the
+// PodPortAllocator against a real NB when writes go wrong: replies lost after the commit (a fault proxy resets the
 // connection between the server's reply and the client), ports changed behind the controller's back, a full
 // resync, two writers racing for one pod, duplicate rows, requested MACs that someone already uses, and a
 // switch filled by concurrent workers. The allocator must always hold what NB holds: no address on two pods,
@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { test } from "node:test";
-import { PodNetworks, VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-network.ts";
+import { PodPortAllocator, VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-port-allocator.ts";
 import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
 import { POD_KEY } from "../../../src/ovn/ownership.ts";
@@ -77,7 +77,7 @@ async function nbPodPorts(nb: Nb): Promise<Map<string, { owner: string; ips: str
 }
 
 /** Every address the allocator gives to a pod is on that pod's port in NB, and the other way round. */
-async function assertAllocatorFollowsNb(pn: PodNetworks, admin: Nb, subnet = "default") {
+async function assertAllocatorFollowsNb(pn: PodPortAllocator, admin: Nb, subnet = "default") {
   const inNb = [...(await nbPodPorts(admin)).values()]
     .flatMap((p) => p.ips.map((ip) => `${ip} ${p.owner}`))
     .sort();
@@ -100,7 +100,7 @@ const deletesPort = (ops: readonly Record<string, unknown>[]) =>
 
 test("a port insert that commits but loses its reply: the retry keeps that address for the pod and no other pod gets it", async (t) => {
   const { admin, proxy, c } = await rig(t);
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const lost = proxy.loseNextReply(insertsPort);
   const reconnected = once(c, "ready", { signal: AbortSignal.timeout(60_000) });
@@ -123,7 +123,7 @@ test("a port insert that commits but loses its reply: the retry keeps that addre
 
 test("a port delete that commits but loses its reply: the retry frees the address instead of holding it forever", async (t) => {
   const { admin, proxy, c } = await rig(t);
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const a = await pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
   assert.ok(a.ok);
@@ -146,7 +146,7 @@ test("a port delete that commits but loses its reply: the retry frees the addres
 
 test("pod ports deleted or added behind the controller's back, live or while it was disconnected, free or hold their addresses", async (t) => {
   const { admin, proxy, c } = await rig(t);
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const ips: Record<string, string> = {};
   for (const name of ["a", "b"]) {
@@ -209,13 +209,13 @@ test("a pod whose port is on a subnet that is not serving waits for it: the port
   );
   await txn.commit();
   await c.echo();
-  const before = new PodNetworks(c);
+  const before = new PodPortAllocator(c);
   before.loadSubnet("default", DEFAULT());
   const a = await before.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
   assert.ok(a.ok);
 
   // A restart where subnet default cannot be loaded (Failed), and the pod's namespace now maps to b.
-  const after = new PodNetworks(c);
+  const after = new PodPortAllocator(c);
   after.loadSubnet("b", def("10.250.0.0/24", "10.250.0.1"));
   const r = await after.ensure({ namespace: "ns", name: "a", uid: "ua" }, "b");
   assert.equal(r.ok, false);
@@ -246,7 +246,7 @@ test("a requested MAC that the router port, a pod, a foreign port or a managemen
     txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [vm]]]);
   });
   await c.echo();
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const other = await pn.ensure({ namespace: "ns", name: "other", uid: "uo" }, "default");
   assert.ok(other.ok);
@@ -304,7 +304,7 @@ test("two writers racing to create one pod's port leave one row: the guarded ins
     }),
   );
   const pns = clients.map((x) => {
-    const pn = new PodNetworks(x);
+    const pn = new PodPortAllocator(x);
     pn.loadSubnet("default", DEFAULT());
     return pn;
   });
@@ -352,7 +352,7 @@ test("two owned rows for one pod (a write applied twice) are repaired to one, an
   await c.echo();
   const isD = (r: { external_ids: Readonly<Record<string, string>> }) => r.external_ids[POD_KEY] === "ns/d";
   assert.equal(c.cache.table("Logical_Switch_Port").find(isD).length, 2);
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const r = await pn.ensure({ namespace: "ns", name: "d", uid: "ud" }, "default");
   assert.ok(r.ok, JSON.stringify(r));
@@ -380,7 +380,7 @@ test("workers filling a VXLAN switch concurrently never take it past 2,048 ports
     txn.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["ports", "insert", refs]]);
   });
   await c.echo();
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   const rs = await Promise.all(
     Array.from({ length: 8 }, (_, i) =>
@@ -397,7 +397,7 @@ test("workers filling a VXLAN switch concurrently never take it past 2,048 ports
 
 test("a pod whose address-derived MAC another pod requested gets a random local MAC instead: no MAC twice on the switch", async (t) => {
   const { admin, c } = await rig(t);
-  const pn = new PodNetworks(c);
+  const pn = new PodPortAllocator(c);
   pn.loadSubnet("default", DEFAULT());
   // r takes 10.244.0.2 and asks for the MAC that 10.244.0.3 derives to.
   const r = await pn.ensure(

@@ -1,0 +1,112 @@
+// The informers the controller's reconcilers share, and the slim copies of the objects they keep: only the
+// fields a reconciler reads, since pods are the bulk of the informer memory.
+
+import { SUBNET_PATH, type Subnet } from "../api/subnet.ts";
+import type { ApiClient } from "../k8s/api-client.ts";
+import { Informer } from "../k8s/informer.ts";
+import type { KubeObject } from "../k8s/object-key.ts";
+import type { Logger } from "../observability/log.ts";
+
+export interface PodLite extends KubeObject {
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+    /** Name of the owning StatefulSet. */
+    statefulSet?: string;
+  };
+  spec: { nodeName?: string; hostNetwork?: boolean };
+  status: { phase?: string };
+}
+
+export interface StatefulSetLite extends KubeObject {
+  metadata: { name: string; namespace: string; deletionTimestamp?: string };
+  spec: { replicas?: number; ordinals?: { start?: number } };
+}
+
+export interface NodeLite extends KubeObject {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status: { addresses?: { type: string; address: string }[] };
+}
+
+export interface ClusterInformers {
+  readonly subnets: Informer<Subnet>;
+  readonly nodes: Informer<NodeLite>;
+  readonly pods: Informer<PodLite>;
+  readonly statefulSets: Informer<StatefulSetLite>;
+}
+
+/** Keeps only what the reconcilers read: pods are the bulk of the informer memory. */
+function slimPod(o: KubeObject): PodLite {
+  const p = o as unknown as {
+    metadata: PodLite["metadata"] & Record<string, unknown>;
+    spec?: PodLite["spec"];
+    status?: PodLite["status"];
+  };
+  const m = p.metadata;
+  const sts = (m.ownerReferences as { kind: string; name: string; controller?: boolean }[] | undefined)?.find(
+    (o) => o.kind === "StatefulSet" && o.controller !== false,
+  );
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      ...(sts ? { statefulSet: sts.name } : {}),
+      ...(m.annotations ? { annotations: m.annotations } : {}),
+      ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
+    },
+    spec: { nodeName: p.spec?.nodeName, hostNetwork: p.spec?.hostNetwork },
+    status: { phase: p.status?.phase },
+  };
+}
+
+function slimStatefulSet(x: KubeObject): StatefulSetLite {
+  const s = x as StatefulSetLite;
+  return {
+    metadata: {
+      name: s.metadata.name,
+      namespace: s.metadata.namespace,
+      ...(s.metadata.deletionTimestamp ? { deletionTimestamp: s.metadata.deletionTimestamp } : {}),
+    },
+    spec: {
+      replicas: s.spec?.replicas,
+      ...(s.spec?.ordinals?.start !== undefined ? { ordinals: { start: s.spec.ordinals.start } } : {}),
+    },
+  };
+}
+
+/** New (not yet started) informers on `api`: one set per term, read through the term's fenced client. */
+export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers {
+  return {
+    subnets: new Informer<Subnet>({
+      client: api,
+      path: SUBNET_PATH,
+      logger: log.child({ informer: "subnets" }),
+    }),
+    nodes: new Informer<NodeLite>({
+      client: api,
+      path: "/api/v1/nodes",
+      logger: log.child({ informer: "nodes" }),
+    }),
+    pods: new Informer<PodLite>({
+      client: api,
+      path: "/api/v1/pods",
+      transform: slimPod,
+      logger: log.child({ informer: "pods" }),
+    }),
+    statefulSets: new Informer<StatefulSetLite>({
+      client: api,
+      path: "/apis/apps/v1/statefulsets",
+      transform: slimStatefulSet,
+      logger: log.child({ informer: "statefulsets" }),
+    }),
+  };
+}
+
+/** The informer key of a pod. */
+export function podKey(p: PodLite): string {
+  return `${p.metadata.namespace}/${p.metadata.name}`;
+}

@@ -1,0 +1,343 @@
+// Subnets: judges every Subnet against the cluster (overlaps, external switches, datapaths), writes its switch
+// and router port and the cluster's inside address set, loads its address allocator, keeps its finalizer
+// while ports use it, and reports all of that in its status.
+
+import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import { isNotFound } from "../k8s/api-client.ts";
+import type { Informer } from "../k8s/informer.ts";
+import type { ReconcileResult } from "../k8s/workqueue.ts";
+import { findOwned, plan } from "../ovn/nb-diff.ts";
+import { CONTROLLER, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
+import { insideSetRow, subnetRows, subnetScope, subnetSwitchName } from "../ovn/topology.ts";
+import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
+import type { Disposer, Reconciler } from "./framework.ts";
+import type { NodeLite, PodLite } from "./informers.ts";
+import type { Observation, PodPortAllocator } from "./pod-port-allocator.ts";
+import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
+
+/** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
+export const SUBNET_FINALIZER = "network.zstack.io/subnet-protection";
+
+export class SubnetReconciler implements Reconciler {
+  readonly name = SUBNETS;
+  readonly workers = 2;
+  private readonly o: ControllerOptions;
+  private readonly subnets: Informer<Subnet>;
+  private readonly nodes: Informer<NodeLite>;
+  private readonly pods: Informer<PodLite>;
+  private readonly podPorts: PodPortAllocator;
+
+  constructor(private readonly ctx: ControllerContext) {
+    this.o = ctx.o;
+    this.subnets = ctx.informers.subnets;
+    this.nodes = ctx.informers.nodes;
+    this.pods = ctx.informers.pods;
+    this.podPorts = ctx.podPorts;
+  }
+
+  watch(): Disposer[] {
+    const { ctx } = this;
+    const nb = this.o.nb;
+    const enqueueAllSubnets = () => ctx.requeueAllSubnets();
+    return [
+      this.subnets.addHandlers(
+        {
+          onAdd: enqueueAllSubnets,
+          // A spec change can change every Subnet's verdict (overlaps, datapaths); a status change, such as
+          // our own status write, concerns only that Subnet.
+          onUpdate: (o, n) => {
+            if (JSON.stringify(o.spec) !== JSON.stringify(n.spec)) enqueueAllSubnets();
+            else ctx.requeueSubnet(n.metadata.name);
+          },
+          onDelete: (s) => {
+            ctx.requeueSubnet(s.metadata.name);
+            enqueueAllSubnets();
+          },
+        },
+        { replay: true },
+      ),
+      this.nodes.addHandlers(
+        {
+          onAdd: enqueueAllSubnets,
+          // Node addresses take part in the subnets' overlap checks.
+          onUpdate: (o, n) => {
+            if (JSON.stringify(o.status.addresses) !== JSON.stringify(n.status.addresses))
+              enqueueAllSubnets();
+          },
+          onDelete: enqueueAllSubnets,
+        },
+        { replay: true },
+      ),
+      // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
+      // Subnets that name it.
+      nb.cache.subscribe("Logical_Switch", (events) => {
+        const names = new Set<string>();
+        for (const e of events) {
+          if (e.kind !== "update") {
+            names.add((e.kind === "add" ? e.row : e.old).name as string);
+            continue;
+          }
+          // Ports added to or removed from a subnet's switch (by us or by others) change its status; a port
+          // gone may let a pod waiting for room on the switch in.
+          const ids = e.row.external_ids as Readonly<Record<string, string>>;
+          const sn = ids[SUBNET_KEY];
+          const delta = (e.row.ports as readonly string[]).length - (e.old.ports as readonly string[]).length;
+          if (sn && ids[KIND_KEY] === "subnet-switch" && delta !== 0) {
+            if (delta < 0) ctx.usageChanged(sn);
+            else ctx.requeueSubnet(sn, 1000);
+          }
+        }
+        if (names.size === 0) return;
+        for (const s of this.subnets.list()) {
+          const ext = s.spec.externalLogicalSwitch;
+          if (ext && names.has(ext)) ctx.requeueSubnet(s.metadata.name);
+        }
+        this.datapathsChanged();
+      }),
+      nb.cache.subscribe("Logical_Router", (events) => {
+        if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
+      }),
+    ];
+  }
+
+  /** Subnets deleted while we were not running still have rows in NB: reconcile them too. */
+  *startupKeys(): Iterable<string> {
+    for (const ls of this.o.nb.cache.table("Logical_Switch").values()) {
+      const sn = ls.external_ids[SUBNET_KEY];
+      if (ls.external_ids[KIND_KEY] === "subnet-switch" && sn && !this.subnets.get(sn)) yield sn;
+    }
+  }
+
+  resyncKeys(): Iterable<string> {
+    return this.subnets.keys();
+  }
+
+  private facts(): ClusterFacts {
+    const nodeIPs = new Map<string, string[]>();
+    for (const n of this.nodes.list())
+      nodeIPs.set(
+        n.metadata.name,
+        (n.status.addresses ?? []).map((a) => a.address),
+      );
+    const ls = this.o.nb.cache.table("Logical_Switch");
+    return {
+      serviceCIDRs: this.o.serviceCIDRs,
+      joinCIDR: this.o.joinCIDR,
+      nodeIPs,
+      switchExists: (name) => ls.findOne((r) => r.name === name) !== undefined,
+      tunnel: this.o.tunnel,
+      datapaths: ls.size + this.o.nb.cache.table("Logical_Router").size,
+      subnetSwitchExists: (subnet) =>
+        findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${subnet}`) !== undefined,
+    };
+  }
+
+  /** Judges every Subnet against the cluster (overlaps, external switches, datapaths). */
+  judge(): void {
+    this.ctx.verdicts = judgeSubnets(
+      this.subnets.list().map((s) => ({
+        name: s.metadata.name,
+        creationTimestamp: String((s.metadata as { creationTimestamp?: string }).creationTimestamp ?? ""),
+        spec: s.spec as unknown as Record<string, unknown>,
+      })),
+      this.facts(),
+    );
+  }
+
+  /**
+   * The CIDRs of the Subnets accepted now whose switches are ours, on the cluster router; a Subnet being
+   * deleted counts until its last port is gone.
+   */
+  acceptedCidrs(): string[] {
+    const cidrs: string[] = [];
+    for (const s of this.subnets.list()) {
+      const name = s.metadata.name;
+      if (s.metadata.deletionTimestamp && this.subnetHolders(name).length === 0) continue;
+      if (this.ctx.verdicts.get(name)?.definition && !s.spec.externalLogicalSwitch)
+        cidrs.push(...s.spec.cidr.split(",").map((c) => c.trim()));
+    }
+    return cidrs;
+  }
+
+  private insideSet() {
+    return insideSetRow(this.ctx.net, this.acceptedCidrs());
+  }
+
+  async reconcile(name: string): Promise<ReconcileResult> {
+    const { nb } = this.o;
+    const found = this.subnets.get(name);
+    // A Subnet being deleted keeps its switch while ports use it (its finalizer holds the object); once they
+    // are gone, it is treated as absent: its rows go, then the finalizer.
+    const holders = found?.metadata.deletionTimestamp ? this.subnetHolders(name) : [];
+    const subnet = found?.metadata.deletionTimestamp && holders.length === 0 ? undefined : found;
+    this.judge();
+    const v = subnet ? this.ctx.verdicts.get(name) : undefined;
+    const scope = subnetScope(name);
+    const externalSwitch = subnet?.spec.externalLogicalSwitch;
+    const desired =
+      subnet && v?.definition && !externalSwitch
+        ? subnetRows({
+            name,
+            cidrs: subnet.spec.cidr.split(",").map((c) => c.trim()),
+            gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
+          })
+        : [];
+    // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone. The inside
+    // set follows the accepted Subnets, in the same transaction as the switch it concerns.
+    const txn = nb.transaction();
+    const s =
+      subnet === undefined || v?.definition
+        ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
+        : plan(nb.cache as never, nb.schema, txn as never, [this.insideSet()]);
+    if (!s.empty) await txn.commit();
+    if (!subnet) {
+      this.ctx.loadedSpecs.delete(name);
+      this.podPorts.unloadSubnet(name);
+      this.o.metrics?.deleteSubnet(name);
+      if (found) await this.setFinalizer(found, false);
+      // Pods that waited on this Subnet now go wherever their namespace leads (another Subnet, or none).
+      this.ctx.wakeWaitingForSubnet(name);
+      return undefined;
+    }
+    if (!subnet.metadata.deletionTimestamp) await this.setFinalizer(subnet, true);
+    if (v?.definition && !externalSwitch) {
+      const specKey = JSON.stringify(subnet.spec);
+      if (this.ctx.loadedSpecs.get(name) !== specKey) {
+        await nb.echo(); // the switch we just wrote is in the cache before the allocator is rebuilt from it
+        const problems = this.podPorts.loadSubnet(name, v.definition);
+        for (const p of problems)
+          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the subnet's switch");
+        this.ctx.loadedSpecs.set(name, specKey);
+        for (const p of this.pods.list())
+          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
+        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
+      }
+    }
+    const ref = {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      name,
+      uid: String(subnet.metadata.uid ?? ""),
+    };
+    if (subnet.metadata.deletionTimestamp) {
+      this.o.events?.warning(
+        ref,
+        "SubnetInUse",
+        `deletion waits for ${holders.length} port${holders.length === 1 ? "" : "s"} on the subnet: ${holders.slice(0, 10).join(", ")}${holders.length > 10 ? ", ..." : ""}`,
+      );
+    } else if (v && !v.ready) {
+      this.o.events?.warning(ref, v.reason, v.message);
+    }
+    await this.writeSubnetStatus(subnet, v, holders);
+    return undefined;
+  }
+
+  /**
+   * What keeps a Subnet being deleted: the ports on its switch other than its own router port, pods by
+   * namespace/name (a StatefulSet's kept port included), anyone else's by port name. Sorted.
+   */
+  private subnetHolders(name: string): string[] {
+    const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    if (!ls) return [];
+    const ports = this.o.nb.cache.table("Logical_Switch_Port");
+    const holders: string[] = [];
+    for (const uuid of ls.ports as readonly string[]) {
+      const p = ports.get(uuid);
+      if (!p) continue;
+      const ids = p.external_ids as Readonly<Record<string, string>>;
+      if (ids[KIND_KEY] === "pod-port") holders.push(`pod ${ids[POD_KEY] ?? p.name}`);
+      else if (ids[OWNER_KEY] !== CONTROLLER) holders.push(`port ${p.name}`);
+    }
+    return holders.sort();
+  }
+
+  /**
+   * Adds or removes the Subnet's finalizer. The patch carries the resourceVersion it read, so a concurrent
+   * edit of the finalizers (someone else's) makes it fail with a conflict and retry, never overwrite.
+   */
+  private async setFinalizer(subnet: Subnet, present: boolean): Promise<void> {
+    const list = subnet.metadata.finalizers ?? [];
+    if (list.includes(SUBNET_FINALIZER) === present) return;
+    const finalizers = present ? [...list, SUBNET_FINALIZER] : list.filter((f) => f !== SUBNET_FINALIZER);
+    try {
+      await this.o.api.request(`${SUBNET_PATH}/${subnet.metadata.name}`, {
+        method: "PATCH",
+        body: { metadata: { finalizers, resourceVersion: subnet.metadata.resourceVersion } },
+      });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+
+  private async writeSubnetStatus(
+    subnet: Subnet,
+    v: Verdict | undefined,
+    holders: readonly string[],
+  ): Promise<void> {
+    if (!v) return;
+    const name = subnet.metadata.name;
+    const alloc = this.podPorts.allocatorOf(name);
+    const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    const capacity = alloc?.capacity();
+    const body = statusFor(
+      v,
+      {
+        ...(capacity ? { capacity } : {}),
+        ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
+        logicalSwitch: subnet.spec.externalLogicalSwitch || subnetSwitchName(name),
+        ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
+      },
+      { tunnel: this.o.tunnel },
+      subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
+    );
+    const generation = subnet.metadata.generation;
+    if (generation !== undefined) {
+      body.observedGeneration = generation;
+      for (const c of body.conditions) c.observedGeneration = generation;
+    }
+    if (capacity) this.o.metrics?.setSubnetUsage(name, { used: body.usedIPs, available: body.availableIPs });
+    const cur = subnet.status ?? {};
+    const same =
+      cur.phase === body.phase &&
+      cur.observedGeneration === body.observedGeneration &&
+      cur.availableIPs === body.availableIPs &&
+      cur.usedIPs === body.usedIPs &&
+      cur.portCapacity === body.portCapacity &&
+      cur.logicalSwitch === body.logicalSwitch &&
+      (cur.message ?? "") === body.message &&
+      cur.conditions?.[0]?.status === body.conditions[0]?.status &&
+      cur.conditions?.[0]?.reason === body.conditions[0]?.reason;
+    if (same) return;
+    await this.o.api.request(`${SUBNET_PATH}/${name}/status`, {
+      method: "PATCH",
+      body: { status: body as unknown as SubnetStatus },
+    });
+  }
+
+  /** A switch or router came or went: Subnets refused for want of a VXLAN datapath are judged again. */
+  private datapathsChanged(): void {
+    for (const [name, v] of this.ctx.verdicts)
+      if (v.reason === "DatapathCapacityExceeded") this.ctx.requeueSubnet(name);
+  }
+
+  /** What the pod allocators learnt from NB: usage changed, or an address is now held twice. */
+  observed({ changed, problems }: Observation): void {
+    for (const p of problems) {
+      this.o.log.warn({ subnet: p.subnet, problem: p.message }, "an address is held by two ports");
+      const sub = this.subnets.get(p.subnet);
+      this.o.events?.warning(
+        {
+          apiVersion: "network.zstack.io/v1",
+          kind: "Subnet",
+          name: p.subnet,
+          uid: String(sub?.metadata.uid ?? ""),
+        },
+        "AddressConflict",
+        `${p.message}; remove the other port or give it another address`,
+      );
+    }
+    for (const sn of changed) this.ctx.usageChanged(sn);
+  }
+}
