@@ -432,6 +432,11 @@ export class PodPortAllocator {
     try {
       // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
       if (!existing) txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [ID_KEY]: id }]]);
+      // The switch must still be there when this lands: a port added to a switch deleted meanwhile (its Subnet
+      // removed) would be dropped by OVSDB with no error, leaving the pod an address without a port. A failed
+      // wait is a refusal, so the reservation is released and the pod tried again.
+      txn.wait("Logical_Switch", [["_uuid", "==", ls._uuid]], ["name"], "==", [{ name: ls.name as string }]);
+      const guards = txn.size;
       plan(cache, this.nb.schema, txn as never, [
         podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
       ]);
@@ -444,8 +449,8 @@ export class PodPortAllocator {
         if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
         if (pod.node) this.addressSetMutation(txn, pod.node, "insert", v4);
       }
-      // The plan and the address-set mutations both land in txn: anything in it is a write.
-      if (txn.size === 0)
+      // The plan and the address-set mutations both land in txn: anything beyond the guards is a write.
+      if (txn.size === guards)
         return { ok: true, annotation: podNetworksAnnotation(addressing), ips, wrote: false };
       sent = true;
       const result = await txn.commit();

@@ -18,6 +18,11 @@ export interface OvsdbFaultProxy {
     match?: (ops: readonly Record<string, unknown>[]) => boolean,
     opts?: { timeoutMs?: number },
   ): Promise<unknown>;
+  /**
+   * Holds back everything the server sends to the clients (their view of NB lags) until the returned function is
+   * called, which delivers it in order.
+   */
+  holdFromServer(): () => void;
   /** Resets every open connection. */
   cut(): void;
   /** New connections are closed at once until accept() is called. */
@@ -38,6 +43,7 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
   const pairs = new Set<{ client: net.Socket; server: net.Socket }>();
   const rules: Rule[] = [];
   let refusing = false;
+  let held: { client: net.Socket; text: string }[] | undefined;
 
   const listener = net.createServer((client) => {
     if (refusing) {
@@ -71,7 +77,8 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
     server.on("data", (chunk: Buffer) => {
       for (const msg of toClient.push(chunk) as Record<string, unknown>[]) {
         if (doomed === undefined) {
-          client.write(JSON.stringify(msg));
+          if (held) held.push({ client, text: JSON.stringify(msg) });
+          else client.write(JSON.stringify(msg));
           continue;
         }
         // Everything after the doomed request is held back, the update of its own commit included.
@@ -116,6 +123,14 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
         timer.unref();
         rules.push(rule);
       }),
+    holdFromServer: () => {
+      held ??= [];
+      return () => {
+        const out = held ?? [];
+        held = undefined;
+        for (const m of out) if (!m.client.destroyed) m.client.write(m.text);
+      };
+    },
     cut,
     refuse: () => {
       refusing = true;

@@ -427,3 +427,33 @@ test("a pod whose address-derived MAC another pod requested gets a random local 
   assert.notEqual(sMac, "0a:58:0a:f4:00:03");
   assert.match(sMac ?? "", /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
 });
+
+test("a port insert racing the deletion of its switch lands nothing and leaves no address held", async (t) => {
+  const { admin, proxy, c } = await rig(t);
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+  await c.echo();
+  // The controller's view lags: the switch goes in NB while the controller's cache still shows it.
+  const release = proxy.holdFromServer();
+  const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  assert.ok(ls, "the subnet's switch exists");
+  await admin
+    .transaction()
+    .delete("Logical_Switch", [["_uuid", "==", ls._uuid]])
+    .commit();
+  const outcome = pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default").then(
+    (r) => r,
+    (e: unknown) => e as Error,
+  );
+  // Let the insert go out on the stale view before the server's news comes in.
+  await new Promise((r) => setTimeout(r, 300));
+  release();
+  const r = await outcome;
+  assert.ok(
+    r instanceof Error || !r.ok,
+    `the insert must not report a port on a switch that is gone: ${JSON.stringify(r)}`,
+  );
+  assert.equal((await nbPodPorts(admin)).get("ns_a"), undefined, "no port landed");
+  const held = (pn.allocatorOf("default")?.entries() ?? []).filter((e) => e.holder.owner === "ns/a");
+  assert.deepEqual(held, [], "the address is not kept for a port that does not exist");
+});
