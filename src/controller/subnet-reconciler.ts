@@ -186,6 +186,14 @@ export class SubnetReconciler implements Reconciler {
     // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone. The inside
     // set follows the accepted Subnets, in the same transaction as the switch it concerns.
     const txn = nb.transaction();
+    // Removing the switch: only if its ports are still the ones counted above. A pod port that landed since (its
+    // insert raced this deletion) makes the transaction fail, and the retry counts it as a holder. The wait goes
+    // first: it must see the switch before this transaction deletes it.
+    const ls = subnet ? undefined : findOwned(nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    if (ls)
+      txn.wait("Logical_Switch", [["_uuid", "==", ls._uuid]], ["ports"], "==", [
+        { ports: ls.ports as readonly string[] as never },
+      ]);
     const s =
       subnet === undefined || v?.definition
         ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
@@ -200,7 +208,8 @@ export class SubnetReconciler implements Reconciler {
       this.ctx.wakeWaitingForSubnet(name);
       return undefined;
     }
-    if (!subnet.metadata.deletionTimestamp) await this.setFinalizer(subnet, true);
+    // Gone before it got its finalizer: nothing more to serve; its delete event brings the key back.
+    if (!subnet.metadata.deletionTimestamp && !(await this.setFinalizer(subnet, true))) return undefined;
     if (v?.definition && !externalSwitch) {
       const specKey = JSON.stringify(subnet.spec);
       if (this.ctx.loadedSpecs.get(name) !== specKey) {
@@ -254,12 +263,12 @@ export class SubnetReconciler implements Reconciler {
   }
 
   /**
-   * Adds or removes the Subnet's finalizer. The patch carries the resourceVersion it read, so a concurrent
+   * Adds or removes the Subnet's finalizer; false when the Subnet is gone. The patch carries the resourceVersion it read, so a concurrent
    * edit of the finalizers (someone else's) makes it fail with a conflict and retry, never overwrite.
    */
-  private async setFinalizer(subnet: Subnet, present: boolean): Promise<void> {
+  private async setFinalizer(subnet: Subnet, present: boolean): Promise<boolean> {
     const list = subnet.metadata.finalizers ?? [];
-    if (list.includes(SUBNET_FINALIZER) === present) return;
+    if (list.includes(SUBNET_FINALIZER) === present) return true;
     const finalizers = present ? [...list, SUBNET_FINALIZER] : list.filter((f) => f !== SUBNET_FINALIZER);
     try {
       await this.o.api.request(`${SUBNET_PATH}/${subnet.metadata.name}`, {
@@ -268,7 +277,9 @@ export class SubnetReconciler implements Reconciler {
       });
     } catch (e) {
       if (!isNotFound(e)) throw e;
+      return false;
     }
+    return true;
   }
 
   private async writeSubnetStatus(
