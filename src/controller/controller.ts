@@ -98,6 +98,8 @@ export class OvnController {
       tunnel: o.tunnel,
       onObservation: (x) => this.subnetReconciler.observed(x),
     });
+    // They follow NB until the term ends, however it ends (a start that fails included); a new term gets new ones.
+    this.manager.term.addEventListener("abort", () => podPorts.close(), { once: true });
     const ctx = new ControllerContext(o, this.net, inf, podPorts, this.manager, term);
     this.ctx = ctx;
     this.subnetReconciler = new SubnetReconciler(ctx);
@@ -138,8 +140,6 @@ export class OvnController {
     await this.ensureCore();
     await this.ensureDefaultSubnet();
     this.ctx.mgmtPorts = new ManagementPorts(this.o.nb, this.net);
-    // The pod allocators follow NB until the term ends; a new leadership term gets new ones.
-    this.manager.term.addEventListener("abort", () => this.ctx.podPorts.close(), { once: true });
   }
 
   private async ensureCore(): Promise<void> {
