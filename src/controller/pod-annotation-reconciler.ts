@@ -83,11 +83,6 @@ export class PodAnnotationReconciler implements Reconciler {
       if (have === undefined || (port && port.external_ids[POD_UID_KEY] === pod.metadata.uid))
         return undefined;
       want = null;
-      this.o.events?.warning(
-        { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
-        "ForeignPodNetworks",
-        `removed a ${POD_NETWORKS_ANNOTATION} annotation that zstack-ovnkube-controller did not write; only the controller assigns pod networks`,
-      );
     }
     if (have === want) return undefined;
     try {
@@ -97,7 +92,15 @@ export class PodAnnotationReconciler implements Reconciler {
       });
     } catch (e) {
       if (!isNotFound(e)) throw e;
+      return undefined;
     }
+    // Reported once the removal happened: a deposed term's refused PATCH reports nothing.
+    if (want === null)
+      this.o.events?.warning(
+        { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
+        "ForeignPodNetworks",
+        `removed a ${POD_NETWORKS_ANNOTATION} annotation that zstack-ovnkube-controller did not write; only the controller assigns pod networks`,
+      );
     return undefined;
   }
 }
