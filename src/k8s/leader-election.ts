@@ -125,6 +125,7 @@ export class LeaderElector {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
+      const started = Date.now();
       if (!(await this.tryAcquireOrRenew(this.renewDeadlineMs))) {
         // Retry every retryPeriod, but no later than just after the Lease we observe runs out: a dead
         // leader's Lease is taken when it expires, not up to one retry period after.
@@ -134,7 +135,7 @@ export class LeaderElector {
         await this.pause(wait);
         continue;
       }
-      await this.lead();
+      await this.lead(started);
     }
   }
 
@@ -145,7 +146,7 @@ export class LeaderElector {
    * gives the Lease up (another replica may do better) and campaigns again only after a backoff that grows
    * with consecutive failed terms.
    */
-  private async lead(): Promise<void> {
+  private async lead(acquiredAt: number): Promise<void> {
     this.leading = true;
     this.log.info({}, "became leader");
     const leadership = new AbortController();
@@ -162,13 +163,21 @@ export class LeaderElector {
         this.wake?.();
       },
     );
-    let lastRenew = Date.now();
+    // When the renewal that made us leader was stamped; every later one is measured from its own start, the
+    // renewTime it writes, never from when its reply came back.
+    let lastRenew = acquiredAt;
     while (!this.stopped && !failure) {
-      await this.pause(this.retryPeriodMs);
+      await this.pause(
+        Math.min(this.retryPeriodMs, Math.max(0, lastRenew + this.renewDeadlineMs - Date.now())),
+      );
       if (this.stopped || failure) break;
-      const left = this.renewDeadlineMs - (Date.now() - lastRenew);
-      if (await this.tryAcquireOrRenew(Math.max(200, left))) {
-        lastRenew = Date.now();
+      const started = Date.now();
+      const left = lastRenew + this.renewDeadlineMs - started;
+      // One deadline for the whole attempt (its GET and its PUT together): leadership ends when it passes, even
+      // with a request still in flight, so a standby that takes the expired Lease never finds us still writing.
+      const outcome = left <= 0 ? "deadline" : await this.beforeDeadline(this.tryAcquireOrRenew(left), left);
+      if (outcome === true) {
+        lastRenew = started;
         continue;
       }
       const holder = this.observed?.holder ?? "";
@@ -176,7 +185,7 @@ export class LeaderElector {
         this.log.error({ leader: holder }, "the lease is held by someone else; stopping leading");
         break;
       }
-      if (Date.now() - lastRenew >= this.renewDeadlineMs) {
+      if (outcome === "deadline" || Date.now() - lastRenew >= this.renewDeadlineMs) {
         this.log.error(
           { renewDeadlineMs: this.renewDeadlineMs },
           "could not renew the lease in time; stopping leading",
@@ -202,6 +211,15 @@ export class LeaderElector {
     const backoff = Math.min(this.retryPeriodMs * 2 ** this.failedTerms, 4 * this.leaseDurationMs);
     this.log.info({ backoffMs: backoff, failedTerms: this.failedTerms }, "campaigning again after a backoff");
     await this.pause(backoff);
+  }
+
+  /** The attempt's outcome, or "deadline" once `ms` have passed without one. */
+  private beforeDeadline(attempt: Promise<boolean>, ms: number): Promise<boolean | "deadline"> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<"deadline">((resolve) => {
+      timer = setTimeout(() => resolve("deadline"), ms);
+    });
+    return Promise.race([attempt, deadline]).finally(() => clearTimeout(timer));
   }
 
   private pause(ms: number): Promise<void> {
