@@ -111,7 +111,7 @@ export class PodPortAllocator {
    */
   private readonly busy = new Set<string>();
   /** Addresses allocated for a port insert under way, by owner: not in NB yet, and not free either. */
-  private readonly pending = new Map<string, { subnet: string; ips: readonly string[] }>();
+  private readonly pending = new Map<string, { subnet: string; ips: readonly string[]; mac: string }>();
   /** Port inserts under way, by subnet: the switch's port count in the cache does not show them yet. */
   private readonly pendingPorts = new Map<string, number>();
   private readonly unsubscribe: (() => void)[] = [];
@@ -426,7 +426,7 @@ export class PodPortAllocator {
     const txn = this.nb.transaction();
     let sent = false;
     if (fresh) {
-      this.pending.set(owner, { subnet: subnetName, ips });
+      this.pending.set(owner, { subnet: subnetName, ips, mac });
       this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 0) + 1);
     }
     try {
@@ -512,6 +512,9 @@ export class PodPortAllocator {
       if (mgmt) return `node management port ${p.name}`;
       return other !== undefined ? `pod ${other} (port ${p.name})` : `port ${p.name}`;
     }
+    // Ports being inserted are not in the cache yet: two pods asking for one MAC at once must not both get it.
+    for (const [other, p] of this.pending)
+      if (other !== owner && p.mac === mac) return `pod ${other} (its port is being created)`;
     return undefined;
   }
 

@@ -457,3 +457,27 @@ test("a port insert racing the deletion of its switch lands nothing and leaves n
   const held = (pn.allocatorOf("default")?.entries() ?? []).filter((e) => e.holder.owner === "ns/a");
   assert.deepEqual(held, [], "the address is not kept for a port that does not exist");
 });
+
+test("two pods asking for one MAC at the same moment: one gets it, the other a MACConflict", async (t) => {
+  const { c } = await rig(t);
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+  const ask = (name: string) =>
+    pn.ensure(
+      {
+        namespace: "ns",
+        name,
+        uid: `u-${name}`,
+        annotations: { "network.zstack.io/mac_address": "0a:00:00:00:00:42" },
+      },
+      "default",
+    );
+  const results = await Promise.all([ask("a"), ask("b")]);
+  assert.deepEqual(
+    results.map((r) => (r.ok ? "ok" : r.reason)).sort(),
+    ["MACConflict", "ok"],
+    JSON.stringify(results),
+  );
+  const refused = results.find((r) => !r.ok);
+  assert.match(refused && !refused.ok ? refused.message : "", /being created/);
+});
