@@ -7,7 +7,15 @@ import { setTimeout as delay } from "node:timers/promises";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import { startInProcess, untilOk as until, useCluster } from "./harness.ts";
 
-test("a StatefulSet pod keeps its address across recreation and releases it when scaled down or deleted", async (t) => {
+/**
+ * A real apiserver and NB with the controller in-process, and a StatefulSet whose pods the test creates itself
+ * (the rig runs no controller-manager), each with its owner reference.
+ */
+async function statefulSetRig(
+  t: Parameters<typeof useCluster>[0],
+  name: string,
+  spec: { replicas: number; ordinals?: { start: number } },
+) {
   const { api, srv } = await useCluster(t);
   await api
     .request("/api/v1/namespaces/default/serviceaccounts", {
@@ -17,46 +25,43 @@ test("a StatefulSet pod keeps its address across recreation and releases it when
     .catch(() => undefined);
   const run = await startInProcess({ api, srv });
   t.after(() => run.stop());
-  const nb = run.nb;
-
   const sts = await api.request<{ metadata: { uid: string } }>(
     "/apis/apps/v1/namespaces/default/statefulsets",
     {
       method: "POST",
       body: {
-        metadata: { name: "web" },
+        metadata: { name },
         spec: {
-          replicas: 2,
-          serviceName: "web",
-          selector: { matchLabels: { app: "web" } },
+          ...spec,
+          serviceName: name,
+          selector: { matchLabels: { app: name } },
           template: {
-            metadata: { labels: { app: "web" } },
+            metadata: { labels: { app: name } },
             spec: { containers: [{ name: "c", image: "x" }] },
           },
         },
       },
     },
   );
-  const createPod = (name: string) =>
+  const createPod = (pod: string) =>
     api.request<{ metadata: { uid: string } }>("/api/v1/namespaces/default/pods", {
       method: "POST",
       body: {
         metadata: {
-          name,
-          labels: { app: "web" },
+          name: pod,
+          labels: { app: name },
           ownerReferences: [
-            {
-              apiVersion: "apps/v1",
-              kind: "StatefulSet",
-              name: "web",
-              uid: sts.metadata.uid,
-              controller: true,
-            },
+            { apiVersion: "apps/v1", kind: "StatefulSet", name, uid: sts.metadata.uid, controller: true },
           ],
         },
         spec: { nodeSelector: { "no-such-label": "x" }, containers: [{ name: "c", image: "x" }] },
       },
     });
+  return { api, nb: run.nb, createPod };
+}
+
+test("a StatefulSet pod keeps its address across recreation and releases it when scaled down or deleted", async (t) => {
+  const { api, nb, createPod } = await statefulSetRig(t, "web", { replicas: 2 });
   const ipOf = (name: string) =>
     until(`address of ${name}`, async () => {
       const p = await api.request<{ metadata: { uid: string; annotations?: Record<string, string> } }>(
@@ -117,55 +122,7 @@ test("a StatefulSet pod keeps its address across recreation and releases it when
 });
 
 test("a StatefulSet with spec.ordinals.start keeps the ports of the ordinals it wants, and only those", async (t) => {
-  const { api, srv } = await useCluster(t);
-  await api
-    .request("/api/v1/namespaces/default/serviceaccounts", {
-      method: "POST",
-      body: { metadata: { name: "default" } },
-    })
-    .catch(() => undefined);
-  const run = await startInProcess({ api, srv });
-  t.after(() => run.stop());
-  const nb = run.nb;
-  const sts = await api.request<{ metadata: { uid: string } }>(
-    "/apis/apps/v1/namespaces/default/statefulsets",
-    {
-      method: "POST",
-      body: {
-        metadata: { name: "db" },
-        spec: {
-          replicas: 2,
-          ordinals: { start: 5 },
-          serviceName: "db",
-          selector: { matchLabels: { app: "db" } },
-          template: {
-            metadata: { labels: { app: "db" } },
-            spec: { containers: [{ name: "c", image: "x" }] },
-          },
-        },
-      },
-    },
-  );
-  const createPod = (name: string) =>
-    api.request("/api/v1/namespaces/default/pods", {
-      method: "POST",
-      body: {
-        metadata: {
-          name,
-          labels: { app: "db" },
-          ownerReferences: [
-            {
-              apiVersion: "apps/v1",
-              kind: "StatefulSet",
-              name: "db",
-              uid: sts.metadata.uid,
-              controller: true,
-            },
-          ],
-        },
-        spec: { nodeSelector: { "no-such-label": "x" }, containers: [{ name: "c", image: "x" }] },
-      },
-    });
+  const { api, nb, createPod } = await statefulSetRig(t, "db", { replicas: 2, ordinals: { start: 5 } });
   const port = (name: string) =>
     nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === `default_${name}`);
   const ipOf = async (name: string) =>
