@@ -210,7 +210,9 @@ export class ServiceReconciler implements Reconciler {
       const want = desired.get(chassis) ?? {};
       const remove: Record<string, string> = {};
       const add: Record<string, string> = {};
-      for (const k of stale) if (k in have && !(k in want)) remove[k] = have[k] as string;
+      // A chassis that is no node any more keeps none of this Service's keys.
+      const gone = desired.size > 0 && !desired.has(chassis) ? wanted : [];
+      for (const k of [...stale, ...gone]) if (k in have && !(k in want)) remove[k] = have[k] as string;
       for (const [k, v] of Object.entries(want)) {
         if (have[k] === v) continue;
         if (k in have) remove[k] = have[k] as string;
