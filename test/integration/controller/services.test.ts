@@ -100,6 +100,24 @@ test("Services become load balancers in the cluster group and follow their endpo
   assert.equal(web.options.reject, "true");
   assert.equal(web.external_ids[SERVICE_KEY], `${NS}/web`);
 
+  // A second row with the same id (written by hand) is removed; the first stays.
+  const dupTxn = witness.transaction();
+  const dupRef = dupTxn.insert("Load_Balancer", {
+    name: web.name,
+    protocol: "tcp",
+    vips: web.vips,
+    options: web.options,
+    external_ids: web.external_ids,
+  } as never);
+  const dup = (await dupTxn.commit()).uuid(dupRef);
+  // ovsdb-server sends the update before the reply: the duplicate is in the witness' cache now.
+  assert.ok(witness.cache.table("Load_Balancer").get(dup), "the witness saw the duplicate");
+  await until("the duplicate removed", () =>
+    witness.cache.table("Load_Balancer").get(dup) ? undefined : true,
+  );
+  assert.equal(lbs(`${NS}/web/tcp`).length, 1);
+  assert.equal(lb(`${NS}/web/tcp`)?._uuid, web._uuid);
+
   // Endpoints appear, then scale: each change rewrites that one row in one transaction.
   await putSlice("web", [{ ip: "10.244.0.5", node: "node1" }]);
   await until("web has a backend", () =>
