@@ -115,6 +115,7 @@ function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig
     apply: async (s) => {
       scripts.push(s);
     },
+    readAffinity: async () => new Map(),
     healthChecks: health,
     coalesceMs,
     routeGuard: () => ({
