@@ -168,7 +168,12 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
       network: podNetwork([ipWithPrefix], mac),
     });
     // Strict reverse-path filtering, as many distributions set it: every path here must pass it.
-    await c.node.exec("sysctl", ["-q", "-w", "net.ipv4.conf.all.rp_filter=1", "net.ipv4.conf.default.rp_filter=1"]);
+    await c.node.exec("sysctl", [
+      "-q",
+      "-w",
+      "net.ipv4.conf.all.rp_filter=1",
+      "net.ipv4.conf.default.rp_filter=1",
+    ]);
     // The external host sends externalIP and LB IP traffic to the node, as a router or an announcer would.
     for (const vip of [EXTERNAL_IP, LB_IP])
       await c.node.execIn(c.ext.path, "ip", ["route", "add", vip, "via", NODE_IP]);
