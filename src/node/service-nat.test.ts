@@ -276,6 +276,27 @@ describe("service NAT ruleset", () => {
     assert.doesNotMatch(text, /map |set noep|dnat/);
   });
 
+  test("an address and port claimed by two Services is programmed once, for the first in order", () => {
+    const a = svcPort({ key: "a/web/tcp/80", externalIPs: [ip("192.0.2.7")], nodePort: 30080 });
+    const b = svcPort({
+      key: "b/web/tcp/80",
+      clusterIPs: [ip("10.96.0.11")],
+      externalIPs: [ip("192.0.2.7")],
+      nodePort: 30080,
+    });
+    const c = svcPort({
+      key: "c/web/tcp/80",
+      clusterIPs: [ip("10.96.0.12")],
+      externalIPs: [ip("192.0.2.7")],
+      endpoints: [],
+      localEndpoints: [],
+    });
+    const text = serviceRuleset(spec(a, b, c));
+    assert.equal(text.match(/192\.0\.2\.7 \. 6 \. 80/g)?.length, 1, text);
+    assert.equal(text.match(/6 \. 30080 : goto/g)?.length, 1);
+    assert.equal(target(text, "192.0.2.7 . 6 . 80"), target(text, "10.96.0.10 . 6 . 80"));
+  });
+
   test("refuses a key shared by two ports (their chains would collide)", () => {
     assert.throws(() => serviceRuleset(spec(svcPort(), svcPort())), /unique service port key/);
   });

@@ -179,6 +179,11 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     noepPorts: [],
   };
   const seenStems = new Set<string>();
+  // Two Services may claim one externalIP and port (the API allows it) and nft refuses a map with a key twice,
+  // which would fail the whole transaction: the first port in the given order keeps an address, as it is sorted.
+  const taken = new Set<string>();
+  const claim = (space: string, key: string) =>
+    !taken.has(`${space} ${key}`) && !!taken.add(`${space} ${key}`);
   for (const p of spec.ports) {
     const proto = checkedProtocol(p.protocol);
     const port = checkedPort(p.port);
@@ -206,8 +211,9 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
 
     const keyOf = (ip: IpAddress) => `${formatIp(ip)} . ${proto} . ${port}`;
     if (all.length === 0) {
-      for (const ip of [...clusterIPs, ...externalIPs]) out.noep.push(keyOf(ip));
-      if (nodePort !== undefined) out.noepPorts.push(`${proto} . ${nodePort}`);
+      for (const ip of [...clusterIPs, ...externalIPs]) if (claim("vip", keyOf(ip))) out.noep.push(keyOf(ip));
+      const np = `${proto} . ${nodePort}`;
+      if (nodePort !== undefined && claim("nodeport", np)) out.noepPorts.push(np);
       continue;
     }
 
@@ -271,9 +277,12 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
         "  }",
       );
     }
-    for (const ip of clusterIPs) out.vips.push(`${keyOf(ip)} : goto ${internal}`);
-    for (const ip of externalIPs) out.ext.push(`${keyOf(ip)} : goto ${external}`);
-    if (nodePort !== undefined) out.nodeports.push(`${proto} . ${nodePort} : goto ${external}`);
+    for (const ip of clusterIPs)
+      if (claim("vip", keyOf(ip))) out.vips.push(`${keyOf(ip)} : goto ${internal}`);
+    for (const ip of externalIPs)
+      if (claim("vip", keyOf(ip))) out.ext.push(`${keyOf(ip)} : goto ${external}`);
+    const np = `${proto} . ${nodePort}`;
+    if (nodePort !== undefined && claim("nodeport", np)) out.nodeports.push(`${np} : goto ${external}`);
   }
   return out;
 }

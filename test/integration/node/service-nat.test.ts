@@ -288,6 +288,27 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     }
   });
 
+  test("nft accepts a dual-stack ruleset with every feature and carried affinity entries", async () => {
+    const v6 = { ip: ip("fd00:10:244::5"), port: 8080 };
+    const ports: NatServicePort[] = SERVICES.map((p, i) => ({
+      ...p,
+      clusterIPs: [...p.clusterIPs, ip(`fd00:96::${i + 10}`)],
+      endpoints: [...p.endpoints, v6],
+      localEndpoints: [...p.localEndpoints, v6],
+      affinityTimeoutSeconds: 30,
+    }));
+    const dual = { ...SPEC, nodeIps: [ip(NODE_IP), ip("fd00:250::1")], ports };
+    const set = /set (\w+_a[0-9a-f]{12}) \{\n {4}type ipv6_addr/.exec(serviceRuleset(dual))?.[1];
+    assert.ok(set);
+    const script = serviceRuleset({
+      ...dual,
+      affinity: new Map([[set, [{ ip: ip("fd00:250::2"), expiresSeconds: 20 }]]]),
+    });
+    const r = await execIn(c.ext.path, "unshare", ["--net", "nft", "-c", "-f", "-"], { input: script });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(script, /dnat ip6 to \[fd00:10:244::5\]:8080/);
+  });
+
   test("replacing the ruleset is one transaction and leaves exactly one table of ours", async () => {
     await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
     const tables = await c.node.exec("nft", ["list", "tables"]);
