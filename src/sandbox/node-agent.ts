@@ -15,7 +15,7 @@ import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts"
 
 export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
 /** What the agent reads beyond what the Node authorizer gives a node: EndpointSlices and ServiceCIDRs. */
-export const NODE_AGENT_RBAC = join(repoRoot, "deploy/rbac/node-agent-services.yaml");
+export const NODE_AGENT_RBAC = join(repoRoot, "deploy/rbac/node-agent.yaml");
 
 /** Grants the agents (the nodes' own credentials) read access to what Services need; idempotent. */
 export async function applyNodeAgentRbac(kubectl: string, adminKubeconfig: string): Promise<void> {

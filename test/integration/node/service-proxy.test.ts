@@ -24,7 +24,8 @@ import { repoRoot } from "../../../src/sandbox/repo.ts";
 import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
 import { runTool } from "../../rig/process.ts";
 
-const RBAC = join(repoRoot, "deploy", "rbac", "node-agent-services.yaml");
+const RBAC = join(repoRoot, "deploy", "rbac", "node-agent.yaml");
+const SUBNET_CRD = join(repoRoot, "deploy", "crds", "subnet.network.zstack.io.yaml");
 const NODE = "node1";
 
 let kube: KubeApiserver;
@@ -152,7 +153,7 @@ after(async () => {
 });
 
 describe("Service proxy with a node's credentials", () => {
-  test("without the RBAC manifest a node may list Services but not EndpointSlices or ServiceCIDRs; with it, all three", async (t) => {
+  test("without the RBAC manifest a node may list Services but not EndpointSlices, ServiceCIDRs or Subnets; with it, all four", async (t) => {
     const api = new ApiClient(nodeKc);
     t.after(() => api.close());
     const status = (path: string) =>
@@ -164,8 +165,11 @@ describe("Service proxy with a node's credentials", () => {
       "/api/v1/services",
       "/apis/discovery.k8s.io/v1/endpointslices",
       "/apis/networking.k8s.io/v1/servicecidrs",
+      "/apis/network.zstack.io/v1/subnets",
     ];
-    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403]);
+    await kubectl(["apply", "-f", SUBNET_CRD]);
+    await kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io", "--timeout=60s"]);
+    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403, 403]);
     await kubectl(["apply", "-f", RBAC]);
     await until("the grant to take effect", async () =>
       (await Promise.all(paths.map(status))).every((s) => s === 200),
