@@ -196,7 +196,11 @@ test("while NB is unreachable, ensure and remove give up at their deadline or wh
   for (const pn of [bounded, unbounded]) pn.loadSubnet("default", subnetDef());
   srv.kill("SIGKILL");
   await srv.waitForExit();
-  while (c.state === "ready") await new Promise((r) => setTimeout(r, 20));
+  const noticed = Date.now() + 30_000;
+  while (c.state === "ready") {
+    assert.ok(Date.now() < noticed, "the client noticed that NB is gone");
+    await new Promise((r) => setTimeout(r, 20));
+  }
 
   const pod = { namespace: "ns", name: "waiting", uid: "u1", node: "node1" };
   await assert.rejects(bounded.ensure(pod, "default"), TimeoutError);

@@ -9,7 +9,15 @@ import { type ClientState, OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { ConnectionClosedError, TimeoutError, WriteFencedError } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
-import { until } from "../controller/harness.ts";
+
+/** Polls until `ok()` holds; fails after timeoutMs. */
+async function until(what: string, ok: () => boolean, timeoutMs = 30_000, pollMs = 50): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await delay(pollMs);
+  }
+}
 
 /** Records every state the client enters. */
 function states(c: OvsdbClient<NbTables>): ClientState[] {
