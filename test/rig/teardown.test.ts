@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { teardownStack } from "./teardown.ts";
+import { teardownFor, teardownStack } from "./teardown.ts";
 
 function hookRecorder() {
   const hooks: (() => unknown)[] = [];
@@ -45,4 +45,16 @@ test("a failing step does not keep the steps after it from running, and every fa
   await assert.rejects(Promise.resolve(t.hooks[0]?.()), AggregateError);
   assert.deepEqual(ran, ["watcher", "server"]);
   assert.throws(() => td.after(() => {}), /already ran/);
+});
+
+test("rig helpers given the same test share its stack, and one given a stack joins it", async () => {
+  const t = hookRecorder();
+  const order: string[] = [];
+  teardownFor(t).after(() => order.push("apiserver"));
+  const stack = teardownFor(t);
+  stack.after(() => order.push("proxy"));
+  teardownFor(stack).after(() => order.push("controller"));
+  assert.equal(t.hooks.length, 1, "one after hook for the whole test");
+  await t.hooks[0]?.();
+  assert.deepEqual(order, ["controller", "proxy", "apiserver"]);
 });

@@ -13,6 +13,24 @@ export interface Teardown extends AfterHook {
   run(): Promise<void>;
 }
 
+const stacks = new WeakMap<AfterHook, Teardown>();
+const made = new WeakSet<AfterHook>();
+
+/**
+ * The teardown stack of `t`, made on first use: every rig helper given the same test registers its stop here,
+ * so a test's servers, clients and processes are stopped last started first, each one even if another fails.
+ */
+export function teardownFor(t: AfterHook): Teardown {
+  // Given a stack, a helper joins it instead of nesting a new one in it.
+  if (made.has(t)) return t as Teardown;
+  let stack = stacks.get(t);
+  if (!stack) {
+    stack = teardownStack(t);
+    stacks.set(t, stack);
+  }
+  return stack;
+}
+
 /** A teardown stack run by one after hook of `t`; pass it where a rig helper takes `t`. */
 export function teardownStack(t: AfterHook): Teardown {
   const steps: (() => unknown)[] = [];
@@ -34,11 +52,13 @@ export function teardownStack(t: AfterHook): Teardown {
     return running;
   };
   t.after(run);
-  return {
+  const stack: Teardown = {
     after: (fn) => {
       if (running) throw new Error("teardown already ran");
       steps.push(fn);
     },
     run,
   };
+  made.add(stack);
+  return stack;
 }

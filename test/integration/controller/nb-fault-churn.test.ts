@@ -18,7 +18,7 @@ import {
   useRaftCluster,
 } from "../../rig/ovsdb-server.ts";
 import { mulberry32 } from "../../rig/prng.ts";
-import { teardownStack } from "../../rig/teardown.ts";
+import { teardownFor } from "../../rig/teardown.ts";
 import {
   type ControllerProcess,
   createNamespace,
@@ -244,7 +244,7 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
   t.diagnostic(`seed ${seed} (NB_FAULT_SEED=${seed} runs only this seed)`);
   // Everything is stopped in the reverse order it was started: the watchers and the controller before the
   // clients, the clients and proxies before the servers they reconnect to.
-  const teardown = teardownStack(t);
+  const teardown = teardownFor(t);
   const rand = mulberry32(seed);
   const { kube, api } = await useApiserver(teardown);
   let upstreams: string[];
