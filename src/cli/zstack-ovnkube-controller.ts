@@ -69,6 +69,8 @@ async function main(): Promise<number> {
   nb.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the OVN northbound database yet"));
 
   const metrics = new Metrics({ defaultLabels: { component: "controller" } });
+  // Never posts itself: each term's controller records through events.fenced(term), so a deposed term's
+  // Events are refused like its other writes; closing this one at shutdown flushes the current term's.
   const events = new EventRecorder({
     client: api,
     component: "zstack-ovnkube-controller",

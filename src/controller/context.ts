@@ -28,6 +28,7 @@ export interface ControllerOptions {
   resyncMs?: number;
   log: Logger;
   metrics?: Metrics;
+  /** The controller records through events.fenced(term): a deposed term posts no Event. */
   events?: EventRecorder;
 }
 

@@ -77,10 +77,16 @@ export class OvnController {
       waitFor: (ms) => this.o.nb.whenReady(ms),
       prepare: () => this.prepare(),
     });
-    // NB and the apiserver are reached through views fenced on the term: once the run ends (leadership lost),
-    // no reconcile still in flight can write to either, and the run's NB cache subscriptions are gone.
+    // NB and the apiserver (Events included) are reached through views fenced on the term: once the run ends
+    // (leadership lost), no reconcile still in flight can write to either, and the run's NB cache
+    // subscriptions are gone.
     const term = this.manager.term;
-    const o: ControllerOptions = { ...options, nb: options.nb.fenced(term), api: options.api.fenced(term) };
+    const o: ControllerOptions = {
+      ...options,
+      nb: options.nb.fenced(term),
+      api: options.api.fenced(term),
+      ...(options.events ? { events: options.events.fenced(term) } : {}),
+    };
     this.o = o;
     this.net = {
       clusterCIDRs: splitList(o.clusterCIDR),

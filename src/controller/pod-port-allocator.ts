@@ -97,6 +97,11 @@ export interface Observation {
 }
 
 const RETRY = Symbol("retry");
+/**
+ * How long a reconcile waits for NB to be connected before it throws and its key is retried with backoff;
+ * the wait also ends with the term (the NB view is fenced on it).
+ */
+export const NB_READY_WAIT_MS = 30_000;
 const LSP_MAC_INDEX = "zstack.io/mac";
 const LSP_ROUTER_PORT_INDEX = "zstack.io/router-port";
 const LRP_MAC_INDEX = "zstack.io/mac";
@@ -122,6 +127,8 @@ export class PodPortAllocator {
       tunnel: "vxlan" | "geneve";
       /** Told what the allocators learnt from NB changes (ports added or removed by anyone, full resyncs). */
       onObservation?: (o: Observation) => void;
+      /** How long ensure and remove wait for NB to be connected (default NB_READY_WAIT_MS). */
+      readyWaitMs?: number;
     } = { tunnel: "vxlan" },
   ) {
     // The allocators follow NB: every port added, changed or removed, and the whole cache after a reload.
@@ -338,7 +345,7 @@ export class PodPortAllocator {
   async ensure(pod: PodSpecInfo, wanted: string): Promise<EnsureResult> {
     const owner = ownerOf(pod.namespace, pod.name);
     // After a reconnect the cache is reloaded before the client is ready again: read NB as it is now.
-    await this.nb.whenReady();
+    await this.nb.whenReady(this.opts.readyWaitMs ?? NB_READY_WAIT_MS);
     this.busy.add(owner);
     try {
       for (let attempt = 1; ; attempt++) {
@@ -352,7 +359,7 @@ export class PodPortAllocator {
           };
         }
         // The insert's guard found a port that the cache does not show yet: wait until it does.
-        await this.nb.echo();
+        await this.nb.echo(this.opts.readyWaitMs ?? NB_READY_WAIT_MS);
       }
     } finally {
       this.busy.delete(owner);
@@ -565,7 +572,7 @@ export class PodPortAllocator {
    */
   async remove(namespace: string, name: string, uid?: string): Promise<string | false> {
     const owner = ownerOf(namespace, name);
-    await this.nb.whenReady();
+    await this.nb.whenReady(this.opts.readyWaitMs ?? NB_READY_WAIT_MS);
     const cache = this.nb.cache as never;
     const rows = findAllOwned(
       cache,

@@ -72,6 +72,8 @@ export class EventRecorder {
   private readonly maxTracked: number;
   private closed = false;
   private seq = 0;
+  /** The recorders of terms not ended yet (see fenced). */
+  private readonly views = new Set<EventRecorder>();
   readonly stats: EventRecorderStats = { created: 0, updated: 0, aggregated: 0, dropped: 0 };
 
   constructor(private readonly opts: EventRecorderOptions) {
@@ -79,6 +81,31 @@ export class EventRecorder {
     this.burst = opts.burst ?? 25;
     this.refillMs = opts.refillMs ?? 300_000;
     this.maxTracked = opts.maxTracked ?? 4096;
+  }
+
+  /**
+   * A recorder for one writer's term (a controller's leadership): it posts through the client's view fenced
+   * on `fence` (ApiClient.fenced), so once the term ends no Event of it reaches the apiserver, not even one
+   * built or rate-limited before; and it stops recording then, dropping what still waits for tokens. It keeps
+   * its own aggregation and rate limits: each term starts afresh, as each term's controller does.
+   */
+  fenced(fence: AbortSignal): EventRecorder {
+    const rec = new EventRecorder({ ...this.opts, client: this.opts.client.fenced(fence) });
+    if (fence.aborted || this.closed) {
+      rec.closed = true;
+      return rec;
+    }
+    // Held until its term ends, so that flush() and close() here cover the terms' recorders too.
+    this.views.add(rec);
+    fence.addEventListener(
+      "abort",
+      () => {
+        this.views.delete(rec);
+        void rec.close();
+      },
+      { once: true },
+    );
+    return rec;
   }
 
   normal(obj: InvolvedObject, reason: string, message: string): void {
@@ -123,6 +150,7 @@ export class EventRecorder {
 
   /** Waits until every write that may happen now has happened (not those waiting for rate-limit tokens). */
   async flush(): Promise<void> {
+    await Promise.all([...this.views].map((v) => v.flush()));
     for (;;) {
       const pending = [...this.entries.values()].flatMap((e) => (e.inFlight ? [e.inFlight] : []));
       if (pending.length === 0) return;
@@ -133,6 +161,9 @@ export class EventRecorder {
   /** Stops recording; occurrences still waiting for tokens are dropped. */
   async close(): Promise<void> {
     this.closed = true;
+    const views = [...this.views];
+    this.views.clear();
+    await Promise.all(views.map((v) => v.close()));
     for (const e of this.entries.values()) {
       if (e.timer) {
         clearTimeout(e.timer);

@@ -218,21 +218,44 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     await this.whenReady();
   }
 
-  /** Resolves when the session is ready, waiting through reconnects up to `timeoutMs`. */
-  whenReady(timeoutMs?: number): Promise<void> {
+  /**
+   * Resolves when the session is ready, waiting through reconnects up to `timeoutMs`; rejects with the
+   * signal's reason if `signal` aborts first.
+   */
+  whenReady(timeoutMs?: number, signal?: AbortSignal): Promise<void> {
     if (this._state === "ready") return Promise.resolve();
     if (this._state === "closed") return Promise.reject(new ConnectionClosedError("client is closed"));
+    if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
-      const w = { resolve, reject };
+      let timer: NodeJS.Timeout | undefined;
+      const leave = (): boolean => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        const i = this.readyWaiters.indexOf(w);
+        if (i < 0) return false;
+        this.readyWaiters.splice(i, 1);
+        return true;
+      };
+      const w = {
+        resolve: () => {
+          leave();
+          resolve();
+        },
+        reject: (e: Error) => {
+          leave();
+          reject(e);
+        },
+      };
+      const onAbort = () => {
+        if (leave()) reject(signal?.reason);
+      };
       this.readyWaiters.push(w);
+      signal?.addEventListener("abort", onAbort, { once: true });
       if (timeoutMs !== undefined) {
-        setTimeout(() => {
-          const i = this.readyWaiters.indexOf(w);
-          if (i >= 0) {
-            this.readyWaiters.splice(i, 1);
-            reject(new TimeoutError(`not connected to ${this.database} within ${timeoutMs} ms`));
-          }
-        }, timeoutMs).unref();
+        timer = setTimeout(() => {
+          if (leave()) reject(new TimeoutError(`not connected to ${this.database} within ${timeoutMs} ms`));
+        }, timeoutMs);
+        timer.unref();
       }
     });
   }
@@ -577,11 +600,14 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
 
   // ---- requests ------------------------------------------------------------------------------------------
 
-  private async readyConn(timeoutMs?: number): Promise<RpcConnection> {
-    await this.whenReady(timeoutMs);
+  private async readyConn(timeoutMs?: number, signal?: AbortSignal): Promise<RpcConnection> {
+    await this.whenReady(timeoutMs, signal);
     const c = this.conn;
-    if (!c || c.isClosed) return this.readyConn(timeoutMs);
-    return c;
+    if (c && !c.isClosed) return c;
+    // Ready but the connection just ended: the session loop has yet to see it. Wait for a later turn of the
+    // event loop rather than a microtask, so this can never spin without letting the loop run.
+    await new Promise((r) => setImmediate(r));
+    return this.readyConn(timeoutMs, signal);
   }
 
   async listDbs(): Promise<string[]> {
@@ -623,7 +649,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
    * A view of this client for one writer's term (a controller's leadership), sharing its connection and
    * cache. Once `fence` aborts, the view's transactions are refused with WriteFencedError, checked when the
    * request is about to be sent (after waiting for a connection), so a deposed writer cannot send one it built
-   * before; and the cache subscriptions made through the view are removed, so a term leaves no listener behind.
+   * before; its whenReady() rejects with the fence's reason; and the cache subscriptions made through the view
+   * are removed, so a term leaves no listener behind.
    */
   fenced(fence: AbortSignal): OvsdbClient<T> {
     const transaction = (): Transaction<T> =>
@@ -650,9 +677,13 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       }
       return view.proxy;
     };
+    // Waiting for a connection ends with the term too.
+    const whenReady = (timeoutMs?: number, signal?: AbortSignal): Promise<void> =>
+      this.whenReady(timeoutMs, signal ? AbortSignal.any([fence, signal]) : fence);
     return new Proxy(this, {
       get: (target, prop, receiver) => {
         if (prop === "transaction") return transaction;
+        if (prop === "whenReady") return whenReady;
         if (prop === "cache") return cacheView(target.cache);
         return Reflect.get(target, prop, receiver);
       },
@@ -684,7 +715,12 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     const comment = this.opts.comment;
     if (comment && !txn.meta.some((m) => m.op === "comment") && !isReadOnly(txn)) txn.comment(comment);
     const started = Date.now();
-    const conn = await this.readyConn(opts.timeoutMs);
+    // A fenced write stops waiting for a connection when its writer's term ends.
+    const conn = await this.readyConn(opts.timeoutMs, isReadOnly(txn) ? undefined : fence).catch((e) => {
+      throw fence?.aborted && e === fence.reason
+        ? new WriteFencedError("write refused: the writer's fence is closed", { cause: fence.reason })
+        : e;
+    });
     if (fence?.aborted && !isReadOnly(txn))
       throw new WriteFencedError("write refused: the writer's fence is closed", { cause: fence.reason });
     const left =

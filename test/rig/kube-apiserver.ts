@@ -24,6 +24,7 @@ import { repoRoot } from "../../src/sandbox/repo.ts";
 import { DEFAULT_SPEC, planTopology } from "../../src/sandbox/topology.ts";
 import { freePort } from "./ports.ts";
 import { claimDir, type Daemon, removeOwnedDir, spawnDaemon } from "./process.ts";
+import { teardownFor } from "./teardown.ts";
 
 export interface KubeApiserverOptions {
   /** Also run kube-controller-manager (namespace deletion, service-account tokens, garbage collection...). */
@@ -302,6 +303,6 @@ export async function useKubeApiserver(
   opts: KubeApiserverOptions = {},
 ): Promise<KubeApiserver> {
   const kube = await startKubeApiserver(opts);
-  t.after(() => kube.stop());
+  teardownFor(t).after(() => kube.stop());
   return kube;
 }

@@ -2,6 +2,7 @@
 // Every process is a non-detached child, killed at process exit at the latest; see process.ts.
 import { type RaftCluster, type RaftOptions, startRaftCluster } from "./raft.ts";
 import { type OvsdbServer, type StartOptions, startOvsdbServer } from "./server.ts";
+import { teardownFor } from "./teardown.ts";
 
 export type { DatabaseDump } from "./dump-format.ts";
 export { parseJsonDump } from "./dump-format.ts";
@@ -26,13 +27,13 @@ export interface AfterHook {
 /** Starts a server that is stopped (and its temp dir removed) when the test ends, passed or failed. */
 export async function useOvsdbServer(t: AfterHook, opts: StartOptions): Promise<OvsdbServer> {
   const server = await startOvsdbServer(opts);
-  t.after(() => server.stop());
+  teardownFor(t).after(() => server.stop());
   return server;
 }
 
 /** Starts a Raft cluster that is stopped (and its temp dir removed) when the test ends, passed or failed. */
 export async function useRaftCluster(t: AfterHook, opts: RaftOptions): Promise<RaftCluster> {
   const cluster = await startRaftCluster(opts);
-  t.after(() => cluster.stop());
+  teardownFor(t).after(() => cluster.stop());
   return cluster;
 }

@@ -323,6 +323,7 @@ test("a controller run again on the same NB client reacts to an NB change once: 
   // Every subscriber ran in the same cache update; closing the recorder writes all it was told.
   await events.close();
   assert.equal((await conflict())?.count, 1, "one handler reported the conflict, not one per run");
+  assert.equal(events.stats.created, 0, "each run posts through its own recorder, fenced on its term");
 });
 
 test("a controller started with a dual-stack cluster CIDR creates its default Subnet and finishes its sync", async (t) => {

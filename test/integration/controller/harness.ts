@@ -19,6 +19,7 @@ import { type KubeApiserver, useKubeApiserver } from "../../rig/kube-apiserver.t
 import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 import { freePort } from "../../rig/ports.ts";
 import { type Daemon, spawnDaemon } from "../../rig/process.ts";
+import { teardownFor } from "../../rig/teardown.ts";
 
 const CRD = new URL("../../../deploy/crds/subnet.network.zstack.io.yaml", import.meta.url).pathname;
 const CLI = new URL("../../../src/cli/zstack-ovnkube-controller.ts", import.meta.url).pathname;
@@ -39,7 +40,7 @@ export async function useApiserver(t: {
   await kube.kubectl(["apply", "-f", CRD]);
   await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
   const api = new ApiClient(kube.kubeConfig);
-  t.after(() => api.close());
+  teardownFor(t).after(() => api.close());
   return { kube, api };
 }
 
@@ -47,8 +48,8 @@ export async function useCluster(t: { after(fn: () => unknown): void }): Promise
   const { kube, api } = await useApiserver(t);
   const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
   const nb = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  teardownFor(t).after(() => nb.close());
   await nb.connect();
-  t.after(() => nb.close());
   return { kube, srv, api, nb };
 }
 
@@ -372,7 +373,7 @@ export async function spawnController(
       await daemon.terminate(8000);
     },
   };
-  t.after(() => daemon.terminate(3000));
+  teardownFor(t).after(() => daemon.terminate(3000));
   return proc;
 }
 

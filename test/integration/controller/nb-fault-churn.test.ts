@@ -18,6 +18,7 @@ import {
   useRaftCluster,
 } from "../../rig/ovsdb-server.ts";
 import { mulberry32 } from "../../rig/prng.ts";
+import { teardownFor } from "../../rig/teardown.ts";
 import {
   type ControllerProcess,
   createNamespace,
@@ -241,17 +242,20 @@ function sumCounts(proxies: readonly OvsdbChaosProxy[]): FaultCounts {
 
 async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" | "raft"): Promise<void> {
   t.diagnostic(`seed ${seed} (NB_FAULT_SEED=${seed} runs only this seed)`);
+  // Everything is stopped in the reverse order it was started: the watchers and the controller before the
+  // clients, the clients and proxies before the servers they reconnect to.
+  const teardown = teardownFor(t);
   const rand = mulberry32(seed);
-  const { kube, api } = await useApiserver(t);
+  const { kube, api } = await useApiserver(teardown);
   let upstreams: string[];
   let testRemotes: string[];
   let cluster: RaftCluster | undefined;
   if (nbKind === "standalone") {
-    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const srv = await useOvsdbServer(teardown, { schemas: [SCHEMAS.nb] });
     upstreams = [srv.socketPath];
     testRemotes = [srv.unix];
   } else {
-    cluster = await useRaftCluster(t, { schema: SCHEMAS.nb });
+    cluster = await useRaftCluster(teardown, { schema: SCHEMAS.nb });
     upstreams = cluster.members.map((m) => m.server.socketPath);
     testRemotes = cluster.remotes;
   }
@@ -262,7 +266,7 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
       plan: PLAN,
       rand: mulberry32(seed * 7919 + i),
     });
-    t.after(() => p.close());
+    teardown.after(() => p.close());
     // No faults while the controller starts: a lost reply to its one startup write (the cluster router and
     // join switch) ends the process today, a separate defect; this suite is about the pods' writes.
     p.setFaults(false);
@@ -270,12 +274,12 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
   }
   // The test's own view: straight to NB, following every member so a leader change costs it nothing.
   const nb = new OvsdbClient<NbTables>({ remotes: testRemotes, model: nbModel, leaderOnly: false });
+  teardown.after(() => nb.close());
   await nb.connect();
-  t.after(() => nb.close());
 
   await createNamespace(api, NS);
   const ctl = await spawnController(
-    t,
+    teardown,
     { kube },
     { identity: `fault-${seed}`, nbAddress: proxies.map((p) => p.remote).join(",") },
   );
@@ -295,7 +299,7 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
   for (const p of proxies) p.setFaults(true);
   const dups = watchDuplicates(nb);
   const podWatch = new PodWatch(api);
-  t.after(() => podWatch.stop());
+  teardown.after(() => podWatch.stop());
   let moves = 0;
   let moveAttempts = 0;
   let churning = true;

@@ -12,6 +12,7 @@ import {
   topologyScope,
 } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { TimeoutError } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
@@ -179,4 +180,35 @@ test("a pod keeps the subnet its port is on when another subnet would now claim 
     holders.map((r) => r.name),
     [subnetSwitchName("default")],
   );
+});
+
+test("while NB is unreachable, ensure and remove give up at their deadline or when the term ends, so the key is retried with backoff", async (t) => {
+  const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+  const { c } = await setup(t, srv);
+  const term = new AbortController();
+  const view = c.fenced(term.signal);
+  const bounded = new PodPortAllocator(view, { tunnel: "vxlan", readyWaitMs: 300 });
+  const unbounded = new PodPortAllocator(view, { tunnel: "vxlan", readyWaitMs: 3_600_000 });
+  t.after(() => {
+    bounded.close();
+    unbounded.close();
+  });
+  for (const pn of [bounded, unbounded]) pn.loadSubnet("default", subnetDef());
+  srv.kill("SIGKILL");
+  await srv.waitForExit();
+  const noticed = Date.now() + 30_000;
+  while (c.state === "ready") {
+    assert.ok(Date.now() < noticed, "the client noticed that NB is gone");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+
+  const pod = { namespace: "ns", name: "waiting", uid: "u1", node: "node1" };
+  await assert.rejects(bounded.ensure(pod, "default"), TimeoutError);
+  await assert.rejects(bounded.remove("ns", "waiting"), TimeoutError);
+  const ensuring = unbounded.ensure(pod, "default");
+  const removing = unbounded.remove("ns", "other");
+  const ended = new Error("leadership lost");
+  term.abort(ended);
+  await assert.rejects(ensuring, (e) => e === ended);
+  await assert.rejects(removing, (e) => e === ended);
 });

@@ -1,6 +1,7 @@
 // Subnets and the pods that use them, with zstack-ovnkube-controller as a process against a real apiserver and
-// NB: deleting a Subnet in use is held by its finalizer and reported while its pods keep their ports; a pod may
-// choose only a Subnet that lists its namespace; a pod-networks annotation the controller did not write is removed.
+// NB: deleting a Subnet in use is held by its finalizer and reported (status and a SubnetInUse Warning Event)
+// while its pods keep their ports; a pod may choose only a Subnet that lists its namespace; a pod-networks
+// annotation the controller did not write is removed.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
@@ -71,6 +72,16 @@ test("deleting a Subnet in use is held by its finalizer and reported, its pods k
   assert.match(msg, /2 ports still use it: pod team\/a, pod team\/b/);
   assert.match(msg, /removed once they are gone/);
   assert.equal(switchPorts(), portsBefore, "the switch keeps every port");
+  // The deletion is reported on the Subnet too (a cluster-scoped object: its Events are in "default").
+  const inUse = await until("a SubnetInUse Event on team-net", async () => {
+    const l = await c.api.request<{
+      items: { reason: string; type: string; message: string; involvedObject: { kind?: string } }[];
+    }>("/api/v1/namespaces/default/events", { query: { fieldSelector: "involvedObject.name=team-net" } });
+    return l.items.find((e) => e.reason === "SubnetInUse");
+  });
+  assert.equal(inUse.type, "Warning");
+  assert.equal(inUse.involvedObject.kind, "Subnet");
+  assert.match(inUse.message, /deletion waits for 2 ports on the subnet: pod team\/a, pod team\/b/);
 
   // No new pod lands on a Subnet that is going away.
   await createPods(c.api, [["team", "late"]]);

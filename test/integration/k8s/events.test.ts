@@ -1,5 +1,5 @@
 // The event recorder against a real apiserver: what an Event looks like, repeats folded into one Event,
-// and a flood about one object held to the rate limit.
+// a flood about one object held to the rate limit, and a term's recorder fenced on the term.
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -26,7 +26,7 @@ before(async () => {
   kube = await startKubeApiserver();
   core = kube.kubeConfig.makeApiClient(CoreV1Api);
   await createNamespace(kube.kubeConfig, "ev");
-  await createPods(kube.kubeConfig, "ev", [pod("target"), pod("hot"), pod("flood")]);
+  await createPods(kube.kubeConfig, "ev", [pod("target"), pod("hot"), pod("flood"), pod("fenced")]);
 });
 
 after(() => kube?.stop());
@@ -90,6 +90,41 @@ describe("event recorder", () => {
     assert.equal(others.length, 1, "another object's events are not held back by the flood");
     await rec.close();
     assert.equal(rec.stats.dropped, 190, "the held-back occurrences are counted as dropped on close");
+  });
+
+  it("a recorder fenced on a term posts through the term's fence: nothing once the term has ended, not even what was recorded before", async () => {
+    const root = new EventRecorder({ client: new ApiClient(kube.kubeConfig), component: "test", burst: 1 });
+    const term = new AbortController();
+    const rec = root.fenced(term.signal);
+    const ref = await podRef("ev", "fenced");
+    rec.warning(ref, "DuringTerm", "recorded while leading");
+    await root.flush();
+    assert.deepEqual(
+      (await eventsAbout("ev", "fenced")).map((e) => e.reason),
+      ["DuringTerm"],
+      "the term's Event is posted, and the root's flush covers the term's recorder",
+    );
+    // One recorded just before the term ends (its write not sent yet), one waiting for a rate-limit token,
+    // and one recorded after: none may reach the apiserver.
+    rec.warning(ref, "WaitingForToken", "held by the rate limit");
+    const other = { ...ref, name: "fenced-other", uid: "0e0e0e0e-0000-4000-8000-000000000002" };
+    rec.warning(other, "JustBeforeTheEnd", "recorded as the term ends");
+    term.abort(new Error("leadership lost"));
+    rec.warning(ref, "AfterTheEnd", "recorded by a reconcile still in flight");
+    await rec.flush();
+    await root.close();
+    assert.deepEqual(
+      (await eventsAbout("ev", "fenced")).map((e) => e.reason),
+      ["DuringTerm"],
+    );
+    assert.deepEqual(await eventsAbout("ev", "fenced-other"), []);
+    assert.equal(root.stats.created, 0, "the root recorder itself posted nothing");
+    assert.equal(rec.stats.created, 1);
+    // A term that has already ended gets a recorder that records nothing.
+    const late = root.fenced(term.signal);
+    late.warning(ref, "LateTerm", "never posted");
+    await late.flush();
+    assert.equal(late.stats.created + late.stats.dropped, 0);
   });
 
   it("records events about cluster-scoped objects in the default namespace", async () => {
