@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Service } from "@kubernetes/client-node";
 import { formatIp } from "../ipam/address.ts";
+import { reservedAddresses } from "./reserved-addresses.ts";
 import { clusterRanges, parseService } from "./service-model.ts";
 
 const ranges = clusterRanges({
@@ -191,6 +192,38 @@ describe("parseService", () => {
       ranges,
     );
     assert.deepEqual(model?.loadBalancerIPs, []);
+  });
+
+  it("refuses an externalIP that is a node's or the API server's address, and an LB IP that is the API server's", () => {
+    const reserved = reservedAddresses(
+      [{ status: { addresses: [{ address: "192.168.200.11" }, { address: "node1.example" }] } }],
+      [{ addressType: "IPv4", endpoints: [{ addresses: ["192.168.200.2"] }] }],
+    );
+    const { model, problems } = parseService(
+      svc(
+        {
+          type: "LoadBalancer",
+          ports: [{ port: 80, nodePort: 30080 }],
+          externalIPs: ["192.168.200.11", "192.168.200.2", "192.168.200.60"],
+        },
+        { loadBalancer: { ingress: [{ ip: "192.168.200.2" }, { ip: "192.168.200.11" }] } },
+      ),
+      { ...ranges, reserved },
+    );
+    assert.deepEqual(ips(model?.externalIPs), ["192.168.200.60"]);
+    // A load balancer implementation may announce node addresses (as kube-proxy serves them).
+    assert.deepEqual(ips(model?.loadBalancerIPs), ["192.168.200.11"]);
+    assert.deepEqual(fields(problems), [
+      "spec.externalIPs[0]",
+      "spec.externalIPs[1]",
+      "status.loadBalancer.ingress[0].ip",
+    ]);
+    assert.match(
+      problems[0]!.message,
+      /192\.168\.200\.11 is a node's address.*NodePort.*DenyServiceExternalIPs/,
+    );
+    assert.match(problems[1]!.message, /192\.168\.200\.2 is the API server's address/);
+    assert.match(problems[2]!.message, /API server's address/);
   });
 
   it("refuses externalIPs inside the cluster, service and join CIDRs and special ranges, naming each", () => {

@@ -3,10 +3,11 @@
 // is kept, and each problem names the field and the fix so it can become a Warning Event unchanged.
 
 import type { V1Service } from "@kubernetes/client-node";
-import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, ipEquals, parseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
+import type { ReservedAddresses } from "./reserved-addresses.ts";
 
 export type L4Protocol = "tcp" | "udp" | "sctp";
 
@@ -46,6 +47,11 @@ export interface ClusterRanges {
   readonly clusterCIDRs: readonly Cidr[];
   readonly serviceCIDRs: readonly Cidr[];
   readonly joinCIDRs: readonly Cidr[];
+  /**
+   * Addresses of the nodes and the API server (see reserved-addresses.ts). Refused as externalIPs; as
+   * load-balancer IPs only the API server's (a load balancer implementation may announce node addresses).
+   */
+  readonly reserved?: ReservedAddresses;
 }
 
 export const NO_RANGES: ClusterRanges = { clusterCIDRs: [], serviceCIDRs: [], joinCIDRs: [] };
@@ -63,6 +69,8 @@ export function clusterRanges(texts: {
     joinCIDRs: all(texts.joinCIDRs, "joinCIDRs"),
   };
 }
+
+const ADMISSION_HINT = "enable the DenyServiceExternalIPs admission plugin if no one should set externalIPs";
 
 export const DEFAULT_AFFINITY_TIMEOUT = 10800;
 /** OVN's Load_Balancer options:affinity_timeout is at most 65535 seconds. */
@@ -149,7 +157,7 @@ export function parseService(
     ports.push(model);
   });
 
-  const externalIPs = parseVips(spec.externalIPs ?? [], "spec.externalIPs", ranges, problem);
+  const externalIPs = parseVips(spec.externalIPs ?? [], "spec.externalIPs", ranges, problem, "", true);
   const loadBalancerIPs =
     type === "LoadBalancer"
       ? parseVips(
@@ -254,6 +262,7 @@ function parseVips(
   ranges: ClusterRanges,
   problem: Report,
   suffix = "",
+  refuseNodeAddresses = false,
 ): IpAddress[] {
   const out: IpAddress[] = [];
   texts.forEach((text, i) => {
@@ -266,6 +275,15 @@ function parseVips(
     const special = specialRangeOverlapping(hostCidr);
     if (special) {
       problem(f, `${formatIp(ip)} is in the ${special.name}; it cannot be a Service address`);
+      return;
+    }
+    const api = ranges.reserved?.apiServerAddresses.some((a) => ipEquals(a, ip));
+    const node = refuseNodeAddresses && ranges.reserved?.nodeAddresses.some((a) => ipEquals(a, ip));
+    if (api || node) {
+      const what = api
+        ? "the API server's address; a Service there would take the API server's traffic from every node and pod. Use another address"
+        : "a node's address; a Service there would take that node's own ports (SSH, the kubelet...). Use a NodePort to serve on node addresses";
+      problem(f, `${formatIp(ip)} is ${what} (${ADMISSION_HINT})`);
       return;
     }
     const inside = insideRange(ip, ranges);
