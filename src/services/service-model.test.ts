@@ -226,6 +226,29 @@ describe("parseService", () => {
     assert.match(problems[2]!.message, /API server's address/);
   });
 
+  it("refuses a cluster IP that a ServiceCIDR overlapping the cluster's own addresses handed out", () => {
+    const reserved = reservedAddresses(
+      [{ status: { addresses: [{ address: "192.168.200.11" }] } }],
+      [{ addressType: "IPv4", endpoints: [{ addresses: ["192.168.200.2"] }] }],
+    );
+    const withReserved = { ...ranges, reserved };
+    for (const [clusterIP, why] of [
+      ["10.244.0.7", /10\.244\.0\.7 is inside the cluster CIDR 10\.244\.0\.0\/16.*not served/],
+      ["100.64.0.3", /join CIDR/],
+      ["192.168.200.2", /API server's address/],
+      ["192.168.200.11", /a node's address/],
+      ["169.254.169.254", /link-local/],
+    ] as const) {
+      const { model, problems } = parseService(svc({ clusterIP }), withReserved);
+      assert.equal(model, undefined, clusterIP);
+      assert.deepEqual(fields(problems), ["spec.clusterIP"]);
+      assert.match(problems[0]!.message, why);
+    }
+    const dual = parseService(svc({ clusterIPs: ["10.244.0.7", "fd00:96::10"] }), withReserved);
+    assert.deepEqual(ips(dual.model?.clusterIPs), ["fd00:96::10"]);
+    assert.deepEqual(fields(dual.problems), ["spec.clusterIPs[0]"]);
+  });
+
   it("refuses externalIPs inside the cluster, service and join CIDRs and special ranges, naming each", () => {
     const { model, problems } = parseService(
       svc({

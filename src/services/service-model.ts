@@ -112,6 +112,16 @@ export function parseService(
     const field = spec.clusterIPs?.length ? `${clusterField}[${i}]` : clusterField;
     const ip = parseAddress(text, field, problem);
     if (!ip) return;
+    // The apiserver allocates cluster IPs only from ServiceCIDRs, but a ServiceCIDR may overlap what the
+    // cluster uses itself: a cluster IP there would capture pods' (or the nodes') traffic to that address.
+    const conflict = reservedConflict(ip, ranges, true) ?? clusterRangeConflict(ip, ranges, false);
+    if (conflict) {
+      problem(
+        field,
+        `${formatIp(ip)} is ${conflict}; this Service is not served (remove the ServiceCIDR that overlaps it)`,
+      );
+      return;
+    }
     if (clusterIPs.some((c) => c.family === ip.family)) {
       problem(
         field,
@@ -271,26 +281,24 @@ function parseVips(
     const f = `${field}[${i}]${suffix}`;
     const ip = parseAddress(text, f, problem);
     if (!ip) return;
-    const hostCidr = parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`);
-    const special = specialRangeOverlapping(hostCidr);
-    if (special) {
-      problem(f, `${formatIp(ip)} is in the ${special.name}; it cannot be a Service address`);
+    const reserved = reservedConflict(ip, ranges, refuseNodeAddresses);
+    if (reserved) {
+      const hint = reserved.startsWith("a node")
+        ? "use a NodePort to serve on node addresses"
+        : "use another address";
+      problem(
+        f,
+        `${formatIp(ip)} is ${reserved}, so a Service there would take its traffic; ${hint} (${ADMISSION_HINT})`,
+      );
       return;
     }
-    const api = ranges.reserved?.apiServerAddresses.some((a) => ipEquals(a, ip));
-    const node = refuseNodeAddresses && ranges.reserved?.nodeAddresses.some((a) => ipEquals(a, ip));
-    if (api || node) {
-      const what = api
-        ? "the API server's address; a Service there would take the API server's traffic from every node and pod. Use another address"
-        : "a node's address; a Service there would take that node's own ports (SSH, the kubelet...). Use a NodePort to serve on node addresses";
-      problem(f, `${formatIp(ip)} is ${what} (${ADMISSION_HINT})`);
-      return;
-    }
-    const inside = insideRange(ip, ranges);
+    const inside = clusterRangeConflict(ip, ranges, true);
     if (inside) {
       problem(
         f,
-        `${formatIp(ip)} is inside the ${inside}, so it would capture in-cluster traffic; ${DENY_HINT}`,
+        inside.startsWith("in the")
+          ? `${formatIp(ip)} is ${inside}; it cannot be a Service address`
+          : `${formatIp(ip)} is ${inside}, so it would capture in-cluster traffic; ${DENY_HINT}`,
       );
       return;
     }
@@ -300,15 +308,30 @@ function parseVips(
   return out;
 }
 
-function insideRange(ip: IpAddress, ranges: ClusterRanges): string | undefined {
+/** The node or API server address `ip` is, if it is one (node addresses only with `nodes`). */
+function reservedConflict(ip: IpAddress, ranges: ClusterRanges, nodes: boolean): string | undefined {
+  if (ranges.reserved?.apiServerAddresses.some((a) => ipEquals(a, ip))) return "the API server's address";
+  if (nodes && ranges.reserved?.nodeAddresses.some((a) => ipEquals(a, ip)))
+    return "a node's address (its own ports: SSH, the kubelet...)";
+  return undefined;
+}
+
+/** The special range or cluster range `ip` is in (service CIDRs only with `serviceCidrs`). */
+function clusterRangeConflict(
+  ip: IpAddress,
+  ranges: ClusterRanges,
+  serviceCidrs: boolean,
+): string | undefined {
+  const special = specialRangeOverlapping(parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`));
+  if (special) return `in the ${special.name}`;
   const groups: [readonly Cidr[], string][] = [
     [ranges.clusterCIDRs, "cluster CIDR"],
-    [ranges.serviceCIDRs, "service CIDR"],
+    ...(serviceCidrs ? [[ranges.serviceCIDRs, "service CIDR"] as [readonly Cidr[], string]] : []),
     [ranges.joinCIDRs, "join CIDR"],
   ];
   for (const [list, what] of groups) {
     const hit = list.find((c) => cidrContains(c, ip));
-    if (hit) return `${what} ${formatCidr(hit)}`;
+    if (hit) return `inside the ${what} ${formatCidr(hit)}`;
   }
   return undefined;
 }
