@@ -87,7 +87,10 @@ type NodeAddressesObject = KubeObject & { status?: { addresses?: { type?: string
 function slimNode(o: KubeObject): NodeAddressesObject {
   const n = o as NodeAddressesObject;
   return {
-    metadata: { name: n.metadata?.name },
+    metadata: {
+      name: n.metadata?.name,
+      ...(n.metadata?.resourceVersion ? { resourceVersion: n.metadata.resourceVersion } : {}),
+    },
     status: { addresses: (n.status?.addresses ?? []).map((a) => ({ address: a.address })) },
   } as NodeAddressesObject;
 }
@@ -152,7 +155,14 @@ export class ServiceProxy {
     };
     this.services.addHandlers(changed);
     this.slices.addHandlers(changed);
-    this.nodes.addHandlers(changed);
+    // Nodes update their status often; only a change of addresses matters here.
+    this.nodes.addHandlers({
+      onAdd: () => this.schedule(),
+      onUpdate: (a, b) => {
+        if (JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses)) this.schedule();
+      },
+      onDelete: () => this.schedule(),
+    });
     const cidrs = () => this.recomputeCidrs();
     this.serviceCidrs.addHandlers({ onAdd: cidrs, onUpdate: cidrs, onDelete: cidrs });
   }

@@ -264,12 +264,46 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
     t.after(() => kubectl(["delete", "service", "grab"]));
     await kubectl(["apply", "-f", "-"], sliceYaml("grab", [{ ip: "10.244.0.5", node: NODE }]));
     t.after(() => kubectl(["delete", "endpointslice", "grab-manual"]));
-    await until("the Service's externalIP served", () =>
-      (rig.scripts.at(-1) ?? "").includes("192.168.200.61 . 6 . 80"),
-    );
+    await until("the Service's externalIP served", () => {
+      const last = rig.scripts.at(-1) ?? "";
+      return last.includes("192.168.200.61 . 6 . 80 : goto") && last.includes("dnat ip to 10.244.0.5:8080");
+    });
+    await rig.proxy.settled();
     const script = rig.scripts.at(-1) ?? "";
     for (const taken of ["192.168.200.12", "192.168.200.2", "192.168.200.11"])
       assert.ok(!script.includes(`${taken} . 6 . 80`), `${taken} is not a VIP`);
+
+    // A Node status change that leaves its addresses alone recomputes nothing (nodes update their status often).
+    const patchStatus = async (status: unknown) => {
+      const out = await kubectl([
+        ...[
+          "patch",
+          "node",
+          "node2",
+          "--subresource=status",
+          "--type=merge",
+          "-o",
+          "jsonpath={.metadata.resourceVersion}",
+        ],
+        ...["-p", JSON.stringify({ status })],
+      ]);
+      await until(
+        "the agent to see the Node",
+        () => rig.proxy.nodes.get("node2")?.metadata?.resourceVersion === out.trim(),
+      );
+      await rig.proxy.settled();
+    };
+    const plans = rig.proxy.stats.plans;
+    await patchStatus({
+      conditions: [{ type: "Ready", status: "True", reason: "KubeletReady", message: "ok" }],
+    });
+    assert.equal(rig.proxy.stats.plans, plans, "no recompute for a status change without new addresses");
+    // A node taking an address a Service held as its externalIP: the Service loses it.
+    await patchStatus({ addresses: [{ type: "InternalIP", address: "192.168.200.61" }] });
+    await until(
+      "192.168.200.61 no longer served",
+      () => !(rig.scripts.at(-1) ?? "").includes("192.168.200.61 . 6 . 80"),
+    );
   });
 
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
