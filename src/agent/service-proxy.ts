@@ -21,6 +21,7 @@ import {
   serviceTablePresent,
 } from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
+import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import type { HealthCheckServers } from "./health-check-server.ts";
 import { planHostServices, SERVICE_NAME_LABEL, sliceServiceKey } from "./host-services.ts";
@@ -35,6 +36,8 @@ export interface ServiceProxyOptions {
   mgmtIfname: InterfaceName;
   /** Ranges no externalIP or LB IP may claim (cluster, service, join). */
   ranges?: ClusterRanges;
+  /** The API server's address as the agent's kubeconfig names it: never a Service's externalIP or LB IP. */
+  apiServerIps?: readonly IpAddress[];
   /** Pod networks: a ServiceCIDR overlapping them is not routed. */
   clusterCidrs?: readonly Cidr[];
   /** What ServiceCIDR routes must stay clear of, read at each recompute. */
@@ -78,8 +81,24 @@ function slimSlice(o: KubeObject): V1EndpointSlice {
   } as V1EndpointSlice;
 }
 
+/** What the proxy reads of a Node: its addresses, which no externalIP may claim. */
+type NodeAddressesObject = KubeObject & { status?: { addresses?: { type?: string; address?: string }[] } };
+
+function slimNode(o: KubeObject): NodeAddressesObject {
+  const n = o as NodeAddressesObject;
+  return {
+    metadata: {
+      name: n.metadata?.name,
+      ...(n.metadata?.resourceVersion ? { resourceVersion: n.metadata.resourceVersion } : {}),
+    },
+    status: { addresses: (n.status?.addresses ?? []).map((a) => ({ address: a.address })) },
+  } as NodeAddressesObject;
+}
+
 export class ServiceProxy {
   readonly services: Informer<V1Service & KubeObject>;
+  /** Every Node: an externalIP equal to any node's address would take that node's ports from this node too. */
+  readonly nodes: Informer<NodeAddressesObject>;
   readonly slices: Informer<V1EndpointSlice & KubeObject>;
   readonly serviceCidrs: Informer<ServiceCidrObject>;
   /** plans: recomputes; applies: nft transactions; failures: failed applies. */
@@ -118,6 +137,12 @@ export class ServiceProxy {
       indexers: { [SLICES_BY_SERVICE]: (s) => [sliceServiceKey(s) ?? ""].filter(Boolean) },
       logger: log.child({ informer: "endpointslices" }),
     });
+    this.nodes = new Informer<NodeAddressesObject>({
+      client: opts.api,
+      path: "/api/v1/nodes",
+      transform: slimNode,
+      logger: log.child({ informer: "nodes" }),
+    });
     this.serviceCidrs = new Informer<ServiceCidrObject>({
       client: opts.api,
       path: SERVICE_CIDR_PATH,
@@ -130,6 +155,14 @@ export class ServiceProxy {
     };
     this.services.addHandlers(changed);
     this.slices.addHandlers(changed);
+    // Nodes update their status often; only a change of addresses matters here.
+    this.nodes.addHandlers({
+      onAdd: () => this.schedule(),
+      onUpdate: (a, b) => {
+        if (JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses)) this.schedule();
+      },
+      onDelete: () => this.schedule(),
+    });
     const cidrs = () => this.recomputeCidrs();
     this.serviceCidrs.addHandlers({ onAdd: cidrs, onUpdate: cidrs, onDelete: cidrs });
   }
@@ -138,9 +171,11 @@ export class ServiceProxy {
   async start(): Promise<void> {
     this.services.start();
     this.slices.start();
+    this.nodes.start();
     this.serviceCidrs.start();
-    // A ruleset from a partial view would drop Services that work now; wait for the whole picture.
-    for (const informer of [this.services, this.slices]) {
+    // A ruleset from a partial view would drop Services that work now (or serve a node's address as an
+    // externalIP); wait for the whole picture.
+    for (const informer of [this.services, this.slices, this.nodes]) {
       while (!this.stopped) {
         try {
           await informer.waitForSync(60_000);
@@ -148,7 +183,7 @@ export class ServiceProxy {
         } catch (e) {
           this.opts.log.warn(
             { err: (e as Error).message },
-            "still waiting to list Services and EndpointSlices",
+            "still waiting to list Services, EndpointSlices and Nodes (is deploy/rbac/node-agent.yaml applied?)",
           );
         }
       }
@@ -167,7 +202,12 @@ export class ServiceProxy {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    await Promise.all([this.services.stop(), this.slices.stop(), this.serviceCidrs.stop()]);
+    await Promise.all([
+      this.services.stop(),
+      this.slices.stop(),
+      this.nodes.stop(),
+      this.serviceCidrs.stop(),
+    ]);
     await this.running;
     await this.opts.healthChecks?.close();
   }
@@ -214,12 +254,16 @@ export class ServiceProxy {
 
   private async flush(): Promise<void> {
     this.stats.plans++;
-    const plan = planHostServices(
-      this.services.list(),
-      (ns, name) => this.slices.byIndex(SLICES_BY_SERVICE, `${ns}/${name}`),
-      this.opts.node,
-      this.opts.ranges ?? NO_RANGES,
+    const sliceOf = (ns: string, name: string) => this.slices.byIndex(SLICES_BY_SERVICE, `${ns}/${name}`);
+    const reserved = reservedAddresses(
+      this.nodes.list(),
+      sliceOf(API_SERVER_SERVICE.namespace, API_SERVER_SERVICE.name),
+      { nodeAddresses: this.nodeIps, apiServerAddresses: this.opts.apiServerIps ?? [] },
     );
+    const plan = planHostServices(this.services.list(), sliceOf, this.opts.node, {
+      ...(this.opts.ranges ?? NO_RANGES),
+      reserved,
+    });
     for (const r of plan.refused) this.opts.log.warn(r, "not serving a healthCheckNodePort");
     const spec = { mgmtIfname: this.opts.mgmtIfname, nodeIps: this.nodeIps, ports: plan.ports };
     const script = serviceRuleset(spec);

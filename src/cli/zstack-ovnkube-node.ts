@@ -186,6 +186,7 @@ async function main(): Promise<number> {
     node: cfg.nodeName,
     mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
     ranges: { clusterCIDRs: cfg.clusterCIDRs, serviceCIDRs: cfg.serviceCIDRs, joinCIDRs: [cfg.joinCIDR] },
+    ...(apiServer ? { apiServerIps: [apiServer] } : {}),
     clusterCidrs: cfg.clusterCIDRs,
     routeGuard: guard,
     onServiceCidrs: (cidrs) => {

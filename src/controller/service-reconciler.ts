@@ -11,6 +11,11 @@ import { serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
+import {
+  API_SERVER_SERVICE,
+  type ReservedAddresses,
+  reservedAddresses,
+} from "../services/reserved-addresses.ts";
 import { type ClusterRanges, clusterRanges, parseService } from "../services/service-model.ts";
 import { type ControllerContext, type ControllerOptions, SERVICES } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
@@ -32,6 +37,8 @@ export class ServiceReconciler implements Reconciler {
   private readonly slices: Informer<EndpointSliceObject>;
   private readonly nodes: Informer<NodeLite>;
   private readonly ranges: ClusterRanges;
+  /** Node and API server addresses, recomputed after a Node or the API server's endpoints change. */
+  private reserved: ReservedAddresses | undefined;
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -78,17 +85,35 @@ export class ServiceReconciler implements Reconciler {
         { replay: true },
       ),
       this.slices.addHandlers({
-        onAdd: (s) => enqueue(sliceServiceKey(s)),
+        onAdd: (s) => {
+          enqueue(sliceServiceKey(s));
+          this.apiServerSliceChanged(s);
+        },
         onUpdate: (a, b) => {
           enqueue(sliceServiceKey(a));
           if (sliceServiceKey(b) !== sliceServiceKey(a)) enqueue(sliceServiceKey(b));
+          this.apiServerSliceChanged(b);
         },
-        onDelete: (s) => enqueue(sliceServiceKey(s)),
+        onDelete: (s) => {
+          enqueue(sliceServiceKey(s));
+          this.apiServerSliceChanged(s);
+        },
       }),
-      // A node added or gone changes the chassis internalTrafficPolicy Local needs variables on.
+      // A node added or gone changes the chassis internalTrafficPolicy Local needs variables on, and with its
+      // addresses the externalIPs no Service may claim.
       this.nodes.addHandlers({
-        onAdd: () => this.requeueLocalServices(),
-        onDelete: () => this.requeueLocalServices(),
+        onAdd: () => {
+          this.requeueLocalServices();
+          this.reservedChanged();
+        },
+        onUpdate: (a, b) => {
+          if (JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses))
+            this.reservedChanged();
+        },
+        onDelete: () => {
+          this.requeueLocalServices();
+          this.reservedChanged();
+        },
       }),
       // Someone else added, changed or removed one of our load balancers: put it back as the Service says.
       this.o.nb.cache.subscribe("Load_Balancer", (events) => {
@@ -98,6 +123,27 @@ export class ServiceReconciler implements Reconciler {
         }
       }),
     ];
+  }
+
+  private apiServerSliceChanged(s: EndpointSliceObject): void {
+    if (sliceServiceKey(s) === `${API_SERVER_SERVICE.namespace}/${API_SERVER_SERVICE.name}`)
+      this.reservedChanged();
+  }
+
+  /** Services with addresses that may be reserved now, or no longer, are looked at again. */
+  private reservedChanged(): void {
+    this.reserved = undefined;
+    for (const s of this.services.list())
+      if (s.spec?.externalIPs?.length || s.status?.loadBalancer?.ingress?.length)
+        this.ctx.requeueService(`${s.metadata?.namespace}/${s.metadata?.name}`);
+  }
+
+  private reservedAddresses(): ReservedAddresses {
+    this.reserved ??= reservedAddresses(
+      this.nodes.list(),
+      this.slices.byIndex(SLICES_BY_SERVICE, `${API_SERVER_SERVICE.namespace}/${API_SERVER_SERVICE.name}`),
+    );
+    return this.reserved;
   }
 
   private requeueLocalServices(): void {
@@ -126,7 +172,9 @@ export class ServiceReconciler implements Reconciler {
     const { nb } = this.o;
     const cache = nb.cache as never;
     const svc = this.services.get(key);
-    const { model, problems } = svc ? parseService(svc, this.ranges) : { model: undefined, problems: [] };
+    const { model, problems } = svc
+      ? parseService(svc, { ...this.ranges, reserved: this.reservedAddresses() })
+      : { model: undefined, problems: [] };
     const chassis = this.nodes.keys();
     const slices = model ? this.slices.byIndex(SLICES_BY_SERVICE, key) : [];
     const desired = model

@@ -40,6 +40,23 @@ const show = (eps: Endpoint[]) =>
   eps.map((e) => `${formatIp(e.ip)}:${e.port}${e.nodeName ? `@${e.nodeName}` : ""}`);
 
 describe("selectEndpoints", () => {
+  it("leaves out endpoints in special ranges: loopback, link-local metadata, multicast, unspecified", () => {
+    const eps = selectEndpoints(
+      [
+        slice([
+          { ip: "127.0.0.1" },
+          { ip: "169.254.169.254" },
+          { ip: "224.0.0.5" },
+          { ip: "0.0.0.0" },
+          { ip: "10.244.0.5" },
+        ]),
+        slice([{ ip: "::1" }, { ip: "fe80::1" }, { ip: "fd00::5" }], undefined, "IPv6"),
+      ],
+      http,
+    );
+    assert.deepEqual(show(eps), ["10.244.0.5:8080", "fd00::5:8080"]);
+  });
+
   it("returns ready endpoints with the slice's port, sorted", () => {
     const s = slice([
       { ip: "10.244.0.9", node: "n2", ready: true },

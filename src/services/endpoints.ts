@@ -2,6 +2,8 @@
 
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { compareIp, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
+import { parseCidr } from "../ipam/cidr.ts";
+import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import type { L4Protocol, ServicePortModel } from "./service-model.ts";
 
 export interface Endpoint {
@@ -19,7 +21,8 @@ interface Candidate extends Endpoint {
  * kube-proxy's choice: the ready endpoints; if there are none, the serving and terminating ones. With `node`,
  * the same rule applied to that node's endpoints only. Each endpoint's port comes from its slice's port with
  * the same name and protocol as `port` (a named targetPort may map to different numbers per slice).
- * Endpoints with an address or port that cannot be read are left out. Sorted, without duplicates.
+ * Endpoints with an address or port that cannot be read, or an address in a special range, are left out.
+ * Sorted, without duplicates.
  */
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
@@ -41,6 +44,9 @@ export function selectEndpoints(
       const text = ep.addresses?.[0];
       const ip = typeof text === "string" ? tryParseIp(text) : undefined;
       if (!ip || ip.family !== family) continue;
+      // The apiserver refuses these in a slice, but a slice's author is still not trusted: loopback (the node's
+      // own local-only services for node-originated traffic), link-local (cloud metadata), multicast, 0.0.0.0.
+      if (specialRangeOverlapping(parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`))) continue;
       const c = ep.conditions ?? {};
       const ready = c.ready !== false;
       const serving = c.serving !== false;

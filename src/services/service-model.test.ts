@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Service } from "@kubernetes/client-node";
 import { formatIp } from "../ipam/address.ts";
+import { reservedAddresses } from "./reserved-addresses.ts";
 import { clusterRanges, parseService } from "./service-model.ts";
 
 const ranges = clusterRanges({
@@ -191,6 +192,61 @@ describe("parseService", () => {
       ranges,
     );
     assert.deepEqual(model?.loadBalancerIPs, []);
+  });
+
+  it("refuses an externalIP that is a node's or the API server's address, and an LB IP that is the API server's", () => {
+    const reserved = reservedAddresses(
+      [{ status: { addresses: [{ address: "192.168.200.11" }, { address: "node1.example" }] } }],
+      [{ addressType: "IPv4", endpoints: [{ addresses: ["192.168.200.2"] }] }],
+    );
+    const { model, problems } = parseService(
+      svc(
+        {
+          type: "LoadBalancer",
+          ports: [{ port: 80, nodePort: 30080 }],
+          externalIPs: ["192.168.200.11", "192.168.200.2", "192.168.200.60"],
+        },
+        { loadBalancer: { ingress: [{ ip: "192.168.200.2" }, { ip: "192.168.200.11" }] } },
+      ),
+      { ...ranges, reserved },
+    );
+    assert.deepEqual(ips(model?.externalIPs), ["192.168.200.60"]);
+    // A load balancer implementation may announce node addresses (as kube-proxy serves them).
+    assert.deepEqual(ips(model?.loadBalancerIPs), ["192.168.200.11"]);
+    assert.deepEqual(fields(problems), [
+      "spec.externalIPs[0]",
+      "spec.externalIPs[1]",
+      "status.loadBalancer.ingress[0].ip",
+    ]);
+    assert.match(
+      problems[0]!.message,
+      /192\.168\.200\.11 is a node's address.*NodePort.*DenyServiceExternalIPs/,
+    );
+    assert.match(problems[1]!.message, /192\.168\.200\.2 is the API server's address/);
+    assert.match(problems[2]!.message, /API server's address/);
+  });
+
+  it("refuses a cluster IP that a ServiceCIDR overlapping the cluster's own addresses handed out", () => {
+    const reserved = reservedAddresses(
+      [{ status: { addresses: [{ address: "192.168.200.11" }] } }],
+      [{ addressType: "IPv4", endpoints: [{ addresses: ["192.168.200.2"] }] }],
+    );
+    const withReserved = { ...ranges, reserved };
+    for (const [clusterIP, why] of [
+      ["10.244.0.7", /10\.244\.0\.7 is inside the cluster CIDR 10\.244\.0\.0\/16.*not served/],
+      ["100.64.0.3", /join CIDR/],
+      ["192.168.200.2", /API server's address/],
+      ["192.168.200.11", /a node's address/],
+      ["169.254.169.254", /link-local/],
+    ] as const) {
+      const { model, problems } = parseService(svc({ clusterIP }), withReserved);
+      assert.equal(model, undefined, clusterIP);
+      assert.deepEqual(fields(problems), ["spec.clusterIP"]);
+      assert.match(problems[0]!.message, why);
+    }
+    const dual = parseService(svc({ clusterIPs: ["10.244.0.7", "fd00:96::10"] }), withReserved);
+    assert.deepEqual(ips(dual.model?.clusterIPs), ["fd00:96::10"]);
+    assert.deepEqual(fields(dual.problems), ["spec.clusterIPs[0]"]);
   });
 
   it("refuses externalIPs inside the cluster, service and join CIDRs and special ranges, naming each", () => {

@@ -3,10 +3,11 @@
 // is kept, and each problem names the field and the fix so it can become a Warning Event unchanged.
 
 import type { V1Service } from "@kubernetes/client-node";
-import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, ipEquals, parseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
+import type { ReservedAddresses } from "./reserved-addresses.ts";
 
 export type L4Protocol = "tcp" | "udp" | "sctp";
 
@@ -46,6 +47,11 @@ export interface ClusterRanges {
   readonly clusterCIDRs: readonly Cidr[];
   readonly serviceCIDRs: readonly Cidr[];
   readonly joinCIDRs: readonly Cidr[];
+  /**
+   * Addresses of the nodes and the API server (see reserved-addresses.ts). Refused as externalIPs; as
+   * load-balancer IPs only the API server's (a load balancer implementation may announce node addresses).
+   */
+  readonly reserved?: ReservedAddresses;
 }
 
 export const NO_RANGES: ClusterRanges = { clusterCIDRs: [], serviceCIDRs: [], joinCIDRs: [] };
@@ -63,6 +69,8 @@ export function clusterRanges(texts: {
     joinCIDRs: all(texts.joinCIDRs, "joinCIDRs"),
   };
 }
+
+const ADMISSION_HINT = "enable the DenyServiceExternalIPs admission plugin if no one should set externalIPs";
 
 export const DEFAULT_AFFINITY_TIMEOUT = 10800;
 /** OVN's Load_Balancer options:affinity_timeout is at most 65535 seconds. */
@@ -104,6 +112,16 @@ export function parseService(
     const field = spec.clusterIPs?.length ? `${clusterField}[${i}]` : clusterField;
     const ip = parseAddress(text, field, problem);
     if (!ip) return;
+    // The apiserver allocates cluster IPs only from ServiceCIDRs, but a ServiceCIDR may overlap what the
+    // cluster uses itself: a cluster IP there would capture pods' (or the nodes') traffic to that address.
+    const conflict = reservedConflict(ip, ranges, true) ?? clusterRangeConflict(ip, ranges, false);
+    if (conflict) {
+      problem(
+        field,
+        `${formatIp(ip)} is ${conflict}; this Service is not served (remove the ServiceCIDR that overlaps it)`,
+      );
+      return;
+    }
     if (clusterIPs.some((c) => c.family === ip.family)) {
       problem(
         field,
@@ -149,7 +167,7 @@ export function parseService(
     ports.push(model);
   });
 
-  const externalIPs = parseVips(spec.externalIPs ?? [], "spec.externalIPs", ranges, problem);
+  const externalIPs = parseVips(spec.externalIPs ?? [], "spec.externalIPs", ranges, problem, "", true);
   const loadBalancerIPs =
     type === "LoadBalancer"
       ? parseVips(
@@ -254,6 +272,7 @@ function parseVips(
   ranges: ClusterRanges,
   problem: Report,
   suffix = "",
+  refuseNodeAddresses = false,
 ): IpAddress[] {
   const out: IpAddress[] = [];
   texts.forEach((text, i) => {
@@ -262,17 +281,24 @@ function parseVips(
     const f = `${field}[${i}]${suffix}`;
     const ip = parseAddress(text, f, problem);
     if (!ip) return;
-    const hostCidr = parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`);
-    const special = specialRangeOverlapping(hostCidr);
-    if (special) {
-      problem(f, `${formatIp(ip)} is in the ${special.name}; it cannot be a Service address`);
+    const reserved = reservedConflict(ip, ranges, refuseNodeAddresses);
+    if (reserved) {
+      const hint = reserved.startsWith("a node")
+        ? "use a NodePort to serve on node addresses"
+        : "use another address";
+      problem(
+        f,
+        `${formatIp(ip)} is ${reserved}, so a Service there would take its traffic; ${hint} (${ADMISSION_HINT})`,
+      );
       return;
     }
-    const inside = insideRange(ip, ranges);
+    const inside = clusterRangeConflict(ip, ranges, true);
     if (inside) {
       problem(
         f,
-        `${formatIp(ip)} is inside the ${inside}, so it would capture in-cluster traffic; ${DENY_HINT}`,
+        inside.startsWith("in the")
+          ? `${formatIp(ip)} is ${inside}; it cannot be a Service address`
+          : `${formatIp(ip)} is ${inside}, so it would capture in-cluster traffic; ${DENY_HINT}`,
       );
       return;
     }
@@ -282,15 +308,30 @@ function parseVips(
   return out;
 }
 
-function insideRange(ip: IpAddress, ranges: ClusterRanges): string | undefined {
+/** The node or API server address `ip` is, if it is one (node addresses only with `nodes`). */
+function reservedConflict(ip: IpAddress, ranges: ClusterRanges, nodes: boolean): string | undefined {
+  if (ranges.reserved?.apiServerAddresses.some((a) => ipEquals(a, ip))) return "the API server's address";
+  if (nodes && ranges.reserved?.nodeAddresses.some((a) => ipEquals(a, ip)))
+    return "a node's address (its own ports: SSH, the kubelet...)";
+  return undefined;
+}
+
+/** The special range or cluster range `ip` is in (service CIDRs only with `serviceCidrs`). */
+function clusterRangeConflict(
+  ip: IpAddress,
+  ranges: ClusterRanges,
+  serviceCidrs: boolean,
+): string | undefined {
+  const special = specialRangeOverlapping(parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`));
+  if (special) return `in the ${special.name}`;
   const groups: [readonly Cidr[], string][] = [
     [ranges.clusterCIDRs, "cluster CIDR"],
-    [ranges.serviceCIDRs, "service CIDR"],
+    ...(serviceCidrs ? [[ranges.serviceCIDRs, "service CIDR"] as [readonly Cidr[], string]] : []),
     [ranges.joinCIDRs, "join CIDR"],
   ];
   for (const [list, what] of groups) {
     const hit = list.find((c) => cidrContains(c, ip));
-    if (hit) return `${what} ${formatCidr(hit)}`;
+    if (hit) return `inside the ${what} ${formatCidr(hit)}`;
   }
   return undefined;
 }

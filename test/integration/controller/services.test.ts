@@ -202,6 +202,42 @@ test("Services become load balancers in the cluster group and follow their endpo
   assert.match(warning.message, /spec\.externalIPs\[0\].*cluster CIDR/);
   assert.ok(lb(`${NS}/web/tcp`), "web still there");
 
+  // An externalIP that is a node's address or the API server's (the kubernetes Service's endpoint) is refused:
+  // it would take the node's SSH or kubelet port, or every client's API server traffic.
+  // The rig's apiserver runs no endpoint reconciler: its slice is written here, as kube-apiserver writes it.
+  const apiServerIP = "192.168.200.2";
+  await api.request("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
+    method: "POST",
+    body: {
+      metadata: { name: "kubernetes", labels: { "kubernetes.io/service-name": "kubernetes" } },
+      addressType: "IPv4",
+      endpoints: [{ addresses: [apiServerIP], conditions: { ready: true } }],
+      ports: [{ name: "https", protocol: "TCP", port: 6443 }],
+    },
+  });
+  await api.request("/api/v1/nodes/node1/status", {
+    method: "PATCH",
+    body: { status: { addresses: [{ type: "InternalIP", address: "192.168.200.11" }] } },
+  });
+  const hijackIP = await createService("hijack", {
+    externalIPs: ["192.168.200.11", apiServerIP, "192.168.200.61"],
+  });
+  await until("hijack LB without the node's and the API server's address", () => {
+    const vips = Object.keys(lb(`${NS}/hijack/tcp`)?.vips ?? {}).sort();
+    return vips.length > 0 ? vips : undefined;
+  }).then((vips) => assert.deepEqual(vips, [`${hijackIP}:80`, "192.168.200.61:80"].sort()));
+  const hijackWarnings = await until("Warning Events on the hijacking Service", async () => {
+    const list = await api.request<{
+      items: { reason: string; message: string; involvedObject: { name: string } }[];
+    }>(`/api/v1/namespaces/${NS}/events`);
+    const mine = list.items.filter(
+      (e) => e.involvedObject.name === "hijack" && e.reason === "ServiceNotRealized",
+    );
+    return mine.length >= 2 ? mine.map((e) => e.message).sort() : undefined;
+  });
+  assert.match(hijackWarnings[0] ?? "", /spec\.externalIPs\[0\]: 192\.168\.200\.11 is a node's address/);
+  assert.match(hijackWarnings[1] ?? "", /spec\.externalIPs\[1\]: .* is the API server's address/);
+
   // Deleting a Service removes its rows and its chassis variables.
   await api.request(`/api/v1/namespaces/${NS}/services/local`, { method: "DELETE" });
   await until("template LB gone", () => (lb(`${NS}/local/tcp/local-v4`) ? undefined : true));

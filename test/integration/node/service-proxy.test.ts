@@ -153,7 +153,7 @@ after(async () => {
 });
 
 describe("Service proxy with a node's credentials", () => {
-  test("without the RBAC manifest a node may list Services but not EndpointSlices, ServiceCIDRs or Subnets; with it, all four", async (t) => {
+  test("without the RBAC manifest a node may list Services but not EndpointSlices, ServiceCIDRs, Subnets or all Nodes; with it, all five", async (t) => {
     const api = new ApiClient(nodeKc);
     t.after(() => api.close());
     const status = (path: string) =>
@@ -166,10 +166,11 @@ describe("Service proxy with a node's credentials", () => {
       "/apis/discovery.k8s.io/v1/endpointslices",
       "/apis/networking.k8s.io/v1/servicecidrs",
       "/apis/network.zstack.io/v1/subnets",
+      "/api/v1/nodes",
     ];
     await kubectl(["apply", "-f", SUBNET_CRD]);
     await kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io", "--timeout=60s"]);
-    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403, 403]);
+    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403, 403, 403]);
     await kubectl(["apply", "-f", RBAC]);
     await until("the grant to take effect", async () =>
       (await Promise.all(paths.map(status))).every((s) => s === 200),
@@ -230,6 +231,79 @@ describe("Service proxy with a node's credentials", () => {
     );
     await kubectl(["delete", "endpointslice", "web-manual"]);
     await until("the Service gone from the rules", () => !(rig.scripts.at(-1) ?? "").includes("dnat"));
+  });
+
+  test("an externalIP that is a node's address (this node's or another's) or the API server's is not served", async (t) => {
+    await kubectl(
+      ["create", "-f", "-"],
+      `apiVersion: v1
+kind: Node
+metadata: {name: node2}
+status: {addresses: [{type: InternalIP, address: 192.168.200.12}]}
+`,
+    );
+    t.after(() => kubectl(["delete", "node", "node2"]));
+    // The rig's apiserver runs no endpoint reconciler: the kubernetes Service's slice is written as it would be.
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: kubernetes, namespace: default, labels: {kubernetes.io/service-name: kubernetes}}
+addressType: IPv4
+ports: [{name: https, protocol: TCP, port: 6443}]
+endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
+`,
+    );
+    t.after(() => kubectl(["delete", "endpointslice", "kubernetes"]));
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await kubectl(
+      ["apply", "-f", "-"],
+      serviceYaml("grab", "  externalIPs: [192.168.200.12, 192.168.200.2, 192.168.200.11, 192.168.200.61]\n"),
+    );
+    t.after(() => kubectl(["delete", "service", "grab"]));
+    await kubectl(["apply", "-f", "-"], sliceYaml("grab", [{ ip: "10.244.0.5", node: NODE }]));
+    t.after(() => kubectl(["delete", "endpointslice", "grab-manual"]));
+    await until("the Service's externalIP served", () => {
+      const last = rig.scripts.at(-1) ?? "";
+      return last.includes("192.168.200.61 . 6 . 80 : goto") && last.includes("dnat ip to 10.244.0.5:8080");
+    });
+    await rig.proxy.settled();
+    const script = rig.scripts.at(-1) ?? "";
+    for (const taken of ["192.168.200.12", "192.168.200.2", "192.168.200.11"])
+      assert.ok(!script.includes(`${taken} . 6 . 80`), `${taken} is not a VIP`);
+
+    // A Node status change that leaves its addresses alone recomputes nothing (nodes update their status often).
+    const patchStatus = async (status: unknown) => {
+      const out = await kubectl([
+        ...[
+          "patch",
+          "node",
+          "node2",
+          "--subresource=status",
+          "--type=merge",
+          "-o",
+          "jsonpath={.metadata.resourceVersion}",
+        ],
+        ...["-p", JSON.stringify({ status })],
+      ]);
+      await until(
+        "the agent to see the Node",
+        () => rig.proxy.nodes.get("node2")?.metadata?.resourceVersion === out.trim(),
+      );
+      await rig.proxy.settled();
+    };
+    const plans = rig.proxy.stats.plans;
+    await patchStatus({
+      conditions: [{ type: "Ready", status: "True", reason: "KubeletReady", message: "ok" }],
+    });
+    assert.equal(rig.proxy.stats.plans, plans, "no recompute for a status change without new addresses");
+    // A node taking an address a Service held as its externalIP: the Service loses it.
+    await patchStatus({ addresses: [{ type: "InternalIP", address: "192.168.200.61" }] });
+    await until(
+      "192.168.200.61 no longer served",
+      () => !(rig.scripts.at(-1) ?? "").includes("192.168.200.61 . 6 . 80"),
+    );
   });
 
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
