@@ -252,7 +252,21 @@ export class ServiceProxy {
     }, delay);
   }
 
+  /** Any failure (planning, building, nft, a health-check port) is logged and retried with backoff, never thrown. */
   private async flush(): Promise<void> {
+    try {
+      await this.recompute();
+      this.retryMs = this.opts.retryMs ?? 500;
+    } catch (e) {
+      this.stats.failures++;
+      this.opts.log.error({ err: (e as Error).message }, "cannot apply the Service rules; retrying");
+      const wait = this.retryMs;
+      this.retryMs = Math.min(this.retryMs * 2, 30_000);
+      setTimeout(() => this.schedule(0), wait).unref();
+    }
+  }
+
+  private async recompute(): Promise<void> {
     this.stats.plans++;
     const sliceOf = (ns: string, name: string) => this.slices.byIndex(SLICES_BY_SERVICE, `${ns}/${name}`);
     const reserved = reservedAddresses(
@@ -268,21 +282,12 @@ export class ServiceProxy {
     const spec = { mgmtIfname: this.opts.mgmtIfname, nodeIps: this.nodeIps, ports: plan.ports };
     const script = serviceRuleset(spec);
     if (script !== this.applied) {
-      try {
-        // Replacing the table would forget which endpoint each client sticks to: carry the entries over.
-        const sticky = plan.ports.some((p) => p.affinityTimeoutSeconds !== undefined);
-        await this.apply(sticky ? serviceRuleset({ ...spec, affinity: await this.readAffinity() }) : script);
-        this.applied = script;
-        this.stats.applies++;
-        this.retryMs = this.opts.retryMs ?? 500;
-        this.opts.log.info({ ports: plan.ports.length }, "Service rules applied");
-      } catch (e) {
-        this.stats.failures++;
-        this.opts.log.error({ err: (e as Error).message }, "cannot apply the Service rules; retrying");
-        const wait = this.retryMs;
-        this.retryMs = Math.min(this.retryMs * 2, 30_000);
-        setTimeout(() => this.schedule(0), wait).unref();
-      }
+      // Replacing the table would forget which endpoint each client sticks to: carry the entries over.
+      const sticky = plan.ports.some((p) => p.affinityTimeoutSeconds !== undefined);
+      await this.apply(sticky ? serviceRuleset({ ...spec, affinity: await this.readAffinity() }) : script);
+      this.applied = script;
+      this.stats.applies++;
+      this.opts.log.info({ ports: plan.ports.length }, "Service rules applied");
     }
     await this.opts.healthChecks?.sync(plan.healthChecks);
   }

@@ -106,19 +106,38 @@ interface Rig {
   table: { present: boolean };
 }
 
-function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig {
+function startProxy(
+  t: { after(fn: () => unknown): void },
+  coalesceMs = 20,
+  faults: { applies?: number; healthSyncs?: number } = {},
+): Rig {
   const api = new ApiClient(nodeKc);
   const scripts: string[] = [];
   const table = { present: true };
   const cidrs: Cidr[][] = [];
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
+  let failApplies = faults.applies ?? 0;
+  let failSyncs = faults.healthSyncs ?? 0;
+  const sync = health.sync.bind(health);
+  health.sync = async (plans) => {
+    if (failSyncs > 0) {
+      failSyncs--;
+      throw new Error("injected health-check sync failure");
+    }
+    await sync(plans);
+  };
   const proxy = new ServiceProxy({
     api,
     node: NODE,
     mgmtIfname: parseInterfaceName("zovn-mgmt"),
     apply: async (s) => {
+      if (failApplies > 0) {
+        failApplies--;
+        throw new Error("injected nft failure");
+      }
       scripts.push(s);
     },
+    retryMs: 10,
     readAffinity: async () => new Map(),
     tablePresent: async () => table.present,
     resyncMs: 50,
@@ -346,6 +365,16 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
     rig.table.present = false;
     await until("the ruleset applied again", () => rig.scripts.length === 2);
     assert.equal(rig.scripts[1], rig.scripts[0]);
+  });
+
+  test("a failing nft apply or health-check sync is retried with backoff, never thrown out of the agent", async (t) => {
+    const rig = startProxy(t, 20, { applies: 2, healthSyncs: 2 });
+    await rig.proxy.start();
+    await until("the ruleset applied after two failures", () => rig.scripts.length === 1);
+    // The health-check sync runs after a successful apply; its two failures are retried too.
+    await until("the health-check failures retried", () => rig.proxy.stats.failures >= 4);
+    await kubectl(["apply", "-f", "-"], serviceYaml("retried", "  type: ClusterIP\n"));
+    await until("a later change applied", () => rig.scripts.length === 2);
   });
 
   test("ServiceCIDRs become routes: the default range, and one added at run time", async (t) => {
