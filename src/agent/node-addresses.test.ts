@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { formatIp } from "../ipam/address.ts";
-import { encapIpOf, NodeAddressError, nodeReportedIps } from "./node-addresses.ts";
+import { encapIpOf, NodeAddressError, nodeInternalIps, nodeReportedIps } from "./node-addresses.ts";
 
 const node = (...addresses: { type: string; address: unknown }[]) => ({ status: { addresses } });
 
@@ -33,4 +33,20 @@ test("the Node's reported IPs leave out host names and junk and list each addres
     { type: "InternalIP", address: "fd00::11" },
   );
   assert.deepEqual(nodeReportedIps(n).map(formatIp), ["192.168.200.11", "fd00::11"]);
+});
+
+test("NodePorts answer on the InternalIPs only, each once, junk left out", () => {
+  const ips = nodeInternalIps({
+    status: {
+      addresses: [
+        { type: "InternalIP", address: "192.168.200.11" },
+        { type: "ExternalIP", address: "203.0.113.9" },
+        { type: "InternalIP", address: "192.168.200.11" },
+        { type: "InternalIP", address: "1.2.3.4\n}" },
+        { type: "Hostname", address: "node1" },
+        { type: "InternalIP", address: "fd00::11" },
+      ],
+    },
+  });
+  assert.deepEqual(ips.map(formatIp), ["192.168.200.11", "fd00::11"]);
 });

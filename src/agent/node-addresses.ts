@@ -48,3 +48,10 @@ export function nodeReportedIps(node: NodeStatusAddresses): IpAddress[] {
   }
   return out;
 }
+
+/** The Node's InternalIPs that are IP addresses, each once: the addresses NodePorts answer on. */
+export function nodeInternalIps(node: NodeStatusAddresses): IpAddress[] {
+  return nodeReportedIps({
+    status: { addresses: (node.status?.addresses ?? []).filter((a) => a.type === "InternalIP") },
+  });
+}

@@ -1,12 +1,15 @@
 // zstack-ovnkube-node: the per-node agent. Parses configuration and wires the pieces: node setup (br-int,
-// chassis settings, management port, egress SNAT), the CNI server and its handler, CNI install, health.
+// chassis settings, management port, egress SNAT), Services on the host path (nftables DNAT, healthCheckNodePort,
+// ServiceCIDR routes), the CNI server and its handler, CNI install, health.
 
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
-import { encapIpOf, NodeAddressError } from "../agent/node-addresses.ts";
+import { HealthCheckServers } from "../agent/health-check-server.ts";
+import { encapIpOf, NodeAddressError, nodeInternalIps } from "../agent/node-addresses.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
+import { ServiceProxy } from "../agent/service-proxy.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
@@ -22,6 +25,7 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
+import { enableForwarding } from "../node/snat.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
@@ -125,6 +129,7 @@ async function main(): Promise<number> {
   // The management port needs both the controller's node annotation and the Subnets' routes.
   let mgmtAnnotation: ReturnType<typeof parseMgmtPortAnnotation>;
   let subnetCidrs: readonly Cidr[] = [];
+  let serviceCidrRoutes: readonly Cidr[] = [];
   const applyMgmt = () => {
     const ann = mgmtAnnotation;
     if (!ann) return;
@@ -135,7 +140,10 @@ async function main(): Promise<number> {
         mac: ann.mac,
         ip: ann.ip,
         gateway: ann.gateway,
-        routeCidrs: mgmtRouteCidrs([...cfg.clusterCIDRs, ...cfg.serviceCIDRs], subnetCidrs),
+        routeCidrs: mgmtRouteCidrs(
+          [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, ...serviceCidrRoutes],
+          subnetCidrs,
+        ),
         mtu,
       },
     });
@@ -172,10 +180,34 @@ async function main(): Promise<number> {
     },
     log,
   );
+  // Services on the host path: DNAT for the node's own and external traffic, kube-proxy's job.
+  const services = new ServiceProxy({
+    api,
+    node: cfg.nodeName,
+    mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
+    ranges: { clusterCIDRs: cfg.clusterCIDRs, serviceCIDRs: cfg.serviceCIDRs, joinCIDRs: [cfg.joinCIDR] },
+    clusterCidrs: cfg.clusterCIDRs,
+    routeGuard: guard,
+    onServiceCidrs: (cidrs) => {
+      log.info({ serviceCidrs: cidrs.map(formatCidr) }, "ServiceCIDR routes via the management port");
+      serviceCidrRoutes = cidrs;
+      applyMgmt();
+    },
+    healthChecks: new HealthCheckServers(log.child({ component: "health-check-node-port" })),
+    log: log.child({ component: "services" }),
+  });
+  services.setNodeIps(nodeInternalIps(node));
+  // External traffic to a NodePort is forwarded to pods whatever the gateway mode.
+  await enableForwarding([...new Set([...cfg.clusterCIDRs.map((c) => c.family)])]);
   const onNode = (n: NodeObject) => {
     nodeNow = n;
+    services.setNodeIps(nodeInternalIps(n));
     subnetRoutes.setGuard(guard());
-    void readHost().then(() => subnetRoutes.setGuard(guard()));
+    services.guardChanged();
+    void readHost().then(() => {
+      subnetRoutes.setGuard(guard());
+      services.guardChanged();
+    });
     const ann = parseMgmtPortAnnotation(
       n.metadata.annotations?.[MGMT_PORT_ANNOTATION],
       { node: cfg.nodeName, joinCidr: cfg.joinCIDR },
@@ -188,6 +220,7 @@ async function main(): Promise<number> {
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
   nodeInformer.start();
   subnetRoutes.start();
+  void services.start().catch((e) => log.error({ err: (e as Error).message }, "Services did not start"));
   setup.start();
 
   const attacher = new PodAttacher({
@@ -237,7 +270,7 @@ async function main(): Promise<number> {
   log.info({}, "shutting down");
   await server.close();
   setup.stop();
-  await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop()]);
+  await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop(), services.stop()]);
   await vswitch.close();
   loop.stop();
   await health.stop();

@@ -8,7 +8,7 @@ import { formatIp, ipFromValue } from "../ipam/address.ts";
 import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { isAlreadyExists } from "../k8s/api-client.ts";
 import { plan, type Scope } from "../ovn/nb-diff.ts";
-import { type ClusterNetworks, coreRows } from "../ovn/topology.ts";
+import { CLUSTER_LB_GROUP, type ClusterNetworks, coreRows } from "../ovn/topology.ts";
 import { ControllerContext, type ControllerOptions } from "./context.ts";
 import { ReconcilerManager } from "./framework.ts";
 import { type ClusterInformers, clusterInformers } from "./informers.ts";
@@ -151,14 +151,17 @@ export class OvnController {
     };
     // The inside set already lists the Subnets that will be accepted, so their reconciles write nothing more.
     this.subnetReconciler.judge();
-    const s = plan(
+    plan(
       nb.cache as never,
       nb.schema,
       txn as never,
       coreRows(this.net, this.subnetReconciler.acceptedCidrs()),
       core,
     );
-    if (!s.empty) await txn.commit();
+    // The Service load-balancer group: its name is unique in NB, so a retried insert cannot make a second one.
+    if (!nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP))
+      txn.insert("Load_Balancer_Group", { name: CLUSTER_LB_GROUP });
+    if (txn.size > 0) await txn.commit();
   }
 
   private async ensureDefaultSubnet(): Promise<void> {

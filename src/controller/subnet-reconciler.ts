@@ -9,7 +9,13 @@ import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
 import { CONTROLLER, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
-import { insideSetRow, subnetRows, subnetScope, subnetSwitchName } from "../ovn/topology.ts";
+import {
+  CLUSTER_LB_GROUP,
+  insideSetRow,
+  subnetRows,
+  subnetScope,
+  subnetSwitchName,
+} from "../ovn/topology.ts";
 import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite, PodLite } from "./informers.ts";
@@ -175,13 +181,20 @@ export class SubnetReconciler implements Reconciler {
     const v = subnet ? this.ctx.verdicts.get(name) : undefined;
     const scope = subnetScope(name);
     const externalSwitch = subnet?.spec.externalLogicalSwitch;
+    // The controller's core step made the Service load-balancer group; every switch we own refers to it.
+    const lbGroup = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP)?._uuid;
+    if (subnet && v?.definition && !externalSwitch && !lbGroup)
+      throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
     const desired =
       subnet && v?.definition && !externalSwitch
-        ? subnetRows({
-            name,
-            cidrs: subnet.spec.cidr.split(",").map((c) => c.trim()),
-            gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
-          })
+        ? subnetRows(
+            {
+              name,
+              cidrs: subnet.spec.cidr.split(",").map((c) => c.trim()),
+              gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
+            },
+            lbGroup,
+          )
         : [];
     // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone. The inside
     // set follows the accepted Subnets, in the same transaction as the switch it concerns.

@@ -26,6 +26,8 @@ export interface DesiredRow {
   readonly row: Readonly<Record<string, unknown>>;
   /** The row that must refer to this one (required for rows of non-root tables). */
   readonly parent?: ParentRef;
+  /** References this row must hold in a set column (added by mutation; other members are left alone). */
+  readonly links?: readonly { readonly column: string; readonly uuid: string }[];
 }
 
 export interface Scope {
@@ -143,6 +145,11 @@ export function plan(
       }
     }
     refs.set(`${d.table}\0${d.id}`, ref);
+    for (const link of d.links ?? []) {
+      if (existing && referencesUuid(existing[link.column] as Value, link.uuid)) continue;
+      txn.mutate(d.table, byUuid(ref), [[link.column, "insert", [link.uuid]]]);
+      if (existing) summary.updated.push(`${d.table}/${d.id}:${link.column}`);
+    }
     if (d.parent) {
       const parent = resolveParent(d.parent);
       if (parent === undefined)

@@ -14,6 +14,8 @@ export const SUBNET_KEY = "zstack.io/subnet";
 export const NODE_KEY = "zstack.io/node";
 /** The StatefulSet owning a pod: its port outlives the pod while the StatefulSet still wants that ordinal. */
 export const STATEFULSET_KEY = "zstack.io/statefulset";
+/** The Service (`<namespace>/<name>`) a load balancer realizes. */
+export const SERVICE_KEY = "zstack.io/service";
 
 export type Kind =
   | "cluster-router"
@@ -26,7 +28,9 @@ export type Kind =
   | "node-pods"
   | "egress-policy"
   | "egress-route"
-  | "inside-set";
+  | "inside-set"
+  | "service-lb"
+  | "chassis-vars";
 
 export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
   return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };

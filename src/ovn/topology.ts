@@ -175,8 +175,19 @@ export function coreRows(net: ClusterNetworks, subnetCidrs: readonly string[] = 
   ];
 }
 
-/** A subnet's switch attached to the cluster router at the subnet gateway(s). */
-export function subnetRows(s: SubnetTopology): DesiredRow[] {
+/**
+ * The Load_Balancer_Group holding every Service load balancer; each subnet switch we own refers to it, so a
+ * Service is one row however many switches there are. The join switch does not: nodes reach Services through
+ * their own nftables (the node agent). The table has no external_ids in NB schema 7.0.0: this name, unique in
+ * the table, is our ownership, and only the controller's core step creates it.
+ */
+export const CLUSTER_LB_GROUP = "zovn-cluster-lbs";
+
+/**
+ * A subnet's switch attached to the cluster router at the subnet gateway(s). With `lbGroup` (the UUID of
+ * CLUSTER_LB_GROUP) the switch is made to refer to the group, also a switch made before the group existed.
+ */
+export function subnetRows(s: SubnetTopology, lbGroup?: string): DesiredRow[] {
   const ls = subnetSwitchName(s.name);
   const rtos = subnetRouterPortName(s.name);
   const tag = { [SUBNET_KEY]: s.name };
@@ -194,6 +205,7 @@ export function subnetRows(s: SubnetTopology): DesiredRow[] {
         other_config: otherConfig,
         external_ids: ownedIds("subnet-switch", `subnet/${s.name}`, tag),
       },
+      ...(lbGroup ? { links: [{ column: "load_balancer_group", uuid: lbGroup }] } : {}),
     },
     {
       table: "Logical_Router_Port",
@@ -328,7 +340,7 @@ export function desiredTopology(
       net,
       subnets.flatMap((s) => s.cidrs),
     ),
-    ...subnets.flatMap(subnetRows),
+    ...subnets.flatMap((s) => subnetRows(s)),
     ...nodes.flatMap((n) => nodeRows(n)),
   ];
 }

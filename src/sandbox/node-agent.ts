@@ -14,6 +14,13 @@ import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
 import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
 
 export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
+/** What the agent reads beyond what the Node authorizer gives a node: EndpointSlices and ServiceCIDRs. */
+export const NODE_AGENT_RBAC = join(repoRoot, "deploy/rbac/node-agent-services.yaml");
+
+/** Grants the agents (the nodes' own credentials) read access to what Services need; idempotent. */
+export async function applyNodeAgentRbac(kubectl: string, adminKubeconfig: string): Promise<void> {
+  await run(kubectl, ["--kubeconfig", adminKubeconfig, "apply", "-f", NODE_AGENT_RBAC]);
+}
 
 /** What the single executable is built from (as mk/cni.mk lists it): a newer one means a rebuild. */
 function cniSources(): string[] {

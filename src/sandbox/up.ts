@@ -13,7 +13,7 @@ import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
-import { ensureCniExecutable } from "./node-agent.ts";
+import { applyNodeAgentRbac, ensureCniExecutable } from "./node-agent.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
 import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
@@ -203,6 +203,8 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () => apiserver === undefined || liveDaemon(state, apiserver.name) !== undefined,
     );
     progress.note(`kube-apiserver ready (https://127.0.0.1:${port} on this machine)`);
+    // Before the node agents' informers back off on a 403 for EndpointSlices and ServiceCIDRs.
+    await applyNodeAgentRbac(bins.KUBECTL, kubeconfig);
     controllers = startControllers({ layout, topo, pki, bins, state });
   };
   const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));

@@ -1,0 +1,238 @@
+// The node's Services agent (kube-proxy's job on the host path): follows Services, EndpointSlices and
+// ServiceCIDRs, and keeps three things in step with them: the nft table of Service DNAT rules
+// (src/node/service-nat.ts), the healthCheckNodePort servers, and the ServiceCIDR routes through the management
+// port (reported to whoever owns the routes). Level-triggered: every event only schedules a recompute from the
+// informers' stores; a burst of events within the coalescing window becomes one nft transaction, and nothing is
+// written when the ruleset text is what was last applied. The first pass after start applies unconditionally,
+// so a restarted agent repairs a table that was changed or removed while it was down.
+
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { IpAddress } from "../ipam/address.ts";
+import { type Cidr, formatCidr } from "../ipam/cidr.ts";
+import type { ApiClient } from "../k8s/api-client.ts";
+import { Informer } from "../k8s/informer.ts";
+import type { KubeObject } from "../k8s/object-key.ts";
+import type { InterfaceName } from "../node/interface-name.ts";
+import { applyServiceNat, serviceRuleset } from "../node/service-nat.ts";
+import type { Logger } from "../observability/log.ts";
+import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
+import type { HealthCheckServers } from "./health-check-server.ts";
+import { planHostServices, SERVICE_NAME_LABEL, sliceServiceKey } from "./host-services.ts";
+import { planServiceCidrRoutes, SERVICE_CIDR_PATH, type ServiceCidrObject } from "./service-cidrs.ts";
+import type { RouteGuard } from "./subnet-routes.ts";
+
+const SLICES_BY_SERVICE = "service";
+
+export interface ServiceProxyOptions {
+  api: ApiClient;
+  node: string;
+  mgmtIfname: InterfaceName;
+  /** Ranges no externalIP or LB IP may claim (cluster, service, join). */
+  ranges?: ClusterRanges;
+  /** Pod networks: a ServiceCIDR overlapping them is not routed. */
+  clusterCidrs?: readonly Cidr[];
+  /** What ServiceCIDR routes must stay clear of, read at each recompute. */
+  routeGuard?: () => RouteGuard;
+  /** Told the ServiceCIDR ranges to route whenever the set changes. */
+  onServiceCidrs?: (cidrs: readonly Cidr[]) => void;
+  healthChecks?: HealthCheckServers;
+  /** Installs the script; default `nft -f -` in the agent's netns (or `netns`). */
+  apply?: (script: string) => Promise<void>;
+  netns?: string;
+  /** Events within this window are one recompute; default 20 ms. */
+  coalesceMs?: number;
+  /** Retry a failed apply after this long, doubling up to 30 s; default 500 ms. */
+  retryMs?: number;
+  log: Logger;
+}
+
+function slimSlice(o: KubeObject): V1EndpointSlice {
+  const s = o as V1EndpointSlice;
+  const svc = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  return {
+    metadata: {
+      name: s.metadata?.name,
+      namespace: s.metadata?.namespace,
+      ...(s.metadata?.resourceVersion ? { resourceVersion: s.metadata.resourceVersion } : {}),
+      ...(svc === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: svc } }),
+    },
+    addressType: s.addressType,
+    endpoints: (s.endpoints ?? []).map((e) => ({
+      addresses: e.addresses,
+      ...(e.conditions ? { conditions: e.conditions } : {}),
+      ...(e.nodeName === undefined ? {} : { nodeName: e.nodeName }),
+    })),
+    ...(s.ports ? { ports: s.ports } : {}),
+  } as V1EndpointSlice;
+}
+
+export class ServiceProxy {
+  readonly services: Informer<V1Service & KubeObject>;
+  readonly slices: Informer<V1EndpointSlice & KubeObject>;
+  readonly serviceCidrs: Informer<ServiceCidrObject>;
+  /** plans: recomputes; applies: nft transactions; failures: failed applies. */
+  readonly stats = { plans: 0, applies: 0, failures: 0 };
+  private nodeIps: readonly IpAddress[] = [];
+  private applied: string | undefined;
+  private ready = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private retryMs: number;
+  private lastCidrs: string | undefined;
+  private lastCidrRefusals = "";
+  private readonly apply: (script: string) => Promise<void>;
+
+  constructor(private readonly opts: ServiceProxyOptions) {
+    this.retryMs = opts.retryMs ?? 500;
+    this.apply = opts.apply ?? ((script) => applyServiceNat(script, opts.netns ? { netns: opts.netns } : {}));
+    const log = opts.log;
+    this.services = new Informer<V1Service & KubeObject>({
+      client: opts.api,
+      path: "/api/v1/services",
+      logger: log.child({ informer: "services" }),
+    });
+    this.slices = new Informer<V1EndpointSlice & KubeObject>({
+      client: opts.api,
+      path: "/apis/discovery.k8s.io/v1/endpointslices",
+      transform: (o) => slimSlice(o) as V1EndpointSlice & KubeObject,
+      indexers: { [SLICES_BY_SERVICE]: (s) => [sliceServiceKey(s) ?? ""].filter(Boolean) },
+      logger: log.child({ informer: "endpointslices" }),
+    });
+    this.serviceCidrs = new Informer<ServiceCidrObject>({
+      client: opts.api,
+      path: SERVICE_CIDR_PATH,
+      logger: log.child({ informer: "servicecidrs" }),
+    });
+    const changed = {
+      onAdd: () => this.schedule(),
+      onUpdate: () => this.schedule(),
+      onDelete: () => this.schedule(),
+    };
+    this.services.addHandlers(changed);
+    this.slices.addHandlers(changed);
+    const cidrs = () => this.recomputeCidrs();
+    this.serviceCidrs.addHandlers({ onAdd: cidrs, onUpdate: cidrs, onDelete: cidrs });
+  }
+
+  /** Starts following the API; the first ruleset is applied once Services and EndpointSlices are listed. */
+  async start(): Promise<void> {
+    this.services.start();
+    this.slices.start();
+    this.serviceCidrs.start();
+    // A ruleset from a partial view would drop Services that work now; wait for the whole picture.
+    for (const informer of [this.services, this.slices]) {
+      while (!this.stopped) {
+        try {
+          await informer.waitForSync(60_000);
+          break;
+        } catch (e) {
+          this.opts.log.warn(
+            { err: (e as Error).message },
+            "still waiting to list Services and EndpointSlices",
+          );
+        }
+      }
+    }
+    if (this.stopped) return;
+    this.ready = true;
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await Promise.all([this.services.stop(), this.slices.stop(), this.serviceCidrs.stop()]);
+    await this.running;
+    await this.opts.healthChecks?.close();
+  }
+
+  /** The node's InternalIPs: NodePorts answer on them. */
+  setNodeIps(ips: readonly IpAddress[]): void {
+    const key = (l: readonly IpAddress[]) => l.map((ip) => `${ip.family}/${ip.value}`).join(",");
+    if (key(ips) === key(this.nodeIps)) return;
+    this.nodeIps = [...ips];
+    this.schedule();
+  }
+
+  /** The ServiceCIDR routes are recomputed too when what they must stay clear of changes. */
+  guardChanged(): void {
+    if (this.serviceCidrs.hasSynced()) this.recomputeCidrs();
+  }
+
+  /** Resolves once every change seen so far is applied (or has failed). For tests and shutdown. */
+  async settled(): Promise<void> {
+    while (this.timer || this.running) {
+      await this.running;
+      if (this.timer) await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  private schedule(delay = this.opts.coalesceMs ?? 20): void {
+    if (!this.ready || this.stopped) return;
+    if (this.running) {
+      this.dirty = true;
+      return;
+    }
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.running = this.flush().finally(() => {
+        this.running = undefined;
+        if (this.dirty) {
+          this.dirty = false;
+          this.schedule();
+        }
+      });
+    }, delay);
+  }
+
+  private async flush(): Promise<void> {
+    this.stats.plans++;
+    const plan = planHostServices(
+      this.services.list(),
+      (ns, name) => this.slices.byIndex(SLICES_BY_SERVICE, `${ns}/${name}`),
+      this.opts.node,
+      this.opts.ranges ?? NO_RANGES,
+    );
+    for (const r of plan.refused) this.opts.log.warn(r, "not serving a healthCheckNodePort");
+    const script = serviceRuleset({
+      mgmtIfname: this.opts.mgmtIfname,
+      nodeIps: this.nodeIps,
+      ports: plan.ports,
+    });
+    if (script !== this.applied) {
+      try {
+        await this.apply(script);
+        this.applied = script;
+        this.stats.applies++;
+        this.retryMs = this.opts.retryMs ?? 500;
+        this.opts.log.info({ ports: plan.ports.length }, "Service rules applied");
+      } catch (e) {
+        this.stats.failures++;
+        this.opts.log.error({ err: (e as Error).message }, "cannot apply the Service rules; retrying");
+        const wait = this.retryMs;
+        this.retryMs = Math.min(this.retryMs * 2, 30_000);
+        setTimeout(() => this.schedule(0), wait).unref();
+      }
+    }
+    await this.opts.healthChecks?.sync(plan.healthChecks);
+  }
+
+  private recomputeCidrs(): void {
+    const guard = this.opts.routeGuard?.();
+    if (!guard || !this.opts.onServiceCidrs) return;
+    const plan = planServiceCidrRoutes(this.serviceCidrs.list(), guard, this.opts.clusterCidrs ?? []);
+    const refusals = JSON.stringify(plan.refused);
+    if (refusals !== this.lastCidrRefusals) {
+      this.lastCidrRefusals = refusals;
+      for (const r of plan.refused)
+        this.opts.log.warn(r, "not routing a ServiceCIDR through the management port");
+    }
+    const key = plan.cidrs.map(formatCidr).join(",");
+    if (key === this.lastCidrs) return;
+    this.lastCidrs = key;
+    this.opts.onServiceCidrs(plan.cidrs);
+  }
+}

@@ -1,0 +1,276 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import fc from "fast-check";
+import { type IpAddress, parseIp } from "../ipam/address.ts";
+import { type InterfaceName, parseInterfaceName } from "./interface-name.ts";
+import { type NatServicePort, type ServiceNatSpec, serviceRuleset } from "./service-nat.ts";
+
+const MGMT = parseInterfaceName("zovn-mgmt");
+const ip = (t: string) => parseIp(t);
+const ep = (a: string, port: number) => ({ ip: ip(a), port });
+
+function svcPort(over: Partial<NatServicePort> = {}): NatServicePort {
+  return {
+    key: "default/web/http/tcp",
+    protocol: "tcp",
+    port: 80,
+    clusterIPs: [ip("10.96.0.10")],
+    externalIPs: [],
+    endpoints: [ep("10.244.0.5", 8080), ep("10.244.1.5", 8080)],
+    localEndpoints: [ep("10.244.0.5", 8080)],
+    internalTrafficLocal: false,
+    externalTrafficLocal: false,
+    ...over,
+  };
+}
+
+const spec = (...ports: NatServicePort[]): ServiceNatSpec => ({
+  mgmtIfname: MGMT,
+  nodeIps: [ip("192.168.200.11")],
+  ports,
+});
+
+/** The body of a chain, by the verdict that jumps to it from a map element of `key`. */
+function chainOf(text: string, name: string): string[] {
+  const m = new RegExp(`\\n  chain ${name} \\{\\n([^}]*(?:\\{[^}]*\\}[^}]*)*)\\n  \\}`).exec(text);
+  assert.ok(m, `chain ${name} in\n${text}`);
+  return m[1]!.split("\n").map((l) => l.trim());
+}
+
+function target(text: string, element: string): string {
+  const m = new RegExp(`${element.replaceAll(".", "\\.")} : goto (\\w+)`).exec(text);
+  assert.ok(m, `element ${element} in\n${text}`);
+  return m[1]!;
+}
+
+describe("service NAT ruleset", () => {
+  test("replaces the table atomically: declare, delete, define", () => {
+    const text = serviceRuleset(spec(svcPort()));
+    assert.deepEqual(text.split("\n").slice(0, 3), [
+      "table inet zstack_ovn_svc",
+      "delete table inet zstack_ovn_svc",
+      "table inet zstack_ovn_svc {",
+    ]);
+    assert.ok(text.endsWith("}\n"));
+  });
+
+  test("a clusterIP spreads over every endpoint with numgen and masquerades node-originated traffic", () => {
+    const text = serviceRuleset(spec(svcPort()));
+    const all = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
+    assert.equal(all[0], "meta mark set meta mark | 0x4000");
+    const vmap = /^numgen random mod 2 vmap \{ 0 : goto (\w+), 1 : goto (\w+) \}$/.exec(all[1] ?? "");
+    assert.ok(vmap, all.join("\n"));
+    assert.deepEqual(chainOf(text, vmap[1]!), ["meta l4proto 6 dnat ip to 10.244.0.5:8080"]);
+    assert.deepEqual(chainOf(text, vmap[2]!), ["meta l4proto 6 dnat ip to 10.244.1.5:8080"]);
+    assert.match(
+      text,
+      /type nat hook output priority -100;[^}]*ip daddr \. meta l4proto \. th dport vmap @vips_v4/,
+    );
+    assert.match(text, /type nat hook postrouting priority srcnat;[^}]*meta mark & 0x4000 != 0 masquerade/);
+  });
+
+  test("a port with no endpoint is rejected before NAT: TCP reset, else ICMP unreachable, on every address", () => {
+    const text = serviceRuleset(
+      spec(svcPort({ endpoints: [], localEndpoints: [], nodePort: 30080, externalIPs: [ip("192.0.2.7")] })),
+    );
+    assert.match(
+      text,
+      /set noep_v4 \{\n {4}type ipv4_addr \. inet_proto \. inet_service\n {4}elements = \{ 10\.96\.0\.10 \. 6 \. 80, 192\.0\.2\.7 \. 6 \. 80 \}/,
+    );
+    assert.match(text, /set noep_ports_v4 \{\n[^}]*elements = \{ 6 \. 30080 \}/);
+    for (const hook of ["prerouting", "output"]) {
+      const filter = chainOf(text, `filter_${hook}`);
+      assert.equal(filter[0], `type filter hook ${hook} priority -110; policy accept;`);
+      assert.ok(
+        filter.includes("ip daddr . meta l4proto . th dport @noep_v4 meta l4proto tcp reject with tcp reset"),
+      );
+      assert.ok(filter.includes("ip daddr . meta l4proto . th dport @noep_v4 reject"));
+      assert.ok(filter.includes("ip daddr @node_ips_v4 meta l4proto . th dport @noep_ports_v4 reject"));
+    }
+    assert.doesNotMatch(text, /dnat/);
+  });
+
+  test("externalTrafficPolicy Local: outside clients get local endpoints without masquerade, pods and the node get all", () => {
+    const text = serviceRuleset(spec(svcPort({ nodePort: 30080, externalTrafficLocal: true })));
+    const ext = target(text, "6 . 30080");
+    assert.match(text, /ip daddr @node_ips_v4 meta l4proto \. th dport vmap @nodeports_v4/);
+    const body = chainOf(text, ext);
+    const all = target(text, "10.96.0.10 . 6 . 80");
+    assert.deepEqual(body.slice(0, 2), [
+      `iifname "zovn-mgmt" goto ${all}`,
+      `fib saddr type local goto ${all}`,
+    ]);
+    const loc = /^goto (\w+)$/.exec(body[2] ?? "")?.[1];
+    assert.ok(loc);
+    const locBody = chainOf(text, loc);
+    assert.equal(locBody.length, 1, "one local endpoint, no mark");
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(locBody[0]!)![1]!), [
+      "meta l4proto 6 dnat ip to 10.244.0.5:8080",
+    ]);
+  });
+
+  test("externalTrafficPolicy Local with no local endpoint drops outside clients (endpoints exist elsewhere)", () => {
+    const text = serviceRuleset(
+      spec(svcPort({ nodePort: 30080, externalTrafficLocal: true, localEndpoints: [] })),
+    );
+    const body = chainOf(text, target(text, "6 . 30080"));
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(body[2]!)![1]!), ["drop"]);
+  });
+
+  test("internalTrafficPolicy Local: the clusterIP goes to this node's endpoints only", () => {
+    const text = serviceRuleset(spec(svcPort({ internalTrafficLocal: true })));
+    const body = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
+    assert.equal(body.length, 2);
+    assert.equal(body[0], "meta mark set meta mark | 0x4000");
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(body[1]!)![1]!), [
+      "meta l4proto 6 dnat ip to 10.244.0.5:8080",
+    ]);
+  });
+
+  test("session affinity: a dynamic set with the timeout per endpoint, consulted before numgen", () => {
+    const text = serviceRuleset(spec(svcPort({ affinityTimeoutSeconds: 600 })));
+    const all = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
+    const sticky = all.filter((l) => /^ip saddr @\w+_a\d goto \w+_e\d$/.test(l));
+    assert.equal(sticky.length, 2);
+    assert.match(all[3]!, /^numgen random/);
+    const set = /^ip saddr @(\w+) goto (\w+)$/.exec(sticky[0]!)!;
+    assert.match(
+      text,
+      new RegExp(`set ${set[1]} \\{\\n {4}type ipv4_addr\\n {4}flags dynamic,timeout\\n {4}timeout 600s`),
+    );
+    assert.equal(chainOf(text, set[2]!)[0], `update @${set[1]} { ip saddr }`);
+  });
+
+  test("IPv6 addresses get their own maps and bracketed DNAT targets; families never mix", () => {
+    const text = serviceRuleset({
+      mgmtIfname: MGMT,
+      nodeIps: [ip("192.168.200.11"), ip("fd00::11")],
+      ports: [
+        svcPort({
+          clusterIPs: [ip("10.96.0.10"), ip("fd00:96::10")],
+          endpoints: [ep("10.244.0.5", 8080), ep("fd00:244::5", 8080)],
+          nodePort: 30080,
+        }),
+      ],
+    });
+    const v6 = chainOf(text, target(text, "fd00:96::10 . 6 . 80"));
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v6[1]!)![1]!), [
+      "meta l4proto 6 dnat ip6 to [fd00:244::5]:8080",
+    ]);
+    const v4 = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v4[1]!)![1]!), [
+      "meta l4proto 6 dnat ip to 10.244.0.5:8080",
+    ]);
+    assert.match(text, /set node_ips_v6 \{\n {4}type ipv6_addr\n {4}elements = \{ fd00::11 \}/);
+  });
+
+  test("the same input gives the same text; chain names do not depend on the order of ports", () => {
+    const a = svcPort();
+    const b = svcPort({
+      key: "default/dns/dns/udp",
+      protocol: "udp",
+      port: 53,
+      clusterIPs: [ip("10.96.0.53")],
+    });
+    const t1 = serviceRuleset(spec(a, b));
+    assert.equal(t1, serviceRuleset(spec(a, b)));
+    const t2 = serviceRuleset(spec(b, a));
+    assert.equal(target(t1, "10.96.0.53 . 17 . 53"), target(t2, "10.96.0.53 . 17 . 53"));
+  });
+
+  test("an empty spec still declares the hooks, with no rules", () => {
+    const text = serviceRuleset(spec());
+    assert.deepEqual(chainOf(text, "nat_output"), ["type nat hook output priority -100; policy accept;"]);
+    assert.doesNotMatch(text, /map |set noep|dnat/);
+  });
+
+  test("refuses a key shared by two ports (their chains would collide)", () => {
+    assert.throws(() => serviceRuleset(spec(svcPort(), svcPort())), /unique service port key/);
+  });
+});
+
+describe("service NAT ruleset refuses hostile values cast as typed ones", () => {
+  const hostile = fc.oneof(
+    fc.string(),
+    fc.constantFrom("1.2.3.4 }\nflush ruleset\n", "80; drop", "tcp\n", "-1", "1e3", ""),
+    fc.double(),
+    fc.integer({ min: -100_000, max: 200_000 }).filter((n) => n < 1 || n > 65535),
+    fc.bigInt(),
+    fc.constant(null),
+    fc.constant(undefined),
+    fc.object(),
+  );
+  const badIp = fc.oneof(
+    hostile.map((v) => v as unknown as IpAddress),
+    hostile
+      .filter((v) => typeof v !== "bigint" || v < 0n || v >= 1n << 32n)
+      .map((v) => ({ family: 4, value: v }) as unknown as IpAddress),
+    fc.bigInt({ min: 1n << 32n, max: 1n << 40n }).map((v) => ({ family: 4, value: v }) as IpAddress),
+    fc.bigInt({ min: -(1n << 40n), max: -1n }).map((v) => ({ family: 6, value: v }) as IpAddress),
+    hostile.map((v) => ({ family: v, value: 1n }) as unknown as IpAddress),
+  );
+  const fields: [string, fc.Arbitrary<(p: NatServicePort) => NatServicePort>][] = [
+    ["port", hostile.map((v) => (p) => ({ ...p, port: v as number }))],
+    ["nodePort", hostile.filter((v) => v !== undefined).map((v) => (p) => ({ ...p, nodePort: v as number }))],
+    ["protocol", hostile.map((v) => (p) => ({ ...p, protocol: v as "tcp" }))],
+    ["clusterIP", badIp.map((v) => (p) => ({ ...p, clusterIPs: [v] }))],
+    ["externalIP", badIp.map((v) => (p) => ({ ...p, externalIPs: [v] }))],
+    ["endpoint ip", badIp.map((v) => (p) => ({ ...p, endpoints: [{ ip: v, port: 80 }] }))],
+    [
+      "endpoint port",
+      hostile.map((v) => (p) => ({ ...p, endpoints: [{ ip: ip("10.244.0.9"), port: v as number }] })),
+    ],
+    ["local endpoint", badIp.map((v) => (p) => ({ ...p, localEndpoints: [{ ip: v, port: 80 }] }))],
+    [
+      "affinity timeout",
+      hostile
+        .filter(
+          (v) => v !== undefined && !(typeof v === "number" && Number.isInteger(v) && v >= 1 && v <= 86400),
+        )
+        .map((v) => (p) => ({ ...p, affinityTimeoutSeconds: v as number })),
+    ],
+  ];
+  for (const [name, arb] of fields) {
+    test(`a hostile ${name} throws and never yields a script`, () => {
+      fc.assert(
+        fc.property(arb, (mutate) => {
+          assert.throws(() => serviceRuleset(spec(mutate(svcPort()))), TypeError);
+        }),
+        { numRuns: 300 },
+      );
+    });
+  }
+
+  test("a hostile node IP or management interface throws", () => {
+    fc.assert(
+      fc.property(badIp, (bad) => {
+        assert.throws(() => serviceRuleset({ ...spec(svcPort()), nodeIps: [bad] }), TypeError);
+      }),
+    );
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.constantFrom('zovn"; flush ruleset', "a b", "x\ny", "", "0123456789abcdef0"),
+          fc.object(),
+        ),
+        (bad) => {
+          assert.throws(
+            () => serviceRuleset({ ...spec(svcPort()), mgmtIfname: bad as unknown as InterfaceName }),
+            TypeError,
+          );
+        },
+      ),
+    );
+  });
+
+  test("a hostile key is only hashed: the script differs from any other key's only in chain names", () => {
+    const norm = (t: string) => t.replaceAll(/\bs[0-9a-f]{16}_/g, "S_");
+    const baseline = norm(serviceRuleset(spec(svcPort())));
+    fc.assert(
+      fc.property(fc.string({ minLength: 1 }), (key) => {
+        const text = serviceRuleset(spec(svcPort({ key: `ns/${key}\n}flush ruleset` })));
+        assert.equal(norm(text), baseline);
+      }),
+    );
+  });
+});

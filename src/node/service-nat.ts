@@ -1,0 +1,338 @@
+// Services for everything that enters the node's own network stack, kube-proxy style: traffic the node itself
+// sends (hostNetwork pods, the kubelet) to a Service address, and traffic from outside (or from pods, through
+// the management port) to a NodePort, an externalIP or a load balancer IP. OVN load balancers serve pod
+// clients; a connection the node makes must be DNATed by the node, because a reply from a host-network endpoint
+// could not come back through OVN. The rules live in their own nftables table, replaced as a whole in one
+// atomic `nft -f` transaction built only from typed values.
+//
+// Shape (per family; v4 shown):
+//   vips_v4      map  clusterIP . proto . port       -> goto the internal chain (ITP applied)
+//   ext_v4       map  externalIP/LB IP . proto . port -> goto the external chain (ETP applied)
+//   nodeports_v4 map  proto . nodePort                -> the same, for destinations in node_ips_v4
+//   noep_v4 / noep_ports_v4: the same keys for ports with no endpoint at all: rejected in filter chains that run
+//   before NAT (TCP reset, ICMP port unreachable otherwise), so a client is refused at once instead of hanging.
+//   A service port's chains: `_all` (every endpoint, masquerade), `_int` (ITP Local: this node's endpoints,
+//   masquerade), `_ext` (ETP Local: pods via the management port and the node itself get `_all`, outside
+//   clients get `_loc`: this node's endpoints, no masquerade, so the pod sees the client's address), and one
+//   chain per endpoint that DNATs (and records the client for session affinity).
+
+import { createHash } from "node:crypto";
+import { familyBits, formatIp, type IpAddress } from "../ipam/address.ts";
+import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
+import { runTool, ToolError } from "./tool.ts";
+
+export const SERVICE_NFT_TABLE = "zstack_ovn_svc";
+/** The packet mark bit that asks the postrouting chain to masquerade a DNATed connection. */
+export const MASQUERADE_MARK = 0x4000;
+/** Kubernetes caps sessionAffinityConfig.clientIP.timeoutSeconds at a day. */
+export const MAX_AFFINITY_TIMEOUT_SECONDS = 86_400;
+
+export type NatProtocol = "tcp" | "udp" | "sctp";
+const PROTO_NUMBER: Record<NatProtocol, number> = { tcp: 6, udp: 17, sctp: 132 };
+
+export interface NatEndpoint {
+  ip: IpAddress;
+  port: number;
+}
+
+/** One port of one Service, with the addresses it is reached on and the endpoints chosen for it. */
+export interface NatServicePort {
+  /**
+   * Identity of the port (namespace, name, port name, protocol). Only hashed into chain names: never printed,
+   * so a hostile name cannot reach the script.
+   */
+  key: string;
+  protocol: NatProtocol;
+  port: number;
+  nodePort?: number | undefined;
+  clusterIPs: readonly IpAddress[];
+  /** spec.externalIPs and status.loadBalancer.ingress[].ip. */
+  externalIPs: readonly IpAddress[];
+  affinityTimeoutSeconds?: number | undefined;
+  /** Every endpoint kube-proxy would choose. */
+  endpoints: readonly NatEndpoint[];
+  /** The same choice among this node's endpoints (used only with a Local traffic policy). */
+  localEndpoints: readonly NatEndpoint[];
+  internalTrafficLocal: boolean;
+  externalTrafficLocal: boolean;
+}
+
+export interface ServiceNatSpec {
+  /** Pods arrive through the management port: a NodePort from a pod is always Cluster, with masquerade. */
+  mgmtIfname: InterfaceName;
+  /** The node's InternalIPs: NodePorts answer on these. */
+  nodeIps: readonly IpAddress[];
+  ports: readonly NatServicePort[];
+}
+
+// The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
+// value it claims to be (a cast from a raw string would otherwise slip through) and printed from its numbers.
+function fail(what: string, v: unknown): never {
+  let shown: string;
+  try {
+    shown = JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? `${x}n` : x)) ?? String(v);
+  } catch {
+    shown = typeof v;
+  }
+  throw new TypeError(`service NAT: ${shown.slice(0, 120)} is not ${what}`);
+}
+
+function checkedIp(ip: IpAddress): IpAddress {
+  const ok =
+    typeof ip === "object" &&
+    ip !== null &&
+    (ip.family === 4 || ip.family === 6) &&
+    typeof ip.value === "bigint" &&
+    ip.value >= 0n &&
+    ip.value < 1n << BigInt(familyBits(ip.family));
+  if (!ok) fail("a parsed IP address", ip);
+  return ip;
+}
+
+function checkedPort(p: number, min = 1): number {
+  if (typeof p !== "number" || !Number.isInteger(p) || p < min || p > 65535) fail("a port number", p);
+  return p;
+}
+
+function checkedProtocol(p: NatProtocol): number {
+  if (typeof p !== "string" || !Object.hasOwn(PROTO_NUMBER, p)) fail("tcp, udp or sctp", p);
+  return PROTO_NUMBER[p];
+}
+
+function checkedTimeout(t: number): number {
+  if (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > MAX_AFFINITY_TIMEOUT_SECONDS)
+    fail(`a timeout of 1..${MAX_AFFINITY_TIMEOUT_SECONDS} seconds`, t);
+  return t;
+}
+
+function checkedEndpoint(e: NatEndpoint): NatEndpoint {
+  if (typeof e !== "object" || e === null) fail("an endpoint", e);
+  return { ip: checkedIp(e.ip), port: checkedPort(e.port) };
+}
+
+/** A chain-name stem from the port's identity and family: hex only, whatever the key holds. */
+function stem(key: string, family: 4 | 6): string {
+  if (typeof key !== "string") fail("a service port key", key);
+  return `s${createHash("sha256").update(`${family}\0${key}`).digest("hex").slice(0, 16)}`;
+}
+
+const fmtIp = (ip: IpAddress) => formatIp(checkedIp(ip));
+const fmtEndpoint = (e: NatEndpoint) =>
+  e.ip.family === 4 ? `${fmtIp(e.ip)}:${checkedPort(e.port)}` : `[${fmtIp(e.ip)}]:${checkedPort(e.port)}`;
+
+interface FamilyParts {
+  sets: string[];
+  chains: string[];
+  vips: string[];
+  ext: string[];
+  nodeports: string[];
+  noep: string[];
+  noepPorts: string[];
+}
+
+function endpointKey(e: NatEndpoint): string {
+  return `${e.ip.family}/${e.ip.value}/${e.port}`;
+}
+
+function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyParts {
+  const ipk = family === 4 ? "ip" : "ip6";
+  const addrType = family === 4 ? "ipv4_addr" : "ipv6_addr";
+  const out: FamilyParts = {
+    sets: [],
+    chains: [],
+    vips: [],
+    ext: [],
+    nodeports: [],
+    noep: [],
+    noepPorts: [],
+  };
+  const seenStems = new Set<string>();
+  for (const p of spec.ports) {
+    const proto = checkedProtocol(p.protocol);
+    const port = checkedPort(p.port);
+    const nodePort = p.nodePort === undefined ? undefined : checkedPort(p.nodePort);
+    const timeout =
+      p.affinityTimeoutSeconds === undefined ? undefined : checkedTimeout(p.affinityTimeoutSeconds);
+    const ofFamily = (ips: readonly IpAddress[]) => ips.map(checkedIp).filter((ip) => ip.family === family);
+    const clusterIPs = ofFamily(p.clusterIPs);
+    const externalIPs = ofFamily(p.externalIPs);
+    if (clusterIPs.length === 0 && externalIPs.length === 0 && nodePort === undefined) continue;
+    // A NodePort answers on the node's addresses of each family the Service has endpoints or addresses in.
+    const dedup = (eps: readonly NatEndpoint[]) => {
+      const seen = new Set<string>();
+      return eps
+        .map(checkedEndpoint)
+        .filter((e) => e.ip.family === family)
+        .filter((e) => !seen.has(endpointKey(e)) && seen.add(endpointKey(e)));
+    };
+    const all = dedup(p.endpoints);
+    const local = dedup(p.localEndpoints);
+    if (clusterIPs.length === 0 && externalIPs.length === 0 && all.length === 0) continue;
+    const s = stem(p.key, family);
+    if (seenStems.has(s)) fail("a unique service port key", p.key);
+    seenStems.add(s);
+
+    const keyOf = (ip: IpAddress) => `${formatIp(ip)} . ${proto} . ${port}`;
+    if (all.length === 0) {
+      for (const ip of [...clusterIPs, ...externalIPs]) out.noep.push(keyOf(ip));
+      if (nodePort !== undefined) out.noepPorts.push(`${proto} . ${nodePort}`);
+      continue;
+    }
+
+    // One chain per endpoint, shared by the selections; its index names the chain and its affinity set.
+    const index = new Map<string, number>();
+    for (const e of [...all, ...local]) {
+      const k = endpointKey(e);
+      if (index.has(k)) continue;
+      const i = index.size;
+      index.set(k, i);
+      const rules: string[] = [];
+      if (timeout !== undefined) {
+        out.sets.push(
+          `  set ${s}_a${i} {`,
+          `    type ${addrType}`,
+          "    flags dynamic,timeout",
+          `    timeout ${timeout}s`,
+          "  }",
+        );
+        rules.push(`    update @${s}_a${i} { ${ipk} saddr }`);
+      }
+      rules.push(`    meta l4proto ${proto} dnat ${ipk} to ${fmtEndpoint(e)}`);
+      out.chains.push(`  chain ${s}_e${i} {`, ...rules, "  }");
+    }
+    const lbChain = (name: string, eps: readonly NatEndpoint[], masquerade: boolean) => {
+      const rules: string[] = [];
+      if (masquerade) rules.push(`    meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`);
+      const targets = eps.map((e) => `${s}_e${index.get(endpointKey(e))}`);
+      if (timeout !== undefined)
+        for (const [i, t] of targets.entries())
+          rules.push(`    ${ipk} saddr @${s}_a${index.get(endpointKey(eps[i]!))} goto ${t}`);
+      if (targets.length === 0) rules.push("    drop");
+      else if (targets.length === 1) rules.push(`    goto ${targets[0]}`);
+      else
+        rules.push(
+          `    numgen random mod ${targets.length} vmap { ${targets.map((t, i) => `${i} : goto ${t}`).join(", ")} }`,
+        );
+      out.chains.push(`  chain ${name} {`, ...rules, "  }");
+    };
+    lbChain(`${s}_all`, all, true);
+    let internal = `${s}_all`;
+    if (p.internalTrafficLocal) {
+      internal = `${s}_int`;
+      lbChain(internal, local, true);
+    }
+    let external = `${s}_all`;
+    if (p.externalTrafficLocal) {
+      external = `${s}_ext`;
+      lbChain(`${s}_loc`, local, false);
+      out.chains.push(
+        `  chain ${external} {`,
+        // Pods (through their egress reroute) and the node itself are in-cluster clients: Cluster, as kube-proxy.
+        `    iifname ${dev} goto ${s}_all`,
+        `    fib saddr type local goto ${s}_all`,
+        `    goto ${s}_loc`,
+        "  }",
+      );
+    }
+    for (const ip of clusterIPs) out.vips.push(`${keyOf(ip)} : goto ${internal}`);
+    for (const ip of externalIPs) out.ext.push(`${keyOf(ip)} : goto ${external}`);
+    if (nodePort !== undefined) out.nodeports.push(`${proto} . ${nodePort} : goto ${external}`);
+  }
+  return out;
+}
+
+/**
+ * The nft script. Declaring the table before deleting it makes the delete valid when the table is absent,
+ * and the whole script is one transaction: the rules are never missing in between.
+ */
+export function serviceRuleset(spec: ServiceNatSpec): string {
+  const why = typeof spec.mgmtIfname === "string" ? interfaceNameProblem(spec.mgmtIfname) : "is not a string";
+  if (why) throw new TypeError(`service NAT: management interface ${JSON.stringify(spec.mgmtIfname)} ${why}`);
+  const dev = JSON.stringify(spec.mgmtIfname);
+  const nodeIps = spec.nodeIps.map(checkedIp);
+  const t = SERVICE_NFT_TABLE;
+  const lines = [`table inet ${t}`, `delete table inet ${t}`, `table inet ${t} {`];
+  const nat: string[] = [];
+  const filter: string[] = [];
+  const body: string[] = [];
+  for (const family of [4, 6] as const) {
+    const ipk = family === 4 ? "ip" : "ip6";
+    const addrType = family === 4 ? "ipv4_addr" : "ipv6_addr";
+    const parts = familyParts(spec, family, dev);
+    const mine = nodeIps.filter((ip) => ip.family === family).map(formatIp);
+    const v = `_v${family}`;
+    const decl = (kind: "set" | "map", name: string, type: string, elements: readonly string[]) => {
+      if (elements.length === 0) return false;
+      lines.push(
+        `  ${kind} ${name} {`,
+        `    type ${type}`,
+        `    elements = { ${elements.join(", ")} }`,
+        "  }",
+      );
+      return true;
+    };
+    const vipType = `${addrType} . inet_proto . inet_service`;
+    if (decl("map", `vips${v}`, `${vipType} : verdict`, parts.vips))
+      nat.push(`    ${ipk} daddr . meta l4proto . th dport vmap @vips${v}`);
+    if (decl("map", `ext${v}`, `${vipType} : verdict`, parts.ext))
+      nat.push(`    ${ipk} daddr . meta l4proto . th dport vmap @ext${v}`);
+    const haveNodeIps = decl("set", `node_ips${v}`, addrType, [...new Set(mine)]);
+    if (haveNodeIps && decl("map", `nodeports${v}`, "inet_proto . inet_service : verdict", parts.nodeports))
+      nat.push(`    ${ipk} daddr @node_ips${v} meta l4proto . th dport vmap @nodeports${v}`);
+    const refuse = (match: string) => {
+      filter.push(`    ${match} meta l4proto tcp reject with tcp reset`, `    ${match} reject`);
+    };
+    if (decl("set", `noep${v}`, vipType, parts.noep))
+      refuse(`${ipk} daddr . meta l4proto . th dport @noep${v}`);
+    if (haveNodeIps && decl("set", `noep_ports${v}`, "inet_proto . inet_service", parts.noepPorts))
+      refuse(`${ipk} daddr @node_ips${v} meta l4proto . th dport @noep_ports${v}`);
+    lines.push(...parts.sets);
+    body.push(...parts.chains);
+  }
+  lines.push(...body);
+  // The filter chains run just before DNAT (-100) on both paths into the stack.
+  for (const [hook, chain] of [
+    ["prerouting", "filter_prerouting"],
+    ["output", "filter_output"],
+  ] as const)
+    lines.push(
+      `  chain ${chain} {`,
+      `    type filter hook ${hook} priority -110; policy accept;`,
+      ...filter,
+      "  }",
+    );
+  for (const [hook, chain] of [
+    ["prerouting", "nat_prerouting"],
+    ["output", "nat_output"],
+  ] as const)
+    lines.push(
+      `  chain ${chain} {`,
+      `    type nat hook ${hook} priority -100; policy accept;`,
+      ...nat,
+      "  }",
+    );
+  lines.push(
+    "  chain nat_postrouting {",
+    "    type nat hook postrouting priority srcnat; policy accept;",
+    `    meta mark & 0x${MASQUERADE_MARK.toString(16)} != 0 masquerade`,
+    "  }",
+    "}",
+  );
+  return `${lines.join("\n")}\n`;
+}
+
+/** Installs (or replaces) the table in the node's netns: one process, one transaction. */
+export async function applyServiceNat(script: string, opts: { netns?: string } = {}): Promise<void> {
+  const r = await runTool("nft", ["-f", "-"], { input: script, ...opts });
+  if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
+}
+
+/** Removes the table (nothing to remove is fine). */
+export async function removeServiceNat(opts: { netns?: string } = {}): Promise<void> {
+  const t = SERVICE_NFT_TABLE;
+  const r = await runTool("nft", ["-f", "-"], {
+    input: `table inet ${t}\ndelete table inet ${t}\n`,
+    ...opts,
+  });
+  if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
+}

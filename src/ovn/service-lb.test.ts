@@ -1,0 +1,168 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { parseService, type ServiceModel } from "../services/service-model.ts";
+import { backendsVariable, serviceLoadBalancers, variablesOf, vipVariable } from "./service-lb.ts";
+
+function model(spec: Record<string, unknown>, status: Record<string, unknown> = {}): ServiceModel {
+  const { model: m } = parseService({
+    metadata: { namespace: "ns", name: "web" },
+    spec: { clusterIP: "10.96.0.10", ports: [{ name: "http", port: 80 }], ...spec },
+    status,
+  } as V1Service);
+  assert.ok(m);
+  return m;
+}
+
+function slice(
+  addressType: string,
+  eps: { ip: string; node: string; ready?: boolean }[],
+  ports = [{ name: "http", protocol: "TCP", port: 8080 }],
+): V1EndpointSlice {
+  return {
+    addressType,
+    endpoints: eps.map((e) => ({
+      addresses: [e.ip],
+      nodeName: e.node,
+      conditions: { ready: e.ready ?? true },
+    })),
+    ports,
+  } as V1EndpointSlice;
+}
+
+const v4 = slice("IPv4", [
+  { ip: "10.244.0.5", node: "n1" },
+  { ip: "10.244.0.6", node: "n2" },
+]);
+
+describe("serviceLoadBalancers", () => {
+  it("makes one load balancer per protocol with every VIP and port, owned and rejecting", () => {
+    const m = model({
+      ports: [
+        { name: "http", port: 80 },
+        { name: "dns", protocol: "UDP", port: 53 },
+      ],
+      externalIPs: ["192.168.200.60"],
+    });
+    const dns = slice(
+      "IPv4",
+      [{ ip: "10.244.0.7", node: "n1" }],
+      [{ name: "dns", protocol: "UDP", port: 5353 }],
+    );
+    const { rows } = serviceLoadBalancers(m, [v4, dns], ["n1", "n2"]);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.name, r.row.protocol, r.row.vips, r.row.options]),
+      [
+        [
+          "ns/web/tcp",
+          "zovn-svc_ns_web_tcp",
+          "tcp",
+          {
+            "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080",
+            "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080",
+          },
+          { reject: "true" },
+        ],
+        [
+          "ns/web/udp",
+          "zovn-svc_ns_web_udp",
+          "udp",
+          { "10.96.0.10:53": "10.244.0.7:5353", "192.168.200.60:53": "10.244.0.7:5353" },
+          { reject: "true" },
+        ],
+      ],
+    );
+    assert.deepEqual(rows[0]?.row.external_ids, {
+      "zstack.io/owner": "zstack-ovnkube-controller",
+      "zstack.io/kind": "service-lb",
+      "zstack.io/id": "ns/web/tcp",
+      "zstack.io/service": "ns/web",
+    });
+  });
+
+  it("writes IPv6 VIPs and backends in brackets, each family with its own endpoints", () => {
+    const m = model({ clusterIPs: ["10.96.0.10", "fd00:96::a"], ipFamilies: ["IPv4", "IPv6"] });
+    const v6 = slice("IPv6", [{ ip: "fd00:10:244::5", node: "n1" }]);
+    const { rows } = serviceLoadBalancers(m, [v4, v6], []);
+    assert.deepEqual(rows[0]?.row.vips, {
+      "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080",
+      "[fd00:96::a]:80": "[fd00:10:244::5]:8080",
+    });
+  });
+
+  it("keeps a VIP with no endpoint, with empty backends (rejected at once)", () => {
+    const { rows } = serviceLoadBalancers(model({}), [], []);
+    assert.deepEqual(rows[0]?.row.vips, { "10.96.0.10:80": "" });
+    assert.equal((rows[0]?.row.options as Record<string, string>).reject, "true");
+  });
+
+  it("adds load-balancer ingress IPs and the affinity timeout", () => {
+    const m = model(
+      {
+        type: "LoadBalancer",
+        ports: [{ name: "http", port: 80, nodePort: 30080 }],
+        sessionAffinity: "ClientIP",
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 30 } },
+      },
+      { loadBalancer: { ingress: [{ ip: "192.168.200.70" }] } },
+    );
+    const { rows } = serviceLoadBalancers(m, [v4], []);
+    assert.deepEqual(Object.keys(rows[0]?.row.vips as object), ["10.96.0.10:80", "192.168.200.70:80"]);
+    assert.deepEqual(rows[0]?.row.options, { reject: "true", affinity_timeout: "30" });
+  });
+
+  it("makes no load balancer for a Service without ports", () => {
+    assert.deepEqual(serviceLoadBalancers(model({ ports: [] }), [v4], ["n1"]).rows, []);
+  });
+
+  it("puts cluster IPs of internalTrafficPolicy Local into template LBs with per-chassis backends", () => {
+    const m = model({
+      internalTrafficPolicy: "Local",
+      clusterIPs: ["10.96.0.10", "fd00:96::a"],
+      externalIPs: ["192.168.200.60"],
+    });
+    const v6 = slice("IPv6", [{ ip: "fd00:10:244::5", node: "n1" }]);
+    const { rows, variables } = serviceLoadBalancers(m, [v4, v6], ["n1", "n2", "n3"]);
+    const port = m.ports[0]!;
+    const be4 = backendsVariable(m, port, 4);
+    const be6 = backendsVariable(m, port, 6);
+    const vip6 = vipVariable(m, m.clusterIPs[1]!);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.vips, r.row.options]),
+      [
+        ["ns/web/tcp", { "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080" }, { reject: "true" }],
+        [
+          "ns/web/tcp/local-v4",
+          { "10.96.0.10:80": `^${be4}` },
+          { reject: "true", template: "true", "address-family": "ipv4" },
+        ],
+        [
+          "ns/web/tcp/local-v6",
+          { [`^${vip6}:80`]: `^${be6}` },
+          { reject: "true", template: "true", "address-family": "ipv6" },
+        ],
+      ],
+    );
+    assert.deepEqual(Object.fromEntries(variables), {
+      n1: { [be4]: "10.244.0.5:8080", [vip6]: "fd00:96::a", [be6]: "[fd00:10:244::5]:8080" },
+      n2: { [be4]: "10.244.0.6:8080", [vip6]: "fd00:96::a", [be6]: "" },
+      n3: { [be4]: "", [vip6]: "fd00:96::a", [be6]: "" },
+    });
+    assert.deepEqual(variablesOf(rows[2]?.row.vips as Record<string, string>).sort(), [be6, vip6].sort());
+    assert.match(be4, /^zsvc_be_[0-9a-f]{16}$/);
+  });
+
+  it("names template variables per Service, port and family", () => {
+    const a = model({});
+    const b = { ...a, name: "other" };
+    const p = a.ports[0]!;
+    assert.notEqual(backendsVariable(a, p, 4), backendsVariable(b, p, 4));
+    assert.notEqual(backendsVariable(a, p, 4), backendsVariable(a, p, 6));
+    assert.notEqual(backendsVariable(a, p, 4), backendsVariable(a, { ...p, port: 81 }, 4));
+  });
+
+  it("has no template variables without internalTrafficPolicy Local", () => {
+    const { variables } = serviceLoadBalancers(model({}), [v4], ["n1"]);
+    assert.deepEqual(Object.fromEntries(variables), { n1: {} });
+  });
+});

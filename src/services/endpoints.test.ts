@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { V1EndpointSlice } from "@kubernetes/client-node";
+import { formatIp } from "../ipam/address.ts";
+import { type Endpoint, selectEndpoints } from "./endpoints.ts";
+import type { ServicePortModel } from "./service-model.ts";
+
+interface Ep {
+  ip: string;
+  node?: string;
+  ready?: boolean;
+  serving?: boolean;
+  terminating?: boolean;
+}
+
+function slice(
+  eps: Ep[],
+  ports: { name?: string; protocol?: string; port?: number }[] = [
+    { name: "http", protocol: "TCP", port: 8080 },
+  ],
+  addressType = "IPv4",
+): V1EndpointSlice {
+  return {
+    addressType,
+    endpoints: eps.map((e) => ({
+      addresses: [e.ip],
+      ...(e.node ? { nodeName: e.node } : {}),
+      conditions: {
+        ...(e.ready === undefined ? {} : { ready: e.ready }),
+        ...(e.serving === undefined ? {} : { serving: e.serving }),
+        ...(e.terminating === undefined ? {} : { terminating: e.terminating }),
+      },
+    })),
+    ports,
+  } as V1EndpointSlice;
+}
+
+const http: ServicePortModel = { name: "http", protocol: "tcp", port: 80 };
+const show = (eps: Endpoint[]) =>
+  eps.map((e) => `${formatIp(e.ip)}:${e.port}${e.nodeName ? `@${e.nodeName}` : ""}`);
+
+describe("selectEndpoints", () => {
+  it("returns ready endpoints with the slice's port, sorted", () => {
+    const s = slice([
+      { ip: "10.244.0.9", node: "n2", ready: true },
+      { ip: "10.244.0.3", node: "n1" },
+    ]);
+    assert.deepEqual(show(selectEndpoints([s], http)), ["10.244.0.3:8080@n1", "10.244.0.9:8080@n2"]);
+  });
+
+  it("resolves a named targetPort per slice: different numbers for different pods", () => {
+    const a = slice([{ ip: "10.244.0.3" }], [{ name: "http", protocol: "TCP", port: 8080 }]);
+    const b = slice([{ ip: "10.244.0.4" }], [{ name: "http", protocol: "TCP", port: 9090 }]);
+    assert.deepEqual(show(selectEndpoints([a, b], http)), ["10.244.0.3:8080", "10.244.0.4:9090"]);
+  });
+
+  it("matches the slice port by name and protocol", () => {
+    const s = slice(
+      [{ ip: "10.244.0.3" }],
+      [
+        { name: "dns", protocol: "UDP", port: 5353 },
+        { name: "dns", protocol: "TCP", port: 5354 },
+        { name: "metrics", protocol: "TCP", port: 9100 },
+      ],
+    );
+    assert.deepEqual(show(selectEndpoints([s], { name: "dns", protocol: "udp", port: 53 })), [
+      "10.244.0.3:5353",
+    ]);
+    assert.deepEqual(show(selectEndpoints([s], { name: "dns", protocol: "tcp", port: 53 })), [
+      "10.244.0.3:5354",
+    ]);
+    assert.deepEqual(selectEndpoints([s], { name: "other", protocol: "tcp", port: 1 }), []);
+  });
+
+  it("matches an unnamed Service port to an unnamed slice port with TCP as the default protocol", () => {
+    const s = slice([{ ip: "10.244.0.3" }], [{ port: 8080 }]);
+    assert.deepEqual(show(selectEndpoints([s], { name: "", protocol: "tcp", port: 80 })), [
+      "10.244.0.3:8080",
+    ]);
+  });
+
+  it("leaves out terminating endpoints while a ready one exists", () => {
+    const s = slice([
+      { ip: "10.244.0.3", ready: true },
+      { ip: "10.244.0.4", ready: false, serving: true, terminating: true },
+    ]);
+    assert.deepEqual(show(selectEndpoints([s], http)), ["10.244.0.3:8080"]);
+  });
+
+  it("falls back to serving terminating endpoints when none is ready, never to non-serving ones", () => {
+    const s = slice([
+      { ip: "10.244.0.4", ready: false, serving: true, terminating: true },
+      { ip: "10.244.0.5", ready: false, serving: false, terminating: true },
+      { ip: "10.244.0.6", ready: false, serving: false },
+    ]);
+    assert.deepEqual(show(selectEndpoints([s], http)), ["10.244.0.4:8080"]);
+  });
+
+  it("returns nothing when every endpoint is unready and not terminating", () => {
+    assert.deepEqual(selectEndpoints([slice([{ ip: "10.244.0.3", ready: false }])], http), []);
+  });
+
+  it("applies the rule to one node's endpoints with the node option", () => {
+    const s = slice([
+      { ip: "10.244.0.3", node: "n1", ready: true },
+      { ip: "10.244.0.4", node: "n2", ready: false, serving: true, terminating: true },
+      { ip: "10.244.0.5", node: "n2", ready: false, serving: false, terminating: true },
+    ]);
+    assert.deepEqual(show(selectEndpoints([s], http, { node: "n1" })), ["10.244.0.3:8080@n1"]);
+    // n2 has no ready endpoint: its serving-terminating one is used, although n1 has a ready one.
+    assert.deepEqual(show(selectEndpoints([s], http, { node: "n2" })), ["10.244.0.4:8080@n2"]);
+    assert.deepEqual(selectEndpoints([s], http, { node: "n3" }), []);
+  });
+
+  it("reads IPv6 slices and skips FQDN slices", () => {
+    const v6 = slice([{ ip: "FD00:10:244::5" }], undefined, "IPv6");
+    const fqdn = slice([{ ip: "example.com" }], undefined, "FQDN");
+    assert.deepEqual(show(selectEndpoints([v6, fqdn], http)), ["fd00:10:244::5:8080"]);
+  });
+
+  it("skips malformed addresses, addresses of the wrong family and slices with a bad port", () => {
+    const s = slice([{ ip: "10.244.0.300" }, { ip: "fd00::1" }, { ip: "10.244.0.3" }]);
+    const badPort = slice([{ ip: "10.244.0.7" }], [{ name: "http", protocol: "TCP", port: 70000 }]);
+    const noPort = slice([{ ip: "10.244.0.8" }], [{ name: "http", protocol: "TCP" }]);
+    assert.deepEqual(show(selectEndpoints([s, badPort, noPort], http)), ["10.244.0.3:8080"]);
+  });
+
+  it("lists an endpoint present in two slices once, as ready if either copy is", () => {
+    const a = slice([{ ip: "10.244.0.3", ready: false }]);
+    const b = slice([{ ip: "10.244.0.3", ready: true }]);
+    assert.deepEqual(show(selectEndpoints([a, b], http)), ["10.244.0.3:8080"]);
+  });
+});

@@ -1,0 +1,285 @@
+// Services on the host path against the kernel's nftables and a real one-node OVN cluster: the node's Service
+// table is installed in the node's netns, and real TCP/UDP connections go from an external host, the node
+// itself and a pod to a pod endpoint behind OVN and to a host-network endpoint on the external host. Each
+// endpoint is a small server that answers with its name and the client address it sees.
+
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseIp } from "../../../src/ipam/address.ts";
+import { parseCidr } from "../../../src/ipam/cidr.ts";
+import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
+import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
+import { PodAttacher } from "../../../src/node/pod-attachment.ts";
+import {
+  applyServiceNat,
+  type NatServicePort,
+  SERVICE_NFT_TABLE,
+  serviceRuleset,
+} from "../../../src/node/service-nat.ts";
+import {
+  ETH0,
+  EXT_IP,
+  type Exec,
+  execIn,
+  MGMT,
+  NET,
+  NODE,
+  NODE_IP,
+  type OneNodeCluster,
+  podNetwork,
+  startOneNodeCluster,
+} from "./one-node-cluster.ts";
+
+const POD_IP = "10.244.0.20";
+const MGMT_IP = MGMT.ip.split("/")[0]!;
+const EXTERNAL_IP = "192.168.251.10";
+const LB_IP = "192.168.251.11";
+const ip = (t: string) => parseIp(t);
+const POD_EP = { ip: ip(POD_IP), port: 8080 };
+const HOST_EP = { ip: ip(EXT_IP), port: 9000 };
+
+function port(key: string, over: Partial<NatServicePort>): NatServicePort {
+  return {
+    key,
+    protocol: "tcp",
+    port: 80,
+    clusterIPs: [],
+    externalIPs: [],
+    endpoints: [POD_EP],
+    localEndpoints: [POD_EP],
+    internalTrafficLocal: false,
+    externalTrafficLocal: false,
+    ...over,
+  };
+}
+
+const SERVICES: NatServicePort[] = [
+  port("t/cluster/tcp", { clusterIPs: [ip("10.96.0.10")], nodePort: 30080, externalIPs: [ip(LB_IP)] }),
+  port("t/local/tcp", {
+    clusterIPs: [ip("10.96.0.11")],
+    nodePort: 30081,
+    externalIPs: [ip(EXTERNAL_IP)],
+    externalTrafficLocal: true,
+  }),
+  port("t/host/tcp", { clusterIPs: [ip("10.96.0.12")], endpoints: [HOST_EP], localEndpoints: [] }),
+  port("t/empty/tcp", { clusterIPs: [ip("10.96.0.13")], nodePort: 30083, endpoints: [], localEndpoints: [] }),
+  port("t/sticky/tcp", {
+    clusterIPs: [ip("10.96.0.14")],
+    endpoints: [POD_EP, HOST_EP],
+    affinityTimeoutSeconds: 600,
+  }),
+  port("t/spread/tcp", { clusterIPs: [ip("10.96.0.15")], endpoints: [POD_EP, HOST_EP] }),
+  port("t/itp/tcp", {
+    clusterIPs: [ip("10.96.0.16")],
+    endpoints: [POD_EP, HOST_EP],
+    internalTrafficLocal: true,
+  }),
+  port("t/dns/udp", {
+    protocol: "udp",
+    port: 53,
+    clusterIPs: [ip("10.96.0.17")],
+    nodePort: 30053,
+    endpoints: [{ ip: ip(POD_IP), port: 5353 }],
+    localEndpoints: [{ ip: ip(POD_IP), port: 5353 }],
+  }),
+];
+
+const chassis = (sbRemote: string): NodeSetupConfig["chassis"] => ({
+  ovnRemote: sbRemote,
+  encapType: "vxlan",
+  encapIp: NODE_IP,
+  systemId: NODE,
+  bridgeDatapathType: "netdev",
+});
+
+/** A TCP server in a netns that answers every connection with "<name> <client address>". */
+async function identityServer(
+  netns: string,
+  name: string,
+  host: string,
+  listenPort: number,
+): Promise<ChildProcess> {
+  const js = `require("net").createServer((s) => s.end(${JSON.stringify(name)} + " " + s.remoteAddress + "\\n")).listen(${listenPort}, ${JSON.stringify(host)}, () => console.log("up"))`;
+  const child = spawn("nsenter", [`--net=${netns}`, "--", process.execPath, "-e", js], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`identity server ${name} exited with ${code}`)));
+    child.stdout?.once("data", () => resolve());
+  });
+  return child;
+}
+
+/** One TCP connection; "<name> <peer>" of whoever answered, or the client's failure. */
+async function dial(from: string, host: string, p: number): Promise<Exec & { who?: string; peer?: string }> {
+  const r = await execIn(from, "nc", ["-v", "-N", "-w", "5", host, String(p)]);
+  const [who, peer] = r.stdout.trim().split(" ");
+  return { ...r, ...(who ? { who } : {}), ...(peer ? { peer } : {}) };
+}
+
+describe("Services on the host path (nftables) with a one-node OVN cluster", () => {
+  const cleanups: (() => unknown)[] = [];
+  let c: OneNodeCluster;
+  let podNetns: string;
+  let nodeNetns: string;
+
+  before(async () => {
+    c = await startOneNodeCluster({ after: (fn) => cleanups.push(fn) });
+    nodeNetns = c.node.netns.path;
+    const setup = new NodeSetup({
+      client: c.ovs,
+      hostNetns: nodeNetns,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis(c.node.sb?.unix ?? ""),
+      mgmt: {
+        bridge: "br-int",
+        lspName: MGMT.lsp,
+        mac: MGMT.mac,
+        ip: MGMT.ip,
+        gateway: NET.joinGateway,
+        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((x) => parseCidr(x)),
+        mtu: 1450,
+      },
+      egress: {
+        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+        insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((x) => parseCidr(x)),
+        nodeIps: [parseIp(NODE_IP)],
+      },
+      resyncIntervalMs: 0,
+    });
+    cleanups.push(() => setup.stop());
+    await setup.reconcile();
+    const pod = { namespace: "t", name: "web", uid: "uid-web" };
+    const { mac, ipWithPrefix } = await c.addPodLsp(pod, POD_IP);
+    podNetns = (await c.node.addNetns("web")).path;
+    await new PodAttacher({ client: c.ovs, mtu: 1450, userspaceDatapath: true, hostNetns: nodeNetns }).add({
+      containerId: "feedfacecafe0002",
+      ifname: ETH0,
+      netns: parseNetnsPath(podNetns),
+      podNamespace: pod.namespace,
+      podName: pod.name,
+      podUid: pod.uid,
+      network: podNetwork([ipWithPrefix], mac),
+    });
+    // The external host sends externalIP and LB IP traffic to the node, as a router or an announcer would.
+    for (const vip of [EXTERNAL_IP, LB_IP])
+      await c.node.execIn(c.ext.path, "ip", ["route", "add", vip, "via", NODE_IP]);
+    for (const [netns, name, host, p] of [
+      [podNetns, "pod", POD_IP, 8080],
+      [c.ext.path, "ext", EXT_IP, 9000],
+    ] as const) {
+      const child = await identityServer(netns, name, host, p);
+      cleanups.push(() => child.kill("SIGKILL"));
+    }
+    await applyServiceNat(
+      serviceRuleset({
+        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+        nodeIps: [ip(NODE_IP)],
+        ports: SERVICES,
+      }),
+      { netns: nodeNetns },
+    );
+    // The pod's port is bound once ovn-controller has installed its flows.
+    for (let i = 0; i < 200 && (await dial(nodeNetns, POD_IP, 8080)).who !== "pod"; i++) await sleep(50);
+  });
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+  });
+
+  test("external client → NodePort, externalTrafficPolicy Cluster: reaches the pod, which sees the management IP", async () => {
+    const r = await dial(c.ext.path, NODE_IP, 30080);
+    assert.equal(r.who, "pod", r.stderr);
+    assert.equal(r.peer, MGMT_IP);
+  });
+
+  test("external client → NodePort, externalTrafficPolicy Local: the pod sees the client's own address", async () => {
+    const r = await dial(c.ext.path, NODE_IP, 30081);
+    assert.equal(r.who, "pod", r.stderr);
+    assert.equal(r.peer, EXT_IP);
+  });
+
+  test("external client → externalIP (Local) and load balancer IP (Cluster)", async () => {
+    const e = await dial(c.ext.path, EXTERNAL_IP, 80);
+    assert.equal(e.who, "pod", e.stderr);
+    assert.equal(e.peer, EXT_IP);
+    const lb = await dial(c.ext.path, LB_IP, 80);
+    assert.equal(lb.who, "pod", lb.stderr);
+    assert.equal(lb.peer, MGMT_IP);
+  });
+
+  test("the node reaches a clusterIP: DNAT on the host to the pod through the management port", async () => {
+    const r = await dial(nodeNetns, "10.96.0.10", 80);
+    assert.equal(r.who, "pod", r.stderr);
+    assert.equal(r.peer, MGMT_IP);
+  });
+
+  test("the node reaches a host-network endpoint through a clusterIP, masqueraded to its node IP", async () => {
+    const r = await dial(nodeNetns, "10.96.0.12", 80);
+    assert.equal(r.who, "ext", r.stderr);
+    assert.equal(r.peer, NODE_IP);
+  });
+
+  test("a pod reaching an ETP Local NodePort is treated as in-cluster: masqueraded, and it reaches itself", async () => {
+    const r = await dial(podNetns, NODE_IP, 30081);
+    assert.equal(r.who, "pod", r.stderr);
+    assert.equal(r.peer, MGMT_IP);
+  });
+
+  test("no endpoints: the connection is refused (TCP reset), from the node and from outside", async () => {
+    for (const [from, host, p] of [
+      [nodeNetns, "10.96.0.13", 80],
+      [c.ext.path, NODE_IP, 30083],
+    ] as const) {
+      const r = await dial(from, host, p);
+      assert.notEqual(r.code, 0);
+      assert.match(r.stderr, /Connection refused/, `${host}:${p}`);
+    }
+  });
+
+  test("session affinity keeps one client on one endpoint; without it connections spread", async () => {
+    const sticky = new Set<string | undefined>();
+    for (let i = 0; i < 12; i++) sticky.add((await dial(nodeNetns, "10.96.0.14", 80)).who);
+    assert.equal(sticky.size, 1, [...sticky].join(","));
+    assert.ok(["pod", "ext"].includes([...sticky][0] ?? ""));
+    const spread = new Set<string | undefined>();
+    // Two endpoints chosen at random: all 40 on one side happens once in 2^39 runs.
+    for (let i = 0; i < 40 && spread.size < 2; i++) spread.add((await dial(nodeNetns, "10.96.0.15", 80)).who);
+    assert.deepEqual([...spread].sort(), ["ext", "pod"]);
+  });
+
+  test("internalTrafficPolicy Local: the node's clusterIP traffic goes only to its own endpoint", async () => {
+    const seen = new Set<string | undefined>();
+    for (let i = 0; i < 12; i++) seen.add((await dial(nodeNetns, "10.96.0.16", 80)).who);
+    assert.deepEqual([...seen], ["pod"]);
+  });
+
+  test("UDP: an external datagram to a NodePort reaches the pod; the node's to the clusterIP too", async () => {
+    for (const [from, host, p] of [
+      [c.ext.path, NODE_IP, 30053],
+      [nodeNetns, "10.96.0.17", 53],
+    ] as const) {
+      const server = execIn(podNetns, "timeout", ["10", "nc", "-u", "-l", "-W", "1", POD_IP, "5353"]);
+      for (let i = 0; i < 100; i++) {
+        if ((await execIn(podNetns, "ss", ["-uln", "sport = :5353"])).stdout.includes(":5353")) break;
+        await sleep(20);
+      }
+      await execIn(from, "nc", ["-u", "-w", "1", host, String(p)], { input: `hello ${host}\n` });
+      assert.equal((await server).stdout, `hello ${host}\n`);
+    }
+  });
+
+  test("replacing the ruleset is one transaction and leaves exactly one table of ours", async () => {
+    const script = serviceRuleset({
+      mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+      nodeIps: [ip(NODE_IP)],
+      ports: SERVICES,
+    });
+    await applyServiceNat(script, { netns: nodeNetns });
+    const tables = await c.node.exec("nft", ["list", "tables"]);
+    assert.equal(tables.split("\n").filter((l) => l.includes(SERVICE_NFT_TABLE)).length, 1, tables);
+    assert.equal((await dial(nodeNetns, "10.96.0.10", 80)).who, "pod");
+  });
+});

@@ -1,0 +1,270 @@
+// The node agent's Services side against a real kube-apiserver, running with a node's own credentials
+// (system:node:node1 in system:nodes) as in the sandbox: the RBAC manifest is what lets it read EndpointSlices
+// and ServiceCIDRs; Services with their EndpointSlices become one nft ruleset (checked by the kernel's nft),
+// a burst of changes is coalesced, an unchanged state writes nothing, a restart reapplies, healthCheckNodePort
+// answers 200/503 with the local endpoint count, and ServiceCIDRs become routes.
+
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { KubeConfig } from "@kubernetes/client-node";
+import { HealthCheckServers } from "../../../src/agent/health-check-server.ts";
+import { ServiceProxy } from "../../../src/agent/service-proxy.ts";
+import { parseIp } from "../../../src/ipam/address.ts";
+import { type Cidr, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
+import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
+import { parseInterfaceName } from "../../../src/node/interface-name.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { certConfig } from "../../../src/sandbox/pki.ts";
+import { repoRoot } from "../../../src/sandbox/repo.ts";
+import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
+import { runTool } from "../../rig/process.ts";
+
+const RBAC = join(repoRoot, "deploy", "rbac", "node-agent-services.yaml");
+const NODE = "node1";
+
+let kube: KubeApiserver;
+let dir: string;
+let nodeKc: KubeConfig;
+
+/** A client certificate as the kubelet of `node` holds: CN system:node:<node>, O system:nodes. */
+async function nodeCredentials(node: string): Promise<KubeConfig> {
+  const user = `system:node:${node}`;
+  const cnf = join(dir, `${node}.cnf`);
+  writeFileSync(
+    cnf,
+    certConfig({ file: node, commonName: user, organization: "system:nodes", usage: "client" }),
+  );
+  const cert = join(dir, `${node}.crt`);
+  const key = join(dir, `${node}.key`);
+  await runTool("openssl", [
+    ...["req", "-x509", "-config", cnf, "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
+    ...["-noenc", "-keyout", key, "-out", cert, "-days", "1", "-CA", kube.ca.cert, "-CAkey", kube.ca.key],
+  ]);
+  const admin = kube.kubeConfig.getCurrentCluster();
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: kube.server, caData: admin?.caData, caFile: admin?.caFile }],
+    users: [{ name: user, certFile: cert, keyFile: key }],
+    contexts: [{ name: "c", cluster: "c", user }],
+    currentContext: "c",
+  });
+  return kc;
+}
+
+function nftCheck(script: string): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = execFile("unshare", ["--net", "nft", "-c", "-f", "-"], (err, _stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, stderr }),
+    );
+    child.stdin?.end(script);
+  });
+}
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+const kubectl = (args: string[], input?: string) => kube.kubectl(args, input === undefined ? {} : { input });
+
+function serviceYaml(name: string, extra = ""): string {
+  return `apiVersion: v1
+kind: Service
+metadata: {name: ${name}, namespace: default}
+spec:
+  selector: {app: ${name}}
+  ports: [{name: http, protocol: TCP, port: 80, targetPort: 8080}]
+${extra}`;
+}
+
+function sliceYaml(service: string, endpoints: { ip: string; node: string }[]): string {
+  return `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: ${service}-manual, namespace: default, labels: {kubernetes.io/service-name: ${service}}}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: 8080}]
+endpoints: [${endpoints.map((e) => `{addresses: ["${e.ip}"], nodeName: ${e.node}, conditions: {ready: true}}`).join(", ")}]
+`;
+}
+
+interface Rig {
+  proxy: ServiceProxy;
+  scripts: string[];
+  cidrs: Cidr[][];
+  health: HealthCheckServers;
+  api: ApiClient;
+}
+
+function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig {
+  const api = new ApiClient(nodeKc);
+  const scripts: string[] = [];
+  const cidrs: Cidr[][] = [];
+  const health = new HealthCheckServers(silentLogger, "127.0.0.1");
+  const proxy = new ServiceProxy({
+    api,
+    node: NODE,
+    mgmtIfname: parseInterfaceName("zovn-mgmt"),
+    apply: async (s) => {
+      scripts.push(s);
+    },
+    healthChecks: health,
+    coalesceMs,
+    routeGuard: () => ({
+      joinCidr: parseCidr("100.64.0.0/16"),
+      serviceCidrs: [parseCidr("10.96.0.0/16")],
+      nodeIps: [parseIp("192.168.200.11")],
+    }),
+    clusterCidrs: [parseCidr("10.244.0.0/16")],
+    onServiceCidrs: (c) => cidrs.push([...c]),
+    log: silentLogger,
+  });
+  proxy.setNodeIps([parseIp("192.168.200.11")]);
+  t.after(async () => {
+    await proxy.stop();
+    api.close();
+  });
+  return { proxy, scripts, cidrs, health, api };
+}
+
+before(async () => {
+  kube = await startKubeApiserver();
+  dir = mkdtempSync(join(tmpdir(), "zovn-svc-proxy-"));
+  nodeKc = await nodeCredentials(NODE);
+});
+
+after(async () => {
+  await kube?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("Service proxy with a node's credentials", () => {
+  test("without the RBAC manifest a node may list Services but not EndpointSlices or ServiceCIDRs; with it, all three", async (t) => {
+    const api = new ApiClient(nodeKc);
+    t.after(() => api.close());
+    const status = (path: string) =>
+      api.request(path).then(
+        () => 200,
+        (e) => (e instanceof ApiError ? e.status : -1),
+      );
+    const paths = [
+      "/api/v1/services",
+      "/apis/discovery.k8s.io/v1/endpointslices",
+      "/apis/networking.k8s.io/v1/servicecidrs",
+    ];
+    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403]);
+    await kubectl(["apply", "-f", RBAC]);
+    await until("the grant to take effect", async () =>
+      (await Promise.all(paths.map(status))).every((s) => s === 200),
+    );
+  });
+
+  test("Services and EndpointSlices become one ruleset nft accepts; health check follows local endpoints", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(
+      ["apply", "-f", "-"],
+      serviceYaml("web", "  type: LoadBalancer\n  externalTrafficPolicy: Local\n"),
+    );
+    await kubectl(
+      ["apply", "-f", "-"],
+      sliceYaml("web", [
+        { ip: "10.244.0.5", node: NODE },
+        { ip: "10.244.1.5", node: "node2" },
+      ]),
+    );
+    await until("DNAT to both endpoints", () => {
+      const last = rig.scripts.at(-1) ?? "";
+      return last.includes("dnat ip to 10.244.0.5:8080") && last.includes("dnat ip to 10.244.1.5:8080");
+    });
+    const script = rig.scripts.at(-1) ?? "";
+    const check = await nftCheck(script);
+    assert.equal(check.code, 0, check.stderr);
+    const svc = JSON.parse(await kubectl(["get", "service", "web", "-o", "json"])) as {
+      spec: { clusterIP: string; healthCheckNodePort: number; ports: { nodePort: number }[] };
+    };
+    assert.match(script, new RegExp(`${svc.spec.clusterIP.replaceAll(".", "\\.")} \\. 6 \\. 80 : goto`));
+    assert.match(script, new RegExp(`6 \\. ${svc.spec.ports[0]?.nodePort} : goto \\w+_ext`));
+
+    const hc = `http://127.0.0.1:${svc.spec.healthCheckNodePort}/`;
+    await until("the health check port", () =>
+      fetch(hc).then(
+        () => true,
+        () => false,
+      ),
+    );
+    const ok = await fetch(hc);
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), {
+      service: { namespace: "default", name: "web" },
+      localEndpoints: 1,
+      serviceProxyHealthy: true,
+    });
+    await kubectl(["apply", "-f", "-"], sliceYaml("web", [{ ip: "10.244.1.5", node: "node2" }]));
+    await until("503 without a local endpoint", async () => (await fetch(hc)).status === 503);
+
+    await kubectl(["delete", "service", "web"]);
+    await until("the health check port closed", () =>
+      fetch(hc).then(
+        () => false,
+        () => true,
+      ),
+    );
+    await kubectl(["delete", "endpointslice", "web-manual"]);
+    await until("the Service gone from the rules", () => !(rig.scripts.at(-1) ?? "").includes("dnat"));
+  });
+
+  test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
+    const rig = startProxy(t, 300);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    const names = Array.from({ length: 20 }, (_, i) => `burst-${i}`);
+    await kubectl(["apply", "-f", "-"], names.map((n) => serviceYaml(n)).join("---\n"));
+    await until("all 20 Services refused for want of endpoints", () => {
+      const last = rig.scripts.at(-1) ?? "";
+      return (last.match(/ \. 6 \. 80/g)?.length ?? 0) === 20;
+    });
+    await rig.proxy.settled();
+    const burst = rig.scripts.length - 1;
+    assert.ok(burst >= 1 && burst < 20, `20 Services created: ${burst} nft transactions`);
+
+    const plans = rig.proxy.stats.plans;
+    const applies = rig.proxy.stats.applies;
+    await kubectl(["annotate", "service", "burst-0", "note=unrelated"]);
+    await until("the update to be planned", () => rig.proxy.stats.plans > plans);
+    await rig.proxy.settled();
+    assert.equal(rig.proxy.stats.applies, applies, "same ruleset: no nft transaction");
+
+    const again = startProxy(t);
+    await again.proxy.start();
+    await until("the restarted agent's ruleset", () => again.scripts.length === 1);
+    assert.equal(
+      again.scripts[0],
+      rig.scripts.at(-1),
+      "the same state gives the same text, applied at start",
+    );
+    await kubectl(["delete", "service", ...names]);
+  });
+
+  test("ServiceCIDRs become routes: the default range, and one added at run time", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the default ServiceCIDR", () => rig.cidrs.length > 0);
+    assert.deepEqual(rig.cidrs.at(-1)?.map(formatCidr), ["10.96.0.0/16"]);
+    await kubectl(
+      ["apply", "-f", "-"],
+      "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: extra}\nspec: {cidrs: [10.97.0.0/16]}\n",
+    );
+    await until("the added range", () => (rig.cidrs.at(-1)?.length ?? 0) === 2);
+    assert.deepEqual(rig.cidrs.at(-1)?.map(formatCidr), ["10.96.0.0/16", "10.97.0.0/16"]);
+    await kubectl(["delete", "servicecidr", "extra", "--wait=false"]);
+  });
+});
