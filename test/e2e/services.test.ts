@@ -20,8 +20,11 @@ const NAME = "zsbsvc";
 const sandbox = sandboxHandle(NAME);
 const { layout, zovn, ctx } = sandbox;
 
-/** How long a change may take to reach the datapath before a test gives up (a condition wait, not a bound). */
+/** How long a change may take to reach the datapath before a check gives up (a condition wait, not a bound). */
 const PROPAGATION_MS = 45_000;
+/** Once a check of a test has failed, the datapath had its time: later checks of that test wait this long. */
+const AFTER_FAILURE_MS = 8_000;
+let patience = PROPAGATION_MS;
 const LABEL = "svc-e2e";
 
 // Addresses outside every cluster range, routed on the external host through one node.
@@ -236,7 +239,7 @@ async function reachesExactly(
   let all: DialAttempt[] = [];
   return eventually(
     `${from} → ${proto} ${addr} answered by exactly {${expected.join(", ")}}`,
-    opts.timeoutMs ?? PROPAGATION_MS,
+    opts.timeoutMs ?? patience,
     async () => {
       const batch = await dialMany(sandbox, from, proto, addr, {
         count: opts.count ?? Math.max(12, expected.length * 10),
@@ -254,11 +257,36 @@ async function reachesExactly(
   );
 }
 
+/**
+ * The checks of one test, each run to its end: the test fails once, listing every check that failed, so a
+ * partial implementation shows which parts of an item work. After a failure, later checks wait less.
+ */
+class Checks {
+  private readonly failures: string[] = [];
+  constructor() {
+    patience = PROPAGATION_MS;
+  }
+  async check(what: string, fn: () => Promise<unknown>): Promise<boolean> {
+    try {
+      await fn();
+      return true;
+    } catch (err) {
+      this.failures.push(`${what}: ${(err as Error).message}`);
+      patience = AFTER_FAILURE_MS;
+      return false;
+    }
+  }
+  done(): void {
+    if (this.failures.length > 0)
+      assert.fail(`${this.failures.length} check(s) failed:\n- ${this.failures.join("\n- ")}`);
+  }
+}
+
 const isRefusal = (a: DialAttempt): boolean => !a.ok && /connection refused/.test(a.error);
 
 /** Waits until every attempt from `from` to `addr` is refused (RST / ICMP unreachable), not timed out. */
 async function refused(from: string, proto: "tcp" | "udp", addr: string, count = 4): Promise<DialAttempt[]> {
-  return eventually(`${from} → ${proto} ${addr} refused at once`, PROPAGATION_MS, async () => {
+  return eventually(`${from} → ${proto} ${addr} refused at once`, patience, async () => {
     const batch = await dialMany(sandbox, from, proto, addr, { count, timeout: "2s" });
     if (!batch.every(isRefusal)) throw new Error(`last batch: ${describeTally(batch)}`);
     return batch;
@@ -267,7 +295,7 @@ async function refused(from: string, proto: "tcp" | "udp", addr: string, count =
 
 /** Waits until no attempt from `from` to `addr` gets an answer (dropped or refused). */
 async function unanswered(from: string, proto: "tcp" | "udp", addr: string): Promise<DialAttempt[]> {
-  return eventually(`${from} → ${proto} ${addr} unanswered`, PROPAGATION_MS, async () => {
+  return eventually(`${from} → ${proto} ${addr} unanswered`, patience, async () => {
     const batch = await dialMany(sandbox, from, proto, addr, { count: 3, timeout: "1s" });
     if (batch.some((a) => a.ok)) throw new Error(`last batch: ${describeTally(batch)}`);
     return batch;
@@ -349,6 +377,18 @@ async function controllerNbWrites(): Promise<number> {
   return out.split("\n").filter((l) => /^record \d+:.*"zstack-ovnkube-controller[^"]*"\s*$/.test(l)).length;
 }
 
+/** ClusterIP from pods and nodes, TCP and UDP: each client reaches every endpoint, on its own node and the others. */
+async function clusterIpMatrix(): Promise<void> {
+  const ip = await clusterIP("web");
+  const all = ["web-1", "web-2", "web-3"];
+  const c = new Checks();
+  for (const from of ["default/client-1", "default/client-3", "node1", "node2"]) {
+    await c.check(`${from} TCP`, () => reachesExactly(from, "tcp", `${ip}:80`, all));
+    await c.check(`${from} UDP`, () => reachesExactly(from, "udp", `${ip}:53`, all));
+  }
+  c.done();
+}
+
 // ---- the tests ----------------------------------------------------------------------------------------------
 
 describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, () => {
@@ -377,46 +417,49 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
   });
 
   it("ClusterIP (VXLAN): pods and nodes reach the endpoints on their own node and on the others, over TCP and UDP", async () => {
-    const ip = await clusterIP("web");
-    const all = ["web-1", "web-2", "web-3"];
-    for (const from of ["default/client-1", "default/client-3", "node1", "node2"]) {
-      await reachesExactly(from, "tcp", `${ip}:80`, all);
-      await reachesExactly(from, "udp", `${ip}:53`, all);
-    }
+    await clusterIpMatrix();
   });
 
   it("multi-port: a named targetPort resolves to each pod's own port number, for TCP and UDP", async () => {
     const ip = await clusterIP("multi");
+    const c = new Checks();
     for (const from of ["default/client-3", "node3"]) {
-      await reachesExactly(from, "tcp", `${ip}:80`, ["multi-a", "multi-b"]);
-      await reachesExactly(from, "udp", `${ip}:81`, ["multi-a", "multi-b"]);
+      await c.check(`${from} TCP`, () => reachesExactly(from, "tcp", `${ip}:80`, ["multi-a", "multi-b"]));
+      await c.check(`${from} UDP`, () => reachesExactly(from, "udp", `${ip}:81`, ["multi-a", "multi-b"]));
     }
+    c.done();
   });
 
   it("endpoints 1 → 5 → 0 → 2: new connections follow each change, and with none the client is refused at once", async () => {
     const ip = await clusterIP("scale");
-    for (const replicas of [1, 5]) {
-      const pods = await scaleTo(replicas);
-      await reachesExactly("default/client-1", "tcp", `${ip}:80`, pods);
-      await reachesExactly("default/client-1", "udp", `${ip}:53`, pods);
-      await reachesExactly("node2", "tcp", `${ip}:80`, pods);
-    }
+    const c = new Checks();
+    const follow = async (pods: string[]) => {
+      await c.check(`${pods.length}: pod TCP`, () =>
+        reachesExactly("default/client-1", "tcp", `${ip}:80`, pods),
+      );
+      await c.check(`${pods.length}: pod UDP`, () =>
+        reachesExactly("default/client-1", "udp", `${ip}:53`, pods),
+      );
+      await c.check(`${pods.length}: node TCP`, () => reachesExactly("node2", "tcp", `${ip}:80`, pods));
+    };
+    for (const replicas of [1, 5]) await follow(await scaleTo(replicas));
     await scaleTo(0);
     // Refused, not timed out: TCP gets a reset and UDP an ICMP port unreachable, from pods and from nodes.
-    await refused("default/client-1", "tcp", `${ip}:80`);
-    await refused("default/client-1", "udp", `${ip}:53`);
-    await refused("node2", "tcp", `${ip}:80`);
-    await refused("node2", "udp", `${ip}:53`);
-    const pods = await scaleTo(2);
-    await reachesExactly("default/client-1", "tcp", `${ip}:80`, pods);
-    await reachesExactly("default/client-1", "udp", `${ip}:53`, pods);
-    await reachesExactly("node2", "tcp", `${ip}:80`, pods);
+    await c.check("0: pod TCP refused", () => refused("default/client-1", "tcp", `${ip}:80`));
+    await c.check("0: pod UDP refused", () => refused("default/client-1", "udp", `${ip}:53`));
+    await c.check("0: node TCP refused", () => refused("node2", "tcp", `${ip}:80`));
+    await c.check("0: node UDP refused", () => refused("node2", "udp", `${ip}:53`));
+    await follow(await scaleTo(2));
+    c.done();
   });
 
   it("a terminating pod gets no new connections while a ready endpoint exists", async () => {
     const ip = await clusterIP("term");
-    await reachesExactly("default/client-3", "tcp", `${ip}:80`, ["term-a", "term-b"]);
-    await reachesExactly("node3", "tcp", `${ip}:80`, ["term-a", "term-b"]);
+    const c = new Checks();
+    await c.check("before: pod", () =>
+      reachesExactly("default/client-3", "tcp", `${ip}:80`, ["term-a", "term-b"]),
+    );
+    await c.check("before: node", () => reachesExactly("node3", "tcp", `${ip}:80`, ["term-a", "term-b"]));
     const termAIP = await podIP("term-a");
     await kubectl(["delete", "pod", "term-a", "--wait=false"]);
     // The simulator gives it at most 10 s; podserver --drain keeps it answering all that time.
@@ -425,14 +468,14 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
         ? true
         : undefined,
     );
-    const onlyB = async (from: string) =>
-      eventually(`${from}: new connections all go to term-b`, 6_000, async () => {
+    const onlyB = (from: string) =>
+      eventually(`${from}: new connections all go to term-b`, 4_000, async () => {
         const batch = await dialMany(sandbox, from, "tcp", `${ip}:80`, { count: 10, timeout: "1s" });
         if (!batch.every((a) => a.ok && a.server === "term-b")) throw new Error(describeTally(batch));
         return batch;
       });
-    await onlyB("default/client-3");
-    await onlyB("node3");
+    await c.check("terminating: pod", () => onlyB("default/client-3"));
+    await c.check("terminating: node", () => onlyB("node3"));
     // term-a was still up and serving: it is the Service that kept new connections away from it.
     const direct = await dialMany(sandbox, "default/client-3", "tcp", `${termAIP}:8080`);
     assert.ok(
@@ -444,55 +487,38 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
       still?.serving && still.terminating,
       `term-a still serving+terminating: ${JSON.stringify(still)}`,
     );
+    c.done();
   });
 
-  it("sessionAffinity ClientIP keeps a pod client on one endpoint; without it connections spread over all", async () => {
+  it("sessionAffinity ClientIP keeps a client on one endpoint; without it connections spread over all", async () => {
     const sticky = await clusterIP("web-affinity");
-    await eventually("the affinity Service answers", PROPAGATION_MS, async () => {
-      const b = await dialMany(sandbox, "default/client-1", "tcp", `${sticky}:80`, { count: 3 });
-      return b.every((a) => a.ok) ? true : undefined;
-    });
-    const first = await dialMany(sandbox, "default/client-1", "tcp", `${sticky}:80`, { count: 30 });
-    await sleep(3_000);
-    const later = await dialMany(sandbox, "default/client-1", "tcp", `${sticky}:80`, { count: 30 });
-    const stuck = servers([...first, ...later]);
-    assert.ok(
-      [...first, ...later].every((a) => a.ok) && stuck.size === 1,
-      `60 connections over 3 s all to one endpoint: ${describeTally([...first, ...later])}`,
-    );
-    // Without affinity: 90 connections over 3 endpoints; each expects 30, fewer than 10 has odds below 1e-5.
-    const spread = await dialMany(sandbox, "default/client-1", "tcp", `${await clusterIP("web")}:80`, {
-      count: 90,
-    });
-    const counts = ["web-1", "web-2", "web-3"].map(
-      (s) => spread.filter((a) => a.ok && a.server === s).length,
-    );
-    assert.ok(
-      spread.every((a) => a.ok) && counts.every((n) => n >= 10),
-      `90 connections spread over 3 endpoints: ${describeTally(spread)}`,
-    );
-  });
-
-  it("sessionAffinity ClientIP holds for node clients too (host path); without it their connections spread", async () => {
-    const sticky = await clusterIP("web-affinity");
-    const batch = await eventually("node1 reaches the affinity Service", PROPAGATION_MS, async () => {
-      const b = await dialMany(sandbox, "node1", "tcp", `${sticky}:80`, { count: 30 });
-      if (!b.every((a) => a.ok)) throw new Error(describeTally(b));
-      return b;
-    });
-    assert.equal(
-      servers(batch).size,
-      1,
-      `30 connections from node1 all to one endpoint: ${describeTally(batch)}`,
-    );
-    const spread = await dialMany(sandbox, "node1", "tcp", `${await clusterIP("web")}:80`, { count: 90 });
-    const counts = ["web-1", "web-2", "web-3"].map(
-      (s) => spread.filter((a) => a.ok && a.server === s).length,
-    );
-    assert.ok(
-      spread.every((a) => a.ok) && counts.every((n) => n >= 10),
-      `90 connections from node1 spread over 3 endpoints: ${describeTally(spread)}`,
-    );
+    const web = await clusterIP("web");
+    const c = new Checks();
+    for (const from of ["default/client-1", "node1"]) {
+      await c.check(`${from}: affinity`, async () => {
+        await eventually(`${from} reaches the affinity Service`, patience, async () => {
+          const b = await dialMany(sandbox, from, "tcp", `${sticky}:80`, { count: 3 });
+          if (!b.every((a) => a.ok)) throw new Error(describeTally(b));
+          return true;
+        });
+        const first = await dialMany(sandbox, from, "tcp", `${sticky}:80`, { count: 30 });
+        await sleep(3_000);
+        const later = await dialMany(sandbox, from, "tcp", `${sticky}:80`, { count: 30 });
+        const both = [...first, ...later];
+        if (!both.every((a) => a.ok) || servers(both).size !== 1)
+          throw new Error(`60 connections over 3 s, want one endpoint: ${describeTally(both)}`);
+      });
+      // 90 connections over 3 endpoints: each expects 30; fewer than 10 has odds below 1e-5.
+      await c.check(`${from}: spread without affinity`, async () => {
+        const spread = await dialMany(sandbox, from, "tcp", `${web}:80`, { count: 90 });
+        const counts = ["web-1", "web-2", "web-3"].map(
+          (s) => spread.filter((a) => a.ok && a.server === s).length,
+        );
+        if (!spread.every((a) => a.ok) || !counts.every((n) => n >= 10))
+          throw new Error(`90 connections, want >= 10 on each of 3 endpoints: ${describeTally(spread)}`);
+      });
+    }
+    c.done();
   });
 
   it("hairpin: a pod reaches itself through its own Service", async () => {
@@ -505,70 +531,111 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
   });
 
   it("NodePort, externalTrafficPolicy Cluster: the external host reaches an endpoint on another node through every node IP; nodes and pods reach it too", async () => {
+    const c = new Checks();
     for (const node of ["node1", "node2", "node3"]) {
-      await reachesExactly("ext", "tcp", `${nodeIP(node)}:${NP_TCP}`, ["np-1"], { count: 5 });
-      await reachesExactly("ext", "udp", `${nodeIP(node)}:${NP_UDP}`, ["np-1"], { count: 5 });
+      await c.check(`ext → ${node} TCP`, () =>
+        reachesExactly("ext", "tcp", `${nodeIP(node)}:${NP_TCP}`, ["np-1"], { count: 5 }),
+      );
+      await c.check(`ext → ${node} UDP`, () =>
+        reachesExactly("ext", "udp", `${nodeIP(node)}:${NP_UDP}`, ["np-1"], { count: 5 }),
+      );
     }
-    // From another node's own stack, and from a pod (which arrives through its node's management port).
-    await reachesExactly("node2", "tcp", `${nodeIP("node3")}:${NP_TCP}`, ["np-1"], { count: 5 });
-    await reachesExactly("node3", "tcp", `${nodeIP("node3")}:${NP_TCP}`, ["np-1"], { count: 5 });
-    await reachesExactly("default/client-3", "tcp", `${nodeIP("node2")}:${NP_TCP}`, ["np-1"], { count: 5 });
-    await reachesExactly("default/client-3", "udp", `${nodeIP("node2")}:${NP_UDP}`, ["np-1"], { count: 5 });
+    // From another node's own stack, a node's own NodePort, and a pod (which arrives through its node's
+    // management port).
+    await c.check("node2 → node3 TCP", () =>
+      reachesExactly("node2", "tcp", `${nodeIP("node3")}:${NP_TCP}`, ["np-1"], { count: 5 }),
+    );
+    await c.check("node3 → node3 TCP", () =>
+      reachesExactly("node3", "tcp", `${nodeIP("node3")}:${NP_TCP}`, ["np-1"], { count: 5 }),
+    );
+    await c.check("pod on node3 → node2 TCP", () =>
+      reachesExactly("default/client-3", "tcp", `${nodeIP("node2")}:${NP_TCP}`, ["np-1"], { count: 5 }),
+    );
+    await c.check("pod on node3 → node2 UDP", () =>
+      reachesExactly("default/client-3", "udp", `${nodeIP("node2")}:${NP_UDP}`, ["np-1"], { count: 5 }),
+    );
+    c.done();
   });
 
   it("NodePort, externalTrafficPolicy Local: only local endpoints answer, the client address is preserved, and the health check port says 200 only where endpoints are", async () => {
+    const c = new Checks();
     for (const [node, pod] of [
       ["node1", "lbl-1"],
       ["node2", "lbl-2"],
     ] as const) {
-      const batch = await reachesExactly("ext", "tcp", `${nodeIP(node)}:${LB_NODE_PORT}`, [pod], {
-        count: 10,
+      await c.check(`ext → ${node}`, async () => {
+        const batch = await reachesExactly("ext", "tcp", `${nodeIP(node)}:${LB_NODE_PORT}`, [pod], {
+          count: 10,
+        });
+        const sources = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
+        if (sources.size !== 1 || !sources.has(EXT_IP))
+          throw new Error(`${pod} must see ${EXT_IP}, saw ${[...sources].join(", ")}`);
       });
-      const sources = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
-      assert.deepEqual([...sources], [EXT_IP], `${pod} sees the external host's own address`);
     }
     // node3 has no endpoint: nothing answers there (kube-proxy drops too).
-    await unanswered("ext", "tcp", `${nodeIP("node3")}:${LB_NODE_PORT}`);
+    await c.check("ext → node3 unanswered", () =>
+      unanswered("ext", "tcp", `${nodeIP("node3")}:${LB_NODE_PORT}`),
+    );
     for (const node of ["node1", "node2"]) {
-      const res = await eventually(`health check on ${node} says 200`, PROPAGATION_MS, async () => {
-        const r = await httpGet("ext", `http://${nodeIP(node)}:${HEALTH_CHECK_PORT}/`);
-        return r.code === 200 ? r : undefined;
+      await c.check(`health check ${node} 200`, async () => {
+        const res = await eventually(`health check on ${node} says 200`, patience, async () => {
+          const r = await httpGet("ext", `http://${nodeIP(node)}:${HEALTH_CHECK_PORT}/`);
+          if (r.code !== 200) throw new Error(`HTTP ${r.code} ${r.body}`);
+          return r;
+        });
+        const body = JSON.parse(res.body) as { localEndpoints?: number };
+        if (body.localEndpoints !== 1 || !/lb-local/.test(res.body))
+          throw new Error(`want localEndpoints 1 and the Service's name: ${res.body}`);
       });
-      const body = JSON.parse(res.body) as { localEndpoints?: number };
-      assert.equal(body.localEndpoints, 1, `${node}: ${res.body}`);
-      assert.match(res.body, /lb-local/, "the body names the Service");
     }
-    const r3 = await eventually("health check on node3 says 503", PROPAGATION_MS, async () => {
-      const r = await httpGet("ext", `http://${nodeIP("node3")}:${HEALTH_CHECK_PORT}/`);
-      return r.code === 503 ? r : undefined;
-    });
-    assert.equal(r3.code, 503);
+    await c.check("health check node3 503", () =>
+      eventually("health check on node3 says 503", patience, async () => {
+        const r = await httpGet("ext", `http://${nodeIP("node3")}:${HEALTH_CHECK_PORT}/`);
+        if (r.code !== 503) throw new Error(`HTTP ${r.code} ${r.body}`);
+        return r;
+      }),
+    );
+    c.done();
   });
 
   it("LoadBalancer ingress IP and an externalIP: reached from the external host, and from pods", async () => {
-    // The ingress IP is routed through node1 and the Service is externalTrafficPolicy Local: node1's endpoint, with
-    // the client's address preserved.
-    const lb = await reachesExactly("ext", "tcp", `${LB_INGRESS_IP}:80`, ["lbl-1"], { count: 10 });
-    assert.ok(
-      lb.every((a) => a.ok && a.client.startsWith(`${EXT_IP}:`)),
-      `the client address is preserved: ${describeTally(lb)}`,
-    );
+    const c = new Checks();
+    // The ingress IP is routed through node1 and the Service is externalTrafficPolicy Local: node1's endpoint,
+    // with the client's address preserved.
+    await c.check("ext → LB ingress IP", async () => {
+      const lb = await reachesExactly("ext", "tcp", `${LB_INGRESS_IP}:80`, ["lbl-1"], { count: 10 });
+      if (!lb.every((a) => a.ok && a.client.startsWith(`${EXT_IP}:`)))
+        throw new Error(`the client address must be preserved: ${JSON.stringify(lb.slice(0, 3))}`);
+    });
     // The externalIP is routed through node2; its Service (Cluster) has its only endpoint on node1.
-    await reachesExactly("ext", "tcp", `${EXTERNAL_IP}:80`, ["np-1"], { count: 5 });
-    await reachesExactly("ext", "udp", `${EXTERNAL_IP}:53`, ["np-1"], { count: 5 });
+    await c.check("ext → externalIP TCP", () =>
+      reachesExactly("ext", "tcp", `${EXTERNAL_IP}:80`, ["np-1"], { count: 5 }),
+    );
+    await c.check("ext → externalIP UDP", () =>
+      reachesExactly("ext", "udp", `${EXTERNAL_IP}:53`, ["np-1"], { count: 5 }),
+    );
     // Pods reach both addresses through the OVN load balancers, every endpoint included.
-    await reachesExactly("default/client-3", "tcp", `${LB_INGRESS_IP}:80`, ["lbl-1", "lbl-2"]);
-    await reachesExactly("default/client-3", "tcp", `${EXTERNAL_IP}:80`, ["np-1"], { count: 5 });
+    await c.check("pod → LB ingress IP", () =>
+      reachesExactly("default/client-3", "tcp", `${LB_INGRESS_IP}:80`, ["lbl-1", "lbl-2"]),
+    );
+    await c.check("pod → externalIP", () =>
+      reachesExactly("default/client-3", "tcp", `${EXTERNAL_IP}:80`, ["np-1"], { count: 5 }),
+    );
+    c.done();
   });
 
   it("internalTrafficPolicy Local: pods and nodes reach only the endpoints on their own node", async () => {
     const ip = await clusterIP("itp");
-    await reachesExactly("default/client-1", "tcp", `${ip}:80`, ["itp-1"], { count: 20 });
-    await reachesExactly("node2", "tcp", `${ip}:80`, ["itp-2"], { count: 20 });
-    await reachesExactly("node1", "tcp", `${ip}:80`, ["itp-1"], { count: 20 });
+    const c = new Checks();
+    await c.check("pod on node1", () =>
+      reachesExactly("default/client-1", "tcp", `${ip}:80`, ["itp-1"], { count: 20 }),
+    );
+    await c.check("node2", () => reachesExactly("node2", "tcp", `${ip}:80`, ["itp-2"], { count: 20 }));
+    await c.check("node1", () => reachesExactly("node1", "tcp", `${ip}:80`, ["itp-1"], { count: 20 }));
     // node3 has no endpoint of its own, so its clients get none of the others'.
-    await unanswered("default/client-3", "tcp", `${ip}:80`);
-    await unanswered("node3", "tcp", `${ip}:80`);
+    await c.check("pod on node3 unanswered", () => unanswered("default/client-3", "tcp", `${ip}:80`));
+    await c.check("node3 unanswered", () => unanswered("node3", "tcp", `${ip}:80`));
+    c.done();
   });
 
   it("a ServiceCIDR added at run time: a Service allocated from it is reachable from pods and nodes", async () => {
@@ -583,10 +650,12 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await kubectl(["wait", "--for=condition=Ready", "servicecidr/svc-e2e-extra", "--timeout=60s"]);
     await apply([service("web-extra-cidr", "web", [TCP80, UDP53], { clusterIP: EXTRA_CLUSTER_IP })]);
     const all = ["web-1", "web-2", "web-3"];
+    const c = new Checks();
     for (const from of ["default/client-1", "node3"]) {
-      await reachesExactly(from, "tcp", `${EXTRA_CLUSTER_IP}:80`, all);
-      await reachesExactly(from, "udp", `${EXTRA_CLUSTER_IP}:53`, all);
+      await c.check(`${from} TCP`, () => reachesExactly(from, "tcp", `${EXTRA_CLUSTER_IP}:80`, all));
+      await c.check(`${from} UDP`, () => reachesExactly(from, "udp", `${EXTRA_CLUSTER_IP}:53`, all));
     }
+    c.done();
   });
 
   it("the kubernetes Service from a pod: HTTPS to 10.96.0.1:443 gets the apiserver's answer", async () => {
@@ -595,10 +664,10 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
       "GET https://10.96.0.1/version from client-1",
       PROPAGATION_MS,
       async () => {
-        // --cacert: the answer must come from the apiserver's own certificate (10.96.0.1 is one of its SANs).
+        // --cacert: the answer must come with the apiserver's own certificate (10.96.0.1 is one of its SANs).
         const out = await sandbox.inside(
           "default/client-1",
-          ["curl", "-s", "--max-time", "3", "--cacert", ca, "https://10.96.0.1:443/version"],
+          ["curl", "-sS", "--max-time", "3", "--cacert", ca, "https://10.96.0.1:443/version"],
           { timeoutMs: 15_000 },
         );
         return JSON.parse(out) as { gitVersion?: string };
@@ -617,42 +686,45 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
         externalIPs: ["10.244.200.200"],
       }),
     ]);
-    const warnings = await eventually("Warning Events on service bad-input", PROPAGATION_MS, async () => {
-      const out = await kubectl([
-        "get",
-        "events",
-        "--field-selector",
-        "involvedObject.kind=Service,involvedObject.name=bad-input,type=Warning",
-        "-o",
-        "jsonpath={range .items[*]}{.reason}: {.message}{'\\n'}{end}",
-      ]);
-      const lines = out.split("\n").filter(Boolean);
-      return lines.some((l) => /timeoutSeconds/.test(l)) && lines.some((l) => /externalIPs/.test(l))
-        ? lines
-        : undefined;
-    });
-    assert.ok(warnings.length >= 2, warnings.join("\n"));
+    const c = new Checks();
+    await c.check("Warning Events name both fields", () =>
+      eventually("Warning Events on service bad-input", patience, async () => {
+        const out = await kubectl([
+          "get",
+          "events",
+          "--field-selector",
+          "involvedObject.kind=Service,involvedObject.name=bad-input,type=Warning",
+          "-o",
+          "jsonpath={range .items[*]}{.reason}: {.message}{'\\n'}{end}",
+        ]);
+        const lines = out.split("\n").filter(Boolean);
+        if (!(lines.some((l) => /timeoutSeconds/.test(l)) && lines.some((l) => /externalIPs/.test(l))))
+          throw new Error(`events so far: ${JSON.stringify(lines)}`);
+        return lines;
+      }),
+    );
     // What can be realized is: the clusterIP answers (the clamped affinity keeps one endpoint); the externalIP
     // inside the cluster CIDR is not a VIP; and other Services are undisturbed.
     const ip = await clusterIP("bad-input");
-    const batch = await eventually("bad-input's clusterIP answers", PROPAGATION_MS, async () => {
-      const b = await dialMany(sandbox, "default/client-1", "tcp", `${ip}:80`, { count: 10 });
-      return b.every((a) => a.ok) ? b : undefined;
+    await c.check("its clusterIP answers, affinity kept", async () => {
+      const batch = await eventually("bad-input's clusterIP answers", patience, async () => {
+        const b = await dialMany(sandbox, "default/client-1", "tcp", `${ip}:80`, { count: 10 });
+        if (!b.every((a) => a.ok)) throw new Error(describeTally(b));
+        return b;
+      });
+      if (servers(batch).size !== 1) throw new Error(`affinity lost: ${describeTally(batch)}`);
     });
-    assert.equal(servers(batch).size, 1, `affinity still applies: ${describeTally(batch)}`);
-    const hijack = await dialMany(sandbox, "default/client-1", "tcp", "10.244.200.200:80", {
-      count: 2,
-      timeout: "1s",
+    await c.check("10.244.200.200 is no VIP", async () => {
+      const hijack = await dialMany(sandbox, "default/client-1", "tcp", "10.244.200.200:80", {
+        count: 2,
+        timeout: "1s",
+      });
+      if (hijack.some((a) => a.ok)) throw new Error(describeTally(hijack));
     });
-    assert.ok(
-      hijack.every((a) => !a.ok),
-      `10.244.200.200 is no VIP: ${describeTally(hijack)}`,
+    await c.check("other Services undisturbed", async () =>
+      reachesExactly("default/client-1", "tcp", `${await clusterIP("web")}:80`, ["web-1", "web-2", "web-3"]),
     );
-    await reachesExactly("default/client-1", "tcp", `${await clusterIP("web")}:80`, [
-      "web-1",
-      "web-2",
-      "web-3",
-    ]);
+    c.done();
   });
 
   it("a controller restart with nothing changed writes no NB transaction", async () => {
@@ -693,11 +765,6 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     assert.deepEqual([...new Set(encap.split("\n").filter(Boolean))], ["geneve"]);
     await apply(clusterIpWorkload());
     await kubectl(["wait", "--for=condition=Ready", "pod", "-l", `${LABEL}=1`, "--timeout=180s"]);
-    const ip = await clusterIP("web");
-    const all = ["web-1", "web-2", "web-3"];
-    for (const from of ["default/client-1", "default/client-3", "node1", "node2"]) {
-      await reachesExactly(from, "tcp", `${ip}:80`, all);
-      await reachesExactly(from, "udp", `${ip}:53`, all);
-    }
+    await clusterIpMatrix();
   });
 });
