@@ -241,6 +241,9 @@ async function reachesExactly(
     `${from} → ${proto} ${addr} answered by exactly {${expected.join(", ")}}`,
     opts.timeoutMs ?? patience,
     async () => {
+      // A short probe first, so a path that does not work yet costs seconds per round, not a whole batch.
+      const probe = await dialMany(sandbox, from, proto, addr, { count: 2, timeout: "1s" });
+      if (probe.some((a) => !a.ok)) throw new Error(`last probe: ${describeTally(probe)}`);
       const batch = await dialMany(sandbox, from, proto, addr, {
         count: opts.count ?? Math.max(12, expected.length * 10),
       });

@@ -30,3 +30,10 @@ test("the tally counts answers per server and failures per reason", () => {
   );
   assert.equal(describeTally(attempts), "a x2, b x1, error: i/o timeout x1");
 });
+
+test("failures differing only in the client's ephemeral port count as one reason", () => {
+  const attempts = parseDialOutput(
+    "error: read udp 10.244.0.5:43791->10.96.0.10:53: i/o timeout\nerror: read udp 10.244.0.5:37028->10.96.0.10:53: i/o timeout\n",
+  );
+  assert.equal(describeTally(attempts), "error: read udp 10.96.0.10:53: i/o timeout x2");
+});

@@ -68,11 +68,15 @@ export async function dialMany(
   return attempts;
 }
 
-/** How many attempts each server answered; failed attempts are counted under "error: <reason>". */
+/**
+ * How many attempts each server answered; failed attempts are counted under "error: <reason>", the reason
+ * without the socket's own ephemeral address ("read udp 10.244.0.5:43791->10.96.0.10:53: ..." counts as
+ * "read udp 10.96.0.10:53: ...").
+ */
 export function tally(attempts: readonly DialAttempt[]): Map<string, number> {
   const by = new Map<string, number>();
   for (const a of attempts) {
-    const key = a.ok ? a.server : `error: ${a.error}`;
+    const key = a.ok ? a.server : `error: ${a.error.replace(/\S+:\d+->/g, "")}`;
     by.set(key, (by.get(key) ?? 0) + 1);
   }
   return by;
