@@ -13,7 +13,7 @@ import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
-import { applyServiceNat, serviceRuleset } from "../node/service-nat.ts";
+import { type AffinityEntry, applyServiceNat, readAffinity, serviceRuleset } from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import type { HealthCheckServers } from "./health-check-server.ts";
@@ -38,6 +38,8 @@ export interface ServiceProxyOptions {
   healthChecks?: HealthCheckServers;
   /** Installs the script; default `nft -f -` in the agent's netns (or `netns`). */
   apply?: (script: string) => Promise<void>;
+  /** Reads the affinity entries of the table in place; default `nft -j list table` in the agent's netns. */
+  readAffinity?: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
   netns?: string;
   /** Events within this window are one recompute; default 20 ms. */
   coalesceMs?: number;
@@ -83,10 +85,13 @@ export class ServiceProxy {
   private lastCidrs: string | undefined;
   private lastCidrRefusals = "";
   private readonly apply: (script: string) => Promise<void>;
+  private readonly readAffinity: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
 
   constructor(private readonly opts: ServiceProxyOptions) {
     this.retryMs = opts.retryMs ?? 500;
-    this.apply = opts.apply ?? ((script) => applyServiceNat(script, opts.netns ? { netns: opts.netns } : {}));
+    const where = opts.netns ? { netns: opts.netns } : {};
+    this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
+    this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
       client: opts.api,
@@ -197,14 +202,13 @@ export class ServiceProxy {
       this.opts.ranges ?? NO_RANGES,
     );
     for (const r of plan.refused) this.opts.log.warn(r, "not serving a healthCheckNodePort");
-    const script = serviceRuleset({
-      mgmtIfname: this.opts.mgmtIfname,
-      nodeIps: this.nodeIps,
-      ports: plan.ports,
-    });
+    const spec = { mgmtIfname: this.opts.mgmtIfname, nodeIps: this.nodeIps, ports: plan.ports };
+    const script = serviceRuleset(spec);
     if (script !== this.applied) {
       try {
-        await this.apply(script);
+        // Replacing the table would forget which endpoint each client sticks to: carry the entries over.
+        const sticky = plan.ports.some((p) => p.affinityTimeoutSeconds !== undefined);
+        await this.apply(sticky ? serviceRuleset({ ...spec, affinity: await this.readAffinity() }) : script);
         this.applied = script;
         this.stats.applies++;
         this.retryMs = this.opts.retryMs ?? 500;

@@ -40,6 +40,7 @@ export const PODS = "pods";
  * separate queue, so one pod's NB commit overlaps another's PATCH instead of waiting for it.
  */
 export const POD_ANNOTATIONS = "pod-annotations";
+export const SERVICES = "services";
 
 export class ControllerContext {
   /** Set by the startup steps, once the join switch exists. */
@@ -81,6 +82,10 @@ export class ControllerContext {
 
   requeueNode(name: string): void {
     this.queues.add(NODES, name);
+  }
+
+  requeueService(key: string): void {
+    this.queues.add(SERVICES, key);
   }
 
   requeuePod(key: string): void {

@@ -1,5 +1,5 @@
 // zstack-ovnkube-controller for one term of leadership: builds the informers, the shared context and one
-// reconciler per kind (Subnets, Nodes, Pods, pod annotations) on the reconciler framework, and runs the
+// reconciler per kind (Subnets, Nodes, Pods, pod annotations, Services) on the reconciler framework, and runs the
 // startup steps every reconciler relies on (the cluster router and join switch, the default Subnet). Runs only
 // while this process leads (see supervisor.ts and cli/zstack-ovnkube-controller.ts).
 
@@ -17,6 +17,7 @@ import { NodeReconciler } from "./node-reconciler.ts";
 import { PodAnnotationReconciler } from "./pod-annotation-reconciler.ts";
 import { PodPortAllocator } from "./pod-port-allocator.ts";
 import { PodReconciler } from "./pod-reconciler.ts";
+import { ServiceReconciler } from "./service-reconciler.ts";
 import { SubnetReconciler } from "./subnet-reconciler.ts";
 
 export type { ControllerOptions } from "./context.ts";
@@ -93,6 +94,8 @@ export class OvnController {
     this.manager.informer("nodes", inf.nodes);
     this.manager.informer("pods", inf.pods);
     this.manager.informer("statefulsets", inf.statefulSets);
+    this.manager.informer("services", inf.services);
+    this.manager.informer("endpointslices", inf.endpointSlices);
     // The pod allocators follow NB from construction on; what they learn goes to the Subnets' status.
     const podPorts = new PodPortAllocator(o.nb, {
       tunnel: o.tunnel,
@@ -107,6 +110,7 @@ export class OvnController {
     this.manager.register(new NodeReconciler(ctx));
     this.manager.register(new PodReconciler(ctx));
     this.manager.register(new PodAnnotationReconciler(ctx));
+    this.manager.register(new ServiceReconciler(ctx));
   }
 
   /**

@@ -1,6 +1,7 @@
 // The informers the controller's reconcilers share, and the slim copies of the objects they keep: only the
 // fields a reconciler reads, since pods are the bulk of the informer memory.
 
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { SUBNET_PATH, type Subnet } from "../api/subnet.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
@@ -31,11 +32,43 @@ export interface NodeLite extends KubeObject {
   status: { addresses?: { type: string; address: string }[] };
 }
 
+export type ServiceObject = V1Service & KubeObject;
+export type EndpointSliceObject = V1EndpointSlice & KubeObject;
+
+/** The label an EndpointSlice names its Service by. */
+export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
+/** The endpointSlices informer's index: `<namespace>/<service name>`. */
+export const SLICES_BY_SERVICE = "service";
+
 export interface ClusterInformers {
   readonly subnets: Informer<Subnet>;
   readonly nodes: Informer<NodeLite>;
   readonly pods: Informer<PodLite>;
   readonly statefulSets: Informer<StatefulSetLite>;
+  readonly services: Informer<ServiceObject>;
+  readonly endpointSlices: Informer<EndpointSliceObject>;
+}
+
+/** The Service key (`<namespace>/<name>`) an EndpointSlice belongs to, if it names one. */
+export function sliceServiceKey(s: EndpointSliceObject): string | undefined {
+  const svc = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  return svc ? `${s.metadata?.namespace}/${svc}` : undefined;
+}
+
+/** Keeps what the Service reconciler reads of a slice. */
+function slimSlice(o: KubeObject): EndpointSliceObject {
+  const s = o as unknown as EndpointSliceObject;
+  const m = s.metadata ?? {};
+  return {
+    metadata: { name: m.name, namespace: m.namespace, ...(m.labels ? { labels: m.labels } : {}) },
+    addressType: s.addressType,
+    endpoints: (s.endpoints ?? []).map((e) => ({
+      addresses: e.addresses,
+      ...(e.conditions ? { conditions: e.conditions } : {}),
+      ...(e.nodeName ? { nodeName: e.nodeName } : {}),
+    })),
+    ...(s.ports ? { ports: s.ports } : {}),
+  } as EndpointSliceObject;
 }
 
 /** Keeps only what the reconcilers read: pods are the bulk of the informer memory. */
@@ -102,6 +135,23 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
       path: "/apis/apps/v1/statefulsets",
       transform: slimStatefulSet,
       logger: log.child({ informer: "statefulsets" }),
+    }),
+    services: new Informer<ServiceObject>({
+      client: api,
+      path: "/api/v1/services",
+      logger: log.child({ informer: "services" }),
+    }),
+    endpointSlices: new Informer<EndpointSliceObject>({
+      client: api,
+      path: "/apis/discovery.k8s.io/v1/endpointslices",
+      transform: slimSlice,
+      indexers: {
+        [SLICES_BY_SERVICE]: (s) => {
+          const k = sliceServiceKey(s);
+          return k ? [k] : [];
+        },
+      },
+      logger: log.child({ informer: "endpointslices" }),
     }),
   };
 }

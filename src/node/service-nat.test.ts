@@ -1,9 +1,14 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { type IpAddress, parseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { type InterfaceName, parseInterfaceName } from "./interface-name.ts";
-import { type NatServicePort, type ServiceNatSpec, serviceRuleset } from "./service-nat.ts";
+import {
+  affinityFromNftJson,
+  type NatServicePort,
+  type ServiceNatSpec,
+  serviceRuleset,
+} from "./service-nat.ts";
 
 const MGMT = parseInterfaceName("zovn-mgmt");
 const ip = (t: string) => parseIp(t);
@@ -130,7 +135,7 @@ describe("service NAT ruleset", () => {
   test("session affinity: a dynamic set with the timeout per endpoint, consulted before numgen", () => {
     const text = serviceRuleset(spec(svcPort({ affinityTimeoutSeconds: 600 })));
     const all = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
-    const sticky = all.filter((l) => /^ip saddr @\w+_a\d goto \w+_e\d$/.test(l));
+    const sticky = all.filter((l) => /^ip saddr @\w+_a[0-9a-f]{12} goto \w+_e\d$/.test(l));
     assert.equal(sticky.length, 2);
     assert.match(all[3]!, /^numgen random/);
     const set = /^ip saddr @(\w+) goto (\w+)$/.exec(sticky[0]!)!;
@@ -139,6 +144,93 @@ describe("service NAT ruleset", () => {
       new RegExp(`set ${set[1]} \\{\\n {4}type ipv4_addr\\n {4}flags dynamic,timeout\\n {4}timeout 600s`),
     );
     assert.equal(chainOf(text, set[2]!)[0], `update @${set[1]} { ip saddr }`);
+  });
+
+  test("affinity entries read back from the old table are carried into the new one with their time left", () => {
+    const first = serviceRuleset(spec(svcPort({ affinityTimeoutSeconds: 600 })));
+    const set = /set (\w+_a[0-9a-f]{12}) \{/.exec(first)![1]!;
+    const text = serviceRuleset({
+      ...spec(svcPort({ affinityTimeoutSeconds: 600 })),
+      affinity: new Map([
+        [
+          set,
+          [
+            { ip: ip("192.0.2.1"), expiresSeconds: 120 },
+            { ip: ip("192.0.2.2"), expiresSeconds: 9999 },
+            { ip: ip("fd00::1"), expiresSeconds: 60 },
+          ],
+        ],
+      ]),
+    });
+    assert.match(
+      text,
+      new RegExp(
+        `set ${set} \\{\\n[^}]*timeout 600s\\n {4}elements = \\{ 192\\.0\\.2\\.1 expires 120s \\}\\n  \\}`,
+      ),
+    );
+    assert.equal(
+      text.replace(/\n {4}elements = \{ 192\.0\.2\.1 expires 120s \}/, ""),
+      first,
+      "only the carried elements differ",
+    );
+  });
+
+  test("an endpoint keeps its affinity set name when other endpoints come and go", () => {
+    const one = serviceRuleset(
+      spec(svcPort({ affinityTimeoutSeconds: 60, endpoints: [ep("10.244.1.5", 8080)] })),
+    );
+    const two = serviceRuleset(spec(svcPort({ affinityTimeoutSeconds: 60 })));
+    const setOf = (t: string) =>
+      /update @(\w+) \{ ip saddr \}\n {4}meta l4proto 6 dnat ip to 10\.244\.1\.5:8080/.exec(t)?.[1];
+    assert.ok(setOf(one));
+    assert.equal(setOf(one), setOf(two));
+  });
+
+  test("the affinity state is read from nft's JSON: our sets only, typed addresses, whole seconds left", () => {
+    const json = JSON.stringify({
+      nftables: [
+        { metainfo: { version: "1.0.6" } },
+        {
+          set: {
+            family: "inet",
+            table: "zstack_ovn_svc",
+            name: "s0123456789abcdef_a0123456789ab",
+            type: "ipv4_addr",
+            elem: [
+              { elem: { val: "192.0.2.1", expires: 499 } },
+              { elem: { val: "192.0.2.2 }\nflush ruleset", expires: 10 } },
+              { elem: { val: "fd00::1", expires: 10 } },
+              { elem: { val: "192.0.2.3", expires: 1.5 } },
+            ],
+          },
+        },
+        {
+          set: {
+            family: "inet",
+            table: "zstack_ovn_svc",
+            name: "node_ips_v4",
+            type: "ipv4_addr",
+            elem: ["1.2.3.4"],
+          },
+        },
+        {
+          set: {
+            family: "inet",
+            table: "other",
+            name: "s0123456789abcdef_a0123456789ab",
+            type: "ipv4_addr",
+            elem: [],
+          },
+        },
+      ],
+    });
+    const got = affinityFromNftJson(json);
+    assert.deepEqual([...got.keys()], ["s0123456789abcdef_a0123456789ab"]);
+    assert.deepEqual(
+      got.get("s0123456789abcdef_a0123456789ab")?.map((e) => `${formatIp(e.ip)} ${e.expiresSeconds}`),
+      ["192.0.2.1 499"],
+    );
+    assert.deepEqual([...affinityFromNftJson("not json").keys()], []);
   });
 
   test("IPv6 addresses get their own maps and bracketed DNAT targets; families never mix", () => {
@@ -182,6 +274,27 @@ describe("service NAT ruleset", () => {
     const text = serviceRuleset(spec());
     assert.deepEqual(chainOf(text, "nat_output"), ["type nat hook output priority -100; policy accept;"]);
     assert.doesNotMatch(text, /map |set noep|dnat/);
+  });
+
+  test("an address and port claimed by two Services is programmed once, for the first in order", () => {
+    const a = svcPort({ key: "a/web/tcp/80", externalIPs: [ip("192.0.2.7")], nodePort: 30080 });
+    const b = svcPort({
+      key: "b/web/tcp/80",
+      clusterIPs: [ip("10.96.0.11")],
+      externalIPs: [ip("192.0.2.7")],
+      nodePort: 30080,
+    });
+    const c = svcPort({
+      key: "c/web/tcp/80",
+      clusterIPs: [ip("10.96.0.12")],
+      externalIPs: [ip("192.0.2.7")],
+      endpoints: [],
+      localEndpoints: [],
+    });
+    const text = serviceRuleset(spec(a, b, c));
+    assert.equal(text.match(/192\.0\.2\.7 \. 6 \. 80/g)?.length, 1, text);
+    assert.equal(text.match(/6 \. 30080 : goto/g)?.length, 1);
+    assert.equal(target(text, "192.0.2.7 . 6 . 80"), target(text, "10.96.0.10 . 6 . 80"));
   });
 
   test("refuses a key shared by two ports (their chains would collide)", () => {
@@ -240,6 +353,32 @@ describe("service NAT ruleset refuses hostile values cast as typed ones", () => 
       );
     });
   }
+
+  test("a hostile carried affinity entry throws", () => {
+    const set = /set (\w+_a[0-9a-f]{12}) \{/.exec(
+      serviceRuleset(spec(svcPort({ affinityTimeoutSeconds: 60 }))),
+    )![1]!;
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          badIp.map((bad) => ({ ip: bad, expiresSeconds: 10 })),
+          hostile
+            .filter((v) => !(typeof v === "number" && Number.isInteger(v)))
+            .map((v) => ({ ip: ip("192.0.2.1"), expiresSeconds: v as number })),
+        ),
+        (entry) => {
+          assert.throws(
+            () =>
+              serviceRuleset({
+                ...spec(svcPort({ affinityTimeoutSeconds: 60 })),
+                affinity: new Map([[set, [entry]]]),
+              }),
+            TypeError,
+          );
+        },
+      ),
+    );
+  });
 
   test("a hostile node IP or management interface throws", () => {
     fc.assert(

@@ -17,7 +17,7 @@
 //   chain per endpoint that DNATs (and records the client for session affinity).
 
 import { createHash } from "node:crypto";
-import { familyBits, formatIp, type IpAddress } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
@@ -57,12 +57,23 @@ export interface NatServicePort {
   externalTrafficLocal: boolean;
 }
 
+/** A client address remembered for session affinity, with the seconds it has left. */
+export interface AffinityEntry {
+  ip: IpAddress;
+  expiresSeconds: number;
+}
+
 export interface ServiceNatSpec {
   /** Pods arrive through the management port: a NodePort from a pod is always Cluster, with masquerade. */
   mgmtIfname: InterfaceName;
   /** The node's InternalIPs: NodePorts answer on these. */
   nodeIps: readonly IpAddress[];
   ports: readonly NatServicePort[];
+  /**
+   * Affinity entries to carry over, by set name (read back from the table being replaced): replacing the table
+   * would otherwise forget every client's endpoint whenever any Service changes.
+   */
+  affinity?: ReadonlyMap<string, readonly AffinityEntry[]>;
 }
 
 // The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
@@ -134,6 +145,27 @@ function endpointKey(e: NatEndpoint): string {
   return `${e.ip.family}/${e.ip.value}/${e.port}`;
 }
 
+/** Names of affinity sets: the port's stem and the endpoint's own hash, so a set keeps its name as others come and go. */
+const AFFINITY_SET = /^s[0-9a-f]{16}_a[0-9a-f]{12}$/;
+
+function affinitySetName(stemName: string, e: NatEndpoint): string {
+  return `${stemName}_a${createHash("sha256").update(endpointKey(e)).digest("hex").slice(0, 12)}`;
+}
+
+function carried(spec: ServiceNatSpec, set: string, family: 4 | 6, timeout: number): string {
+  const entries = spec.affinity?.get(set) ?? [];
+  const out: string[] = [];
+  for (const a of entries) {
+    const ip = checkedIp(a.ip);
+    const left = a.expiresSeconds;
+    if (typeof left !== "number" || !Number.isInteger(left)) fail("a whole number of seconds", left);
+    // An entry about to expire, or one that outlives a shortened timeout, is simply not carried.
+    if (ip.family !== family || left < 1 || left > timeout) continue;
+    out.push(`${formatIp(ip)} expires ${left}s`);
+  }
+  return out.length === 0 ? "" : `    elements = { ${out.join(", ")} }`;
+}
+
 function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyParts {
   const ipk = family === 4 ? "ip" : "ip6";
   const addrType = family === 4 ? "ipv4_addr" : "ipv6_addr";
@@ -147,6 +179,11 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     noepPorts: [],
   };
   const seenStems = new Set<string>();
+  // Two Services may claim one externalIP and port (the API allows it) and nft refuses a map with a key twice,
+  // which would fail the whole transaction: the first port in the given order keeps an address, as it is sorted.
+  const taken = new Set<string>();
+  const claim = (space: string, key: string) =>
+    !taken.has(`${space} ${key}`) && !!taken.add(`${space} ${key}`);
   for (const p of spec.ports) {
     const proto = checkedProtocol(p.protocol);
     const port = checkedPort(p.port);
@@ -174,13 +211,15 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
 
     const keyOf = (ip: IpAddress) => `${formatIp(ip)} . ${proto} . ${port}`;
     if (all.length === 0) {
-      for (const ip of [...clusterIPs, ...externalIPs]) out.noep.push(keyOf(ip));
-      if (nodePort !== undefined) out.noepPorts.push(`${proto} . ${nodePort}`);
+      for (const ip of [...clusterIPs, ...externalIPs]) if (claim("vip", keyOf(ip))) out.noep.push(keyOf(ip));
+      const np = `${proto} . ${nodePort}`;
+      if (nodePort !== undefined && claim("nodeport", np)) out.noepPorts.push(np);
       continue;
     }
 
-    // One chain per endpoint, shared by the selections; its index names the chain and its affinity set.
+    // One chain per endpoint, shared by the selections; its index names the chain.
     const index = new Map<string, number>();
+    const affinitySet = new Map<string, string>();
     for (const e of [...all, ...local]) {
       const k = endpointKey(e);
       if (index.has(k)) continue;
@@ -188,14 +227,18 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
       index.set(k, i);
       const rules: string[] = [];
       if (timeout !== undefined) {
+        const set = affinitySetName(s, e);
+        affinitySet.set(k, set);
+        const elements = carried(spec, set, family, timeout);
         out.sets.push(
-          `  set ${s}_a${i} {`,
+          `  set ${set} {`,
           `    type ${addrType}`,
           "    flags dynamic,timeout",
           `    timeout ${timeout}s`,
+          ...(elements ? [elements] : []),
           "  }",
         );
-        rules.push(`    update @${s}_a${i} { ${ipk} saddr }`);
+        rules.push(`    update @${set} { ${ipk} saddr }`);
       }
       rules.push(`    meta l4proto ${proto} dnat ${ipk} to ${fmtEndpoint(e)}`);
       out.chains.push(`  chain ${s}_e${i} {`, ...rules, "  }");
@@ -206,7 +249,7 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
       const targets = eps.map((e) => `${s}_e${index.get(endpointKey(e))}`);
       if (timeout !== undefined)
         for (const [i, t] of targets.entries())
-          rules.push(`    ${ipk} saddr @${s}_a${index.get(endpointKey(eps[i]!))} goto ${t}`);
+          rules.push(`    ${ipk} saddr @${affinitySet.get(endpointKey(eps[i]!))} goto ${t}`);
       if (targets.length === 0) rules.push("    drop");
       else if (targets.length === 1) rules.push(`    goto ${targets[0]}`);
       else
@@ -234,9 +277,12 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
         "  }",
       );
     }
-    for (const ip of clusterIPs) out.vips.push(`${keyOf(ip)} : goto ${internal}`);
-    for (const ip of externalIPs) out.ext.push(`${keyOf(ip)} : goto ${external}`);
-    if (nodePort !== undefined) out.nodeports.push(`${proto} . ${nodePort} : goto ${external}`);
+    for (const ip of clusterIPs)
+      if (claim("vip", keyOf(ip))) out.vips.push(`${keyOf(ip)} : goto ${internal}`);
+    for (const ip of externalIPs)
+      if (claim("vip", keyOf(ip))) out.ext.push(`${keyOf(ip)} : goto ${external}`);
+    const np = `${proto} . ${nodePort}`;
+    if (nodePort !== undefined && claim("nodeport", np)) out.nodeports.push(`${np} : goto ${external}`);
   }
   return out;
 }
@@ -319,6 +365,46 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
     "}",
   );
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * The affinity entries in `nft -j list table` output of our table: each set named as ours, with each element an
+ * address of the set's family and its seconds left. Anything else in the text is ignored.
+ */
+export function affinityFromNftJson(text: string): Map<string, AffinityEntry[]> {
+  const out = new Map<string, AffinityEntry[]>();
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return out;
+  }
+  const items = (doc as { nftables?: unknown })?.nftables;
+  if (!Array.isArray(items)) return out;
+  for (const item of items) {
+    const set = (item as { set?: Record<string, unknown> })?.set;
+    if (!set || set.table !== SERVICE_NFT_TABLE || set.family !== "inet") continue;
+    const name = set.name;
+    const family = set.type === "ipv4_addr" ? 4 : set.type === "ipv6_addr" ? 6 : undefined;
+    if (typeof name !== "string" || !AFFINITY_SET.test(name) || !family || !Array.isArray(set.elem)) continue;
+    const entries: AffinityEntry[] = [];
+    for (const el of set.elem) {
+      const inner = (el as { elem?: { val?: unknown; expires?: unknown } })?.elem;
+      const ip = typeof inner?.val === "string" ? tryParseIp(inner.val) : undefined;
+      const left = inner?.expires;
+      if (!ip || ip.family !== family || typeof left !== "number" || !Number.isInteger(left) || left < 1)
+        continue;
+      entries.push({ ip, expiresSeconds: left });
+    }
+    if (entries.length > 0) out.set(name, entries);
+  }
+  return out;
+}
+
+/** The affinity entries of the table as it is now (none when it is absent). */
+export async function readAffinity(opts: { netns?: string } = {}): Promise<Map<string, AffinityEntry[]>> {
+  const r = await runTool("nft", ["-j", "list", "table", "inet", SERVICE_NFT_TABLE], opts);
+  return r.code === 0 ? affinityFromNftJson(r.stdout) : new Map();
 }
 
 /** Installs (or replaces) the table in the node's netns: one process, one transaction. */

@@ -93,7 +93,7 @@ describe("serviceLoadBalancers", () => {
   it("keeps a VIP with no endpoint, with empty backends (rejected at once)", () => {
     const { rows } = serviceLoadBalancers(model({}), [], []);
     assert.deepEqual(rows[0]?.row.vips, { "10.96.0.10:80": "" });
-    assert.equal((rows[0]?.row.options as Record<string, string>).reject, "true");
+    assert.deepEqual(rows[0]?.row.options, { reject: "true" });
   });
 
   it("adds load-balancer ingress IPs and the affinity timeout", () => {

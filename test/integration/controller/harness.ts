@@ -7,6 +7,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Subnet } from "../../../src/api/subnet.ts";
 import { OvnController } from "../../../src/controller/controller.ts";
 import { ApiClient, isNotFound } from "../../../src/k8s/api-client.ts";
+import type { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { POD_KEY, POD_UID_KEY } from "../../../src/ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
@@ -386,6 +387,8 @@ function readTail(file: string): string {
 export interface InProcessController {
   /** The controller's own NB client. */
   nb: OvsdbClient<NbTables>;
+  /** Resolves once the startup sync is done (every startup key enqueued). */
+  synced: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -396,7 +399,7 @@ export interface InProcessController {
  */
 export async function startInProcess(
   c: Pick<Cluster, "api" | "srv">,
-  opts: { nbRemote?: string } = {},
+  opts: { nbRemote?: string; events?: EventRecorder } = {},
 ): Promise<InProcessController> {
   const nb = new OvsdbClient<NbTables>({ remotes: opts.nbRemote ?? c.srv.unix, model: nbModel });
   await nb.connect();
@@ -408,11 +411,17 @@ export async function startInProcess(
     joinCIDR: "100.64.0.0/16",
     tunnel: "vxlan",
     log: silentLogger,
+    ...(opts.events ? { events: opts.events } : {}),
   });
   const abort = new AbortController();
-  const running = ctl.run(abort.signal);
+  let onSynced = () => {};
+  const synced = new Promise<void>((resolve) => {
+    onSynced = resolve;
+  });
+  const running = ctl.run(abort.signal, onSynced);
   return {
     nb,
+    synced,
     async stop() {
       abort.abort();
       await running;

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parseIp } from "../../../src/ipam/address.ts";
+import { formatIp, parseIp } from "../../../src/ipam/address.ts";
 import { parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
@@ -16,6 +16,7 @@ import { PodAttacher } from "../../../src/node/pod-attachment.ts";
 import {
   applyServiceNat,
   type NatServicePort,
+  readAffinity,
   SERVICE_NFT_TABLE,
   serviceRuleset,
 } from "../../../src/node/service-nat.ts";
@@ -86,6 +87,8 @@ const SERVICES: NatServicePort[] = [
     localEndpoints: [{ ip: ip(POD_IP), port: 5353 }],
   }),
 ];
+
+const SPEC = { mgmtIfname: parseInterfaceName(MGMT_IFNAME), nodeIps: [ip(NODE_IP)], ports: SERVICES };
 
 const chassis = (sbRemote: string): NodeSetupConfig["chassis"] => ({
   ovnRemote: sbRemote,
@@ -164,6 +167,13 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
       podUid: pod.uid,
       network: podNetwork([ipWithPrefix], mac),
     });
+    // Strict reverse-path filtering, as many distributions set it: every path here must pass it.
+    await c.node.exec("sysctl", [
+      "-q",
+      "-w",
+      "net.ipv4.conf.all.rp_filter=1",
+      "net.ipv4.conf.default.rp_filter=1",
+    ]);
     // The external host sends externalIP and LB IP traffic to the node, as a router or an announcer would.
     for (const vip of [EXTERNAL_IP, LB_IP])
       await c.node.execIn(c.ext.path, "ip", ["route", "add", vip, "via", NODE_IP]);
@@ -174,14 +184,7 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
       const child = await identityServer(netns, name, host, p);
       cleanups.push(() => child.kill("SIGKILL"));
     }
-    await applyServiceNat(
-      serviceRuleset({
-        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
-        nodeIps: [ip(NODE_IP)],
-        ports: SERVICES,
-      }),
-      { netns: nodeNetns },
-    );
+    await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
     // The pod's port is bound once ovn-controller has installed its flows.
     for (let i = 0; i < 200 && (await dial(nodeNetns, POD_IP, 8080)).who !== "pod"; i++) await sleep(50);
   });
@@ -250,6 +253,20 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     assert.deepEqual([...spread].sort(), ["ext", "pod"]);
   });
 
+  test("affinity survives the table being replaced: entries are read back and carried over", async () => {
+    const first = (await dial(nodeNetns, "10.96.0.14", 80)).who;
+    assert.ok(first === "pod" || first === "ext");
+    for (let i = 0; i < 4; i++) {
+      const affinity = await readAffinity({ netns: nodeNetns });
+      assert.ok(
+        [...affinity.values()].some((l) => l.some((e) => formatIp(e.ip) === MGMT_IP)),
+        "the node's client address is remembered",
+      );
+      await applyServiceNat(serviceRuleset({ ...SPEC, affinity }), { netns: nodeNetns });
+      assert.equal((await dial(nodeNetns, "10.96.0.14", 80)).who, first);
+    }
+  });
+
   test("internalTrafficPolicy Local: the node's clusterIP traffic goes only to its own endpoint", async () => {
     const seen = new Set<string | undefined>();
     for (let i = 0; i < 12; i++) seen.add((await dial(nodeNetns, "10.96.0.16", 80)).who);
@@ -271,13 +288,29 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     }
   });
 
-  test("replacing the ruleset is one transaction and leaves exactly one table of ours", async () => {
+  test("nft accepts a dual-stack ruleset with every feature and carried affinity entries", async () => {
+    const v6 = { ip: ip("fd00:10:244::5"), port: 8080 };
+    const ports: NatServicePort[] = SERVICES.map((p, i) => ({
+      ...p,
+      clusterIPs: [...p.clusterIPs, ip(`fd00:96::${i + 10}`)],
+      endpoints: [...p.endpoints, v6],
+      localEndpoints: [...p.localEndpoints, v6],
+      affinityTimeoutSeconds: 30,
+    }));
+    const dual = { ...SPEC, nodeIps: [ip(NODE_IP), ip("fd00:250::1")], ports };
+    const set = /set (\w+_a[0-9a-f]{12}) \{\n {4}type ipv6_addr/.exec(serviceRuleset(dual))?.[1];
+    assert.ok(set);
     const script = serviceRuleset({
-      mgmtIfname: parseInterfaceName(MGMT_IFNAME),
-      nodeIps: [ip(NODE_IP)],
-      ports: SERVICES,
+      ...dual,
+      affinity: new Map([[set, [{ ip: ip("fd00:250::2"), expiresSeconds: 20 }]]]),
     });
-    await applyServiceNat(script, { netns: nodeNetns });
+    const r = await execIn(c.ext.path, "unshare", ["--net", "nft", "-c", "-f", "-"], { input: script });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(script, /dnat ip6 to \[fd00:10:244::5\]:8080/);
+  });
+
+  test("replacing the ruleset is one transaction and leaves exactly one table of ours", async () => {
+    await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
     const tables = await c.node.exec("nft", ["list", "tables"]);
     assert.equal(tables.split("\n").filter((l) => l.includes(SERVICE_NFT_TABLE)).length, 1, tables);
     assert.equal((await dial(nodeNetns, "10.96.0.10", 80)).who, "pod");

@@ -115,6 +115,7 @@ function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig
     apply: async (s) => {
       scripts.push(s);
     },
+    readAffinity: async () => new Map(),
     healthChecks: health,
     coalesceMs,
     routeGuard: () => ({
@@ -235,6 +236,7 @@ describe("Service proxy with a node's credentials", () => {
     await rig.proxy.settled();
     const burst = rig.scripts.length - 1;
     assert.ok(burst >= 1 && burst < 20, `20 Services created: ${burst} nft transactions`);
+    t.diagnostic(`20 Services created by one kubectl apply: ${burst} nft transactions`);
 
     const plans = rig.proxy.stats.plans;
     const applies = rig.proxy.stats.applies;

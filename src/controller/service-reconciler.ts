@@ -1,0 +1,235 @@
+// Services: each Service's OVN load balancers (members of the cluster load-balancer group every subnet switch
+// refers to) and, for internalTrafficPolicy Local, its template variables on each chassis. Keyed by
+// `<namespace>/<name>`: a Service, its EndpointSlices and its load-balancer rows all lead to the same key, and
+// one reconcile writes one transaction.
+
+import type { Informer } from "../k8s/informer.ts";
+import type { ReconcileResult } from "../k8s/workqueue.ts";
+import { ensureIdIndex, plan } from "../ovn/nb-diff.ts";
+import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_KEY } from "../ovn/ownership.ts";
+import { serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
+import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
+import type { AnyRow } from "../ovsdb/cache.ts";
+import type { Transaction } from "../ovsdb/transaction.ts";
+import { type ClusterRanges, clusterRanges, parseService } from "../services/service-model.ts";
+import { type ControllerContext, type ControllerOptions, SERVICES } from "./context.ts";
+import type { Disposer, Reconciler } from "./framework.ts";
+import {
+  type EndpointSliceObject,
+  type NodeLite,
+  type ServiceObject,
+  SLICES_BY_SERVICE,
+  sliceServiceKey,
+} from "./informers.ts";
+
+const LB_BY_SERVICE = "zstack.io/service";
+
+export class ServiceReconciler implements Reconciler {
+  readonly name = SERVICES;
+  readonly workers = 2;
+  private readonly o: ControllerOptions;
+  private readonly services: Informer<ServiceObject>;
+  private readonly slices: Informer<EndpointSliceObject>;
+  private readonly nodes: Informer<NodeLite>;
+  private readonly ranges: ClusterRanges;
+
+  constructor(private readonly ctx: ControllerContext) {
+    this.o = ctx.o;
+    this.services = ctx.informers.services;
+    this.slices = ctx.informers.endpointSlices;
+    this.nodes = ctx.informers.nodes;
+    this.ranges = clusterRanges({
+      clusterCIDRs: ctx.net.clusterCIDRs,
+      serviceCIDRs: ctx.net.serviceCIDRs,
+      joinCIDRs: [ctx.net.joinCIDR],
+    });
+  }
+
+  private lbIndex() {
+    const tc = ensureIdIndex(this.o.nb.cache as never, "Load_Balancer");
+    if (!tc.hasIndex(LB_BY_SERVICE)) {
+      tc.addIndex(LB_BY_SERVICE, (r) => {
+        const ids = (r as AnyRow).external_ids as Readonly<Record<string, string>>;
+        return ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === "service-lb" ? ids[SERVICE_KEY] : undefined;
+      });
+    }
+    return tc;
+  }
+
+  /** Our load balancers of a Service, as NB holds them. */
+  private ownedLbs(key: string): readonly AnyRow[] {
+    return this.lbIndex().lookup(LB_BY_SERVICE, key) as readonly AnyRow[];
+  }
+
+  watch(): Disposer[] {
+    const { ctx } = this;
+    const enqueue = (key: string | undefined) => {
+      if (key) ctx.requeueService(key);
+    };
+    const svcKey = (s: ServiceObject) => `${s.metadata?.namespace}/${s.metadata?.name}`;
+    this.lbIndex();
+    return [
+      this.services.addHandlers(
+        {
+          onAdd: (s) => enqueue(svcKey(s)),
+          onUpdate: (_, s) => enqueue(svcKey(s)),
+          onDelete: (s) => enqueue(svcKey(s)),
+        },
+        { replay: true },
+      ),
+      this.slices.addHandlers({
+        onAdd: (s) => enqueue(sliceServiceKey(s)),
+        onUpdate: (a, b) => {
+          enqueue(sliceServiceKey(a));
+          if (sliceServiceKey(b) !== sliceServiceKey(a)) enqueue(sliceServiceKey(b));
+        },
+        onDelete: (s) => enqueue(sliceServiceKey(s)),
+      }),
+      // A node added or gone changes the chassis internalTrafficPolicy Local needs variables on.
+      this.nodes.addHandlers({
+        onAdd: () => this.requeueLocalServices(),
+        onDelete: () => this.requeueLocalServices(),
+      }),
+      // Someone else changed or removed one of our load balancers: put it back as the Service says.
+      this.o.nb.cache.subscribe("Load_Balancer", (events) => {
+        for (const e of events) {
+          if (e.kind === "add") continue;
+          const ids = e.old.external_ids as Readonly<Record<string, string>>;
+          if (ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === "service-lb") enqueue(ids[SERVICE_KEY]);
+        }
+      }),
+    ];
+  }
+
+  private requeueLocalServices(): void {
+    for (const s of this.services.list())
+      if (s.spec?.internalTrafficPolicy === "Local")
+        this.ctx.requeueService(`${s.metadata?.namespace}/${s.metadata?.name}`);
+  }
+
+  /** Services deleted while we were not running still have load balancers in NB. */
+  *startupKeys(): Iterable<string> {
+    const seen = new Set<string>();
+    for (const r of this.o.nb.cache.table("Load_Balancer").values()) {
+      const ids = r.external_ids;
+      const key = ids[SERVICE_KEY];
+      if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== "service-lb" || !key || seen.has(key)) continue;
+      seen.add(key);
+      if (!this.services.get(key)) yield key;
+    }
+  }
+
+  resyncKeys(): Iterable<string> {
+    return this.services.keys();
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const { nb } = this.o;
+    const cache = nb.cache as never;
+    const svc = this.services.get(key);
+    const { model, problems } = svc ? parseService(svc, this.ranges) : { model: undefined, problems: [] };
+    const chassis = this.nodes.keys();
+    const slices = model ? this.slices.byIndex(SLICES_BY_SERVICE, key) : [];
+    const desired = model
+      ? serviceLoadBalancers(model, slices, chassis)
+      : { rows: [], variables: new Map<string, Record<string, string>>() };
+
+    const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+    if (!group && desired.rows.length > 0)
+      throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
+    const owned = this.ownedLbs(key);
+    const txn = nb.transaction();
+    // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
+    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
+    for (const d of desired.rows)
+      if (!present.has(d.id))
+        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    const guards = txn.size;
+    plan(
+      cache,
+      nb.schema,
+      txn as never,
+      desired.rows.map((d) =>
+        group
+          ? { ...d, parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
+          : d,
+      ),
+      {
+        tables: ["Load_Balancer"],
+        groups: [key],
+        owns: (_id, row) => {
+          const ids = row.external_ids as Readonly<Record<string, string>>;
+          return ids[KIND_KEY] === "service-lb" && ids[SERVICE_KEY] === key;
+        },
+      },
+    );
+    this.planVariables(txn, owned, desired.variables);
+
+    if (svc) {
+      for (const p of problems)
+        this.o.events?.warning(
+          {
+            apiVersion: "v1",
+            kind: "Service",
+            name: svc.metadata?.name ?? "",
+            namespace: svc.metadata?.namespace ?? "",
+            ...(svc.metadata?.uid ? { uid: svc.metadata.uid } : {}),
+          },
+          "ServiceNotRealized",
+          `${p.field}: ${p.message}`,
+        );
+    }
+    if (txn.size === guards) return undefined;
+    const result = await txn.commit();
+    // Landed by an earlier attempt whose reply was lost: look again once the cache shows it.
+    if (result.alreadyApplied) return { requeueAfterMs: 100 };
+    return undefined;
+  }
+
+  /**
+   * Brings this Service's keys in each chassis' Chassis_Template_Var row to `desired`: keys it no longer needs
+   * (those its current template load balancers refer to) go, changed values are replaced. Only our keys are
+   * mutated; the rest of the map, and rows of chassis we never wrote to, are left alone.
+   */
+  private planVariables(
+    txn: Transaction,
+    owned: readonly AnyRow[],
+    desired: ReadonlyMap<string, Record<string, string>>,
+  ): void {
+    const wanted = new Set<string>();
+    for (const vars of desired.values()) for (const k of Object.keys(vars)) wanted.add(k);
+    const stale = new Set<string>();
+    for (const r of owned)
+      for (const k of variablesOf(r.vips as Record<string, string>)) if (!wanted.has(k)) stale.add(k);
+    if (wanted.size === 0 && stale.size === 0) return;
+    const table = this.o.nb.cache.table("Chassis_Template_Var");
+    const rows = new Map<string, AnyRow>();
+    for (const r of table.values()) rows.set(r.chassis, r as unknown as AnyRow);
+    for (const [chassis, row] of rows) {
+      const have = row.variables as Readonly<Record<string, string>>;
+      const want = desired.get(chassis) ?? {};
+      const remove: Record<string, string> = {};
+      const add: Record<string, string> = {};
+      for (const k of stale) if (k in have && !(k in want)) remove[k] = have[k] as string;
+      for (const [k, v] of Object.entries(want)) {
+        if (have[k] === v) continue;
+        if (k in have) remove[k] = have[k] as string;
+        add[k] = v;
+      }
+      const where = [["_uuid", "==", row._uuid]] as const;
+      if (Object.keys(remove).length > 0)
+        txn.mutate("Chassis_Template_Var", where as never, [["variables", "delete", remove]]);
+      if (Object.keys(add).length > 0)
+        txn.mutate("Chassis_Template_Var", where as never, [["variables", "insert", add]]);
+    }
+    for (const [chassis, vars] of desired) {
+      if (rows.has(chassis) || Object.keys(vars).length === 0) continue;
+      // `chassis` is unique in the table: a second insert for it (a retry, another Service) is refused.
+      txn.insert("Chassis_Template_Var", {
+        chassis,
+        variables: vars,
+        external_ids: ownedIds("chassis-vars", `chassis/${chassis}`),
+      } as never);
+    }
+  }
+}

@@ -1,0 +1,200 @@
+// Services against a real kube-apiserver and NB (EndpointSlices made by hand: no slice controller here): the
+// load balancers appear in the cluster group, follow endpoint changes with one write, survive a lost reply on
+// their insert as one row, carry per-chassis template variables for internalTrafficPolicy Local, go with their
+// Service (also while the controller is down), a restart with nothing changed writes nothing, and a bad field
+// gets a Warning Event without disturbing other Services.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { EventRecorder } from "../../../src/k8s/events.ts";
+import { ID_KEY, SERVICE_KEY } from "../../../src/ovn/ownership.ts";
+import { CLUSTER_LB_GROUP, subnetSwitchName } from "../../../src/ovn/topology.ts";
+import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
+import { writeRecords } from "../../rig/db-log.ts";
+import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
+import { type InProcessController, startInProcess, untilOk as until, useCluster } from "./harness.ts";
+
+const NS = "default";
+
+test("Services become load balancers in the cluster group and follow their endpoints", async (t) => {
+  const { api, srv } = await useCluster(t);
+  for (const n of ["node1", "node2"])
+    await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: n } } });
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const events = new EventRecorder({ client: api, component: "zstack-ovnkube-controller" });
+  t.after(() => events.close());
+  let run: InProcessController = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
+  t.after(() => run.stop());
+  const nb = (): OvsdbClient<NbTables> => run.nb;
+  const lbs = (id: string) =>
+    [...nb().cache.table("Load_Balancer").values()].filter((r) => r.external_ids[ID_KEY] === id);
+  const lb = (id: string) => lbs(id)[0];
+  const group = () => nb().cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+
+  const createService = async (name: string, spec: Record<string, unknown>) => {
+    const svc = await api.request<{ spec: { clusterIP: string } }>(`/api/v1/namespaces/${NS}/services`, {
+      method: "POST",
+      body: { metadata: { name }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }], ...spec } },
+    });
+    return svc.spec.clusterIP;
+  };
+  const slice = (service: string, eps: { ip: string; node: string }[], port = 8080) => ({
+    metadata: { name: `${service}-x`, labels: { "kubernetes.io/service-name": service } },
+    addressType: "IPv4",
+    endpoints: eps.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: true } })),
+    ports: [{ name: "http", protocol: "TCP", port }],
+  });
+  const putSlice = async (service: string, eps: { ip: string; node: string }[]) => {
+    const path = `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`;
+    const body = slice(service, eps);
+    const existing = await api
+      .request<{ metadata: { resourceVersion: string } }>(`${path}/${body.metadata.name}`)
+      .catch(() => undefined);
+    if (!existing) await api.request(path, { method: "POST", body });
+    else
+      await api.request(`${path}/${body.metadata.name}`, {
+        method: "PUT",
+        body: { ...body, metadata: { ...body.metadata, resourceVersion: existing.metadata.resourceVersion } },
+      });
+  };
+  /** Waits until the server's write count stops moving, and returns it. */
+  const settledWrites = async () => {
+    let last = await writeRecords(srv, "OVN_Northbound");
+    for (;;) {
+      await delay(1500);
+      const now = await writeRecords(srv, "OVN_Northbound");
+      if (now === last) return now;
+      last = now;
+    }
+  };
+
+  // The group exists and the default Subnet's switch refers to it.
+  await until("default switch in the group", () => {
+    const ls = nb()
+      .cache.table("Logical_Switch")
+      .findOne((r) => r.name === subnetSwitchName("default"));
+    const g = group();
+    return ls && g && ls.load_balancer_group.includes(g._uuid) ? true : undefined;
+  });
+
+  // A lost reply on the load balancer's insert: the retry finds it and there is still exactly one row.
+  const lost = proxy.loseNextReply((ops) =>
+    ops.some((o) => o.op === "insert" && o.table === "Load_Balancer"),
+  );
+  const webIP = await createService("web", {});
+  await lost;
+  await until("web LB", () => lb(`${NS}/web/tcp`));
+  await until("the group holds web's LB", () => {
+    const l = lb(`${NS}/web/tcp`);
+    return l && group()?.load_balancer.includes(l._uuid) ? true : undefined;
+  });
+  await settledWrites();
+  assert.equal(lbs(`${NS}/web/tcp`).length, 1, "one LB row after the lost reply");
+  const web = lb(`${NS}/web/tcp`);
+  assert.ok(web);
+  assert.equal(web.name, `zovn-svc_${NS}_web_tcp`);
+  assert.equal(web.protocol, "tcp");
+  assert.deepEqual(web.vips, { [`${webIP}:80`]: "" });
+  assert.equal(web.options.reject, "true");
+  assert.equal(web.external_ids[SERVICE_KEY], `${NS}/web`);
+
+  // Endpoints appear, then scale: each change rewrites that one row in one transaction.
+  await putSlice("web", [{ ip: "10.244.0.5", node: "node1" }]);
+  await until("web has a backend", () =>
+    lb(`${NS}/web/tcp`)?.vips[`${webIP}:80`] === "10.244.0.5:8080" ? true : undefined,
+  );
+  const other = await createService("other", {});
+  await until("other LB", () => lb(`${NS}/other/tcp`));
+  const otherBefore = lb(`${NS}/other/tcp`);
+  const before = await settledWrites();
+  await putSlice("web", [
+    { ip: "10.244.0.5", node: "node1" },
+    { ip: "10.244.0.6", node: "node2" },
+    { ip: "10.244.0.7", node: "node2" },
+  ]);
+  await until("web scaled to 3", () =>
+    lb(`${NS}/web/tcp`)?.vips[`${webIP}:80`] === "10.244.0.5:8080,10.244.0.6:8080,10.244.0.7:8080"
+      ? true
+      : undefined,
+  );
+  assert.equal((await settledWrites()) - before, 1, "one NB write for one endpoint change");
+  assert.deepEqual(lb(`${NS}/other/tcp`), otherBefore, "the other Service's LB is untouched");
+  assert.ok(other);
+
+  // internalTrafficPolicy Local: the cluster IP moves to a template LB, backends per chassis.
+  const localIP = await createService("local", { internalTrafficPolicy: "Local" });
+  await putSlice("local", [
+    { ip: "10.244.0.8", node: "node1" },
+    { ip: "10.244.0.9", node: "node1" },
+  ]);
+  const tpl = await until("template LB", () => lb(`${NS}/local/tcp/local-v4`));
+  assert.equal(tpl.options.template, "true");
+  assert.equal(tpl.options["address-family"], "ipv4");
+  assert.equal(lb(`${NS}/local/tcp`), undefined, "no plain LB: the Service has no other VIP");
+  const beVar = String(tpl.vips[`${localIP}:80`]).slice(1);
+  assert.match(beVar, /^zsvc_be_/);
+  const vars = (chassis: string) =>
+    nb()
+      .cache.table("Chassis_Template_Var")
+      .findOne((r) => r.chassis === chassis)?.variables;
+  await until("per-chassis backends", () =>
+    vars("node1")?.[beVar] === "10.244.0.8:8080,10.244.0.9:8080" && vars("node2")?.[beVar] === ""
+      ? true
+      : undefined,
+  );
+  assert.ok(group()?.load_balancer.includes(tpl._uuid));
+
+  // A foreign key in a chassis' variables is left alone when our keys change.
+  const row = nb()
+    .cache.table("Chassis_Template_Var")
+    .findOne((r) => r.chassis === "node2");
+  assert.ok(row);
+  await nb().transact((tx) =>
+    tx.mutate(
+      "Chassis_Template_Var",
+      [["_uuid", "==", row._uuid]],
+      [["variables", "insert", { theirs: "x" }]],
+    ),
+  );
+  await putSlice("local", [{ ip: "10.244.0.10", node: "node2" }]);
+  await until("backends moved to node2", () =>
+    vars("node1")?.[beVar] === "" && vars("node2")?.[beVar] === "10.244.0.10:8080" ? true : undefined,
+  );
+  assert.equal(vars("node2")?.theirs, "x");
+
+  // A bad field: a Warning Event naming it, the rest of the Service realized, others undisturbed.
+  const badIP = await createService("bad", { externalIPs: ["10.244.5.5", "192.168.200.60"] });
+  await until("bad LB", () => lb(`${NS}/bad/tcp`));
+  assert.deepEqual(Object.keys(lb(`${NS}/bad/tcp`)?.vips ?? {}).sort(), [`${badIP}:80`, "192.168.200.60:80"]);
+  const warning = await until("a Warning Event on the bad Service", async () => {
+    const list = await api.request<{
+      items: { type: string; reason: string; message: string; involvedObject: { name: string } }[];
+    }>(`/api/v1/namespaces/${NS}/events`);
+    return list.items.find((e) => e.involvedObject.name === "bad" && e.type === "Warning");
+  });
+  assert.match(warning.message, /spec\.externalIPs\[0\].*cluster CIDR/);
+  assert.ok(lb(`${NS}/web/tcp`), "web still there");
+
+  // Deleting a Service removes its rows and its chassis variables.
+  await api.request(`/api/v1/namespaces/${NS}/services/local`, { method: "DELETE" });
+  await until("template LB gone", () => (lb(`${NS}/local/tcp/local-v4`) ? undefined : true));
+  await until("its variables gone", () => (beVar in (vars("node1") ?? {}) ? undefined : true));
+  assert.equal(vars("node2")?.theirs, "x");
+
+  // A restart with nothing changed writes nothing.
+  const beforeRestart = await settledWrites();
+  await run.stop();
+  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
+  await run.synced;
+  assert.equal((await settledWrites()) - beforeRestart, 0, "no NB write after a restart with no change");
+
+  // A Service deleted while the controller is down loses its load balancer at the next start.
+  await run.stop();
+  await api.request(`/api/v1/namespaces/${NS}/services/other`, { method: "DELETE" });
+  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
+  await run.synced;
+  await until("other's LB removed at start", () => (lb(`${NS}/other/tcp`) ? undefined : true));
+  assert.ok(lb(`${NS}/web/tcp`));
+});
