@@ -285,13 +285,21 @@ class Checks {
   }
 }
 
-const isRefusal = (a: DialAttempt): boolean => !a.ok && /connection refused/.test(a.error);
+/**
+ * A refusal, not a timeout: ECONNREFUSED (a TCP reset, or an ICMP port unreachable on a connected UDP socket).
+ * A datagram the node's own OUTPUT hook rejects never leaves: its send fails at once with EPERM, as with
+ * kube-proxy's REJECT rules, so for a node's UDP client that counts as the refusal.
+ */
+const isRefusal = (from: string, proto: "tcp" | "udp") => (a: DialAttempt) =>
+  !a.ok &&
+  (/connection refused/.test(a.error) ||
+    (proto === "udp" && !from.includes("/") && from !== "ext" && /operation not permitted/.test(a.error)));
 
-/** Waits until every attempt from `from` to `addr` is refused (RST / ICMP unreachable), not timed out. */
+/** Waits until every attempt from `from` to `addr` is refused at once (see isRefusal), not timed out. */
 async function refused(from: string, proto: "tcp" | "udp", addr: string, count = 4): Promise<DialAttempt[]> {
   return eventually(`${from} → ${proto} ${addr} refused at once`, patience, async () => {
     const batch = await dialMany(sandbox, from, proto, addr, { count, timeout: "2s" });
-    if (!batch.every(isRefusal)) throw new Error(`last batch: ${describeTally(batch)}`);
+    if (!batch.every(isRefusal(from, proto))) throw new Error(`last batch: ${describeTally(batch)}`);
     return batch;
   });
 }
@@ -737,6 +745,7 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
       await sleep(5_000);
       return (await controllerNbWrites()) === a ? a : undefined;
     });
+    assert.ok(before > 0, "the controller's earlier writes are found in the NB file by their comment");
     const record = ctx().state.daemons.find((d) => d.name === CONTROLLER_DAEMON);
     assert.ok(record && isAlive(record), "the controller runs");
     const left = await terminate([record]);
