@@ -98,3 +98,37 @@ export async function rawBaseline(
     await nb.stop();
   }
 }
+
+/** The rows again on a fresh NB, one transaction per row (as a per-Service writer does): first sent → all seen. */
+export async function rawOnePerTransaction(rows: readonly LbRow[], inFlight: number): Promise<number> {
+  const nb = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
+  const watch = new NbWatch(nb.unix);
+  const writer = new OvsdbClient<NbTables>({ remotes: nb.unix, model: nbModel, monitor: {} });
+  try {
+    await watch.start();
+    await writer.connect();
+    const group = (
+      await writer.transact((t) => {
+        t.insert("Load_Balancer_Group", { name: "zovn-cluster-lbs" }, "g");
+      })
+    ).uuids.get("g") as string;
+    const allSeen = watch.when(() => watch.rows().length >= rows.length, 600_000);
+    const t0 = performance.now();
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < rows.length; i = next++) {
+        const row = rows[i] as LbRow;
+        await writer.transact((t) => {
+          const ref = t.insert("Load_Balancer", insertable(row));
+          t.mutate("Load_Balancer_Group", byUuid(group), [["load_balancer", "insert", [ref]]]);
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: inFlight }, worker));
+    return (await allSeen) - t0;
+  } finally {
+    await writer.close();
+    await watch.close();
+    await nb.stop();
+  }
+}
