@@ -13,7 +13,13 @@ import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
-import { type AffinityEntry, applyServiceNat, readAffinity, serviceRuleset } from "../node/service-nat.ts";
+import {
+  type AffinityEntry,
+  applyServiceNat,
+  readAffinity,
+  serviceRuleset,
+  serviceTablePresent,
+} from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import type { HealthCheckServers } from "./health-check-server.ts";
@@ -38,6 +44,10 @@ export interface ServiceProxyOptions {
   healthChecks?: HealthCheckServers;
   /** Installs the script; default `nft -f -` in the agent's netns (or `netns`). */
   apply?: (script: string) => Promise<void>;
+  /** Whether the table is still there; default `nft list tables` in the agent's netns. */
+  tablePresent?: () => Promise<boolean>;
+  /** Check that often that the table was not removed behind our back (then apply again); default 60 s, 0: never. */
+  resyncMs?: number;
   /** Reads the affinity entries of the table in place; default `nft -j list table` in the agent's netns. */
   readAffinity?: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
   netns?: string;
@@ -86,12 +96,15 @@ export class ServiceProxy {
   private lastCidrRefusals = "";
   private readonly apply: (script: string) => Promise<void>;
   private readonly readAffinity: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
+  private readonly tablePresent: () => Promise<boolean>;
+  private resyncTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: ServiceProxyOptions) {
     this.retryMs = opts.retryMs ?? 500;
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
+    this.tablePresent = opts.tablePresent ?? (() => serviceTablePresent(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
       client: opts.api,
@@ -143,11 +156,17 @@ export class ServiceProxy {
     if (this.stopped) return;
     this.ready = true;
     this.schedule(0);
+    const every = this.opts.resyncMs ?? 60_000;
+    if (every > 0) {
+      this.resyncTimer = setInterval(() => void this.checkTable(), every);
+      this.resyncTimer.unref();
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
     await Promise.all([this.services.stop(), this.slices.stop(), this.serviceCidrs.stop()]);
     await this.running;
     await this.opts.healthChecks?.close();
@@ -222,6 +241,19 @@ export class ServiceProxy {
       }
     }
     await this.opts.healthChecks?.sync(plan.healthChecks);
+  }
+
+  /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */
+  private async checkTable(): Promise<void> {
+    if (this.applied === undefined || this.running || this.stopped) return;
+    const present = await this.tablePresent().catch((e) => {
+      this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
+      return true;
+    });
+    if (present || this.running) return;
+    this.opts.log.warn({}, "the Service table is gone; applying it again");
+    this.applied = undefined;
+    this.schedule(0);
   }
 
   private recomputeCidrs(): void {

@@ -5,7 +5,7 @@
 
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
-import { ensureIdIndex, plan } from "../ovn/nb-diff.ts";
+import { ensureIdIndex, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_KEY } from "../ovn/ownership.ts";
 import { serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
@@ -90,11 +90,10 @@ export class ServiceReconciler implements Reconciler {
         onAdd: () => this.requeueLocalServices(),
         onDelete: () => this.requeueLocalServices(),
       }),
-      // Someone else changed or removed one of our load balancers: put it back as the Service says.
+      // Someone else added, changed or removed one of our load balancers: put it back as the Service says.
       this.o.nb.cache.subscribe("Load_Balancer", (events) => {
         for (const e of events) {
-          if (e.kind === "add") continue;
-          const ids = e.old.external_ids as Readonly<Record<string, string>>;
+          const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
           if (ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === "service-lb") enqueue(ids[SERVICE_KEY]);
         }
       }),
@@ -163,6 +162,13 @@ export class ServiceReconciler implements Reconciler {
         },
       },
     );
+    // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
+    for (const d of desired.rows) {
+      const kept = findOwned(cache, "Load_Balancer", d.id);
+      for (const extra of findAllOwned(cache, "Load_Balancer", d.id))
+        if (extra._uuid !== kept?._uuid)
+          unlinkAndDelete(cache, nb.schema, txn as never, "Load_Balancer", extra._uuid);
+    }
     this.planVariables(txn, owned, desired.variables);
 
     if (svc) {
@@ -210,7 +216,9 @@ export class ServiceReconciler implements Reconciler {
       const want = desired.get(chassis) ?? {};
       const remove: Record<string, string> = {};
       const add: Record<string, string> = {};
-      for (const k of stale) if (k in have && !(k in want)) remove[k] = have[k] as string;
+      // A chassis that is no node any more keeps none of this Service's keys.
+      const gone = desired.size > 0 && !desired.has(chassis) ? wanted : [];
+      for (const k of [...stale, ...gone]) if (k in have && !(k in want)) remove[k] = have[k] as string;
       for (const [k, v] of Object.entries(want)) {
         if (have[k] === v) continue;
         if (k in have) remove[k] = have[k] as string;

@@ -413,6 +413,13 @@ export async function applyServiceNat(script: string, opts: { netns?: string } =
   if (r.code !== 0) throw new ToolError(["nft", "-f", "-"], r);
 }
 
+/** Whether the table exists (someone may have flushed the ruleset by hand). */
+export async function serviceTablePresent(opts: { netns?: string } = {}): Promise<boolean> {
+  const r = await runTool("nft", ["list", "tables", "inet"], opts);
+  if (r.code !== 0) throw new ToolError(["nft", "list", "tables", "inet"], r);
+  return r.stdout.split("\n").some((l) => l.trim() === `table inet ${SERVICE_NFT_TABLE}`);
+}
+
 /** Removes the table (nothing to remove is fine). */
 export async function removeServiceNat(opts: { netns?: string } = {}): Promise<void> {
   const t = SERVICE_NFT_TABLE;

@@ -18,7 +18,7 @@ import { type InProcessController, startInProcess, untilOk as until, useCluster 
 const NS = "default";
 
 test("Services become load balancers in the cluster group and follow their endpoints", async (t) => {
-  const { api, srv } = await useCluster(t);
+  const { api, srv, nb: witness } = await useCluster(t);
   for (const n of ["node1", "node2"])
     await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: n } } });
   const proxy = await startOvsdbFaultProxy(srv.unix);
@@ -100,6 +100,24 @@ test("Services become load balancers in the cluster group and follow their endpo
   assert.equal(web.options.reject, "true");
   assert.equal(web.external_ids[SERVICE_KEY], `${NS}/web`);
 
+  // A second row with the same id (written by hand) is removed; the first stays.
+  const dupTxn = witness.transaction();
+  const dupRef = dupTxn.insert("Load_Balancer", {
+    name: web.name,
+    protocol: "tcp",
+    vips: web.vips,
+    options: web.options,
+    external_ids: web.external_ids,
+  } as never);
+  const dup = (await dupTxn.commit()).uuid(dupRef);
+  // ovsdb-server sends the update before the reply: the duplicate is in the witness' cache now.
+  assert.ok(witness.cache.table("Load_Balancer").get(dup), "the witness saw the duplicate");
+  await until("the duplicate removed", () =>
+    witness.cache.table("Load_Balancer").get(dup) ? undefined : true,
+  );
+  assert.equal(lbs(`${NS}/web/tcp`).length, 1);
+  assert.equal(lb(`${NS}/web/tcp`)?._uuid, web._uuid);
+
   // Endpoints appear, then scale: each change rewrites that one row in one transaction.
   await putSlice("web", [{ ip: "10.244.0.5", node: "node1" }]);
   await until("web has a backend", () =>
@@ -164,6 +182,13 @@ test("Services become load balancers in the cluster group and follow their endpo
   );
   assert.equal(vars("node2")?.theirs, "x");
 
+  // A node gone: its chassis keeps none of our keys (and still the foreign one).
+  await api.request("/api/v1/nodes/node2", { method: "DELETE" });
+  await until("node2's row without our keys", () =>
+    beVar in (vars("node2") ?? {}) ? undefined : vars("node1")?.[beVar] === "" ? true : undefined,
+  );
+  assert.equal(vars("node2")?.theirs, "x");
+
   // A bad field: a Warning Event naming it, the rest of the Service realized, others undisturbed.
   const badIP = await createService("bad", { externalIPs: ["10.244.5.5", "192.168.200.60"] });
   await until("bad LB", () => lb(`${NS}/bad/tcp`));
@@ -183,18 +208,33 @@ test("Services become load balancers in the cluster group and follow their endpo
   await until("its variables gone", () => (beVar in (vars("node1") ?? {}) ? undefined : true));
   assert.equal(vars("node2")?.theirs, "x");
 
+  // While the controller is down: a Service is deleted, and the subnet switch loses its group (as a switch
+  // made before the group existed). The next start removes the LB and links the switch again.
+  await run.stop();
+  await api.request(`/api/v1/namespaces/${NS}/services/other`, { method: "DELETE" });
+  const switchRow = () =>
+    witness.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  const ls = switchRow();
+  assert.ok(ls);
+  await witness.transact((tx) =>
+    tx.mutate(
+      "Logical_Switch",
+      [["_uuid", "==", ls._uuid]],
+      [["load_balancer_group", "delete", ls.load_balancer_group]],
+    ),
+  );
+  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
+  await run.synced;
+  await until("other's LB removed at start", () => (lb(`${NS}/other/tcp`) ? undefined : true));
+  await until("the switch refers to the group again", () =>
+    switchRow()?.load_balancer_group.length === 1 ? true : undefined,
+  );
+  assert.ok(lb(`${NS}/web/tcp`));
+
   // A restart with nothing changed writes nothing.
   const beforeRestart = await settledWrites();
   await run.stop();
   run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
   await run.synced;
   assert.equal((await settledWrites()) - beforeRestart, 0, "no NB write after a restart with no change");
-
-  // A Service deleted while the controller is down loses its load balancer at the next start.
-  await run.stop();
-  await api.request(`/api/v1/namespaces/${NS}/services/other`, { method: "DELETE" });
-  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
-  await run.synced;
-  await until("other's LB removed at start", () => (lb(`${NS}/other/tcp`) ? undefined : true));
-  assert.ok(lb(`${NS}/web/tcp`));
 });

@@ -19,6 +19,7 @@ import {
   readAffinity,
   SERVICE_NFT_TABLE,
   serviceRuleset,
+  serviceTablePresent,
 } from "../../../src/node/service-nat.ts";
 import {
   ETH0,
@@ -314,5 +315,9 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     const tables = await c.node.exec("nft", ["list", "tables"]);
     assert.equal(tables.split("\n").filter((l) => l.includes(SERVICE_NFT_TABLE)).length, 1, tables);
     assert.equal((await dial(nodeNetns, "10.96.0.10", 80)).who, "pod");
+    assert.equal(await serviceTablePresent({ netns: nodeNetns }), true);
+    await c.node.exec("nft", ["delete", "table", "inet", SERVICE_NFT_TABLE]);
+    assert.equal(await serviceTablePresent({ netns: nodeNetns }), false);
+    await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
   });
 });

@@ -101,11 +101,14 @@ interface Rig {
   cidrs: Cidr[][];
   health: HealthCheckServers;
   api: ApiClient;
+  /** What the proxy's table check sees. */
+  table: { present: boolean };
 }
 
 function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig {
   const api = new ApiClient(nodeKc);
   const scripts: string[] = [];
+  const table = { present: true };
   const cidrs: Cidr[][] = [];
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
   const proxy = new ServiceProxy({
@@ -116,6 +119,8 @@ function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig
       scripts.push(s);
     },
     readAffinity: async () => new Map(),
+    tablePresent: async () => table.present,
+    resyncMs: 50,
     healthChecks: health,
     coalesceMs,
     routeGuard: () => ({
@@ -132,7 +137,7 @@ function startProxy(t: { after(fn: () => unknown): void }, coalesceMs = 20): Rig
     await proxy.stop();
     api.close();
   });
-  return { proxy, scripts, cidrs, health, api };
+  return { proxy, scripts, cidrs, health, api, table };
 }
 
 before(async () => {
@@ -254,6 +259,15 @@ describe("Service proxy with a node's credentials", () => {
       "the same state gives the same text, applied at start",
     );
     await kubectl(["delete", "service", ...names]);
+  });
+
+  test("a table removed behind the agent's back is applied again, with no change in the API", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    rig.table.present = false;
+    await until("the ruleset applied again", () => rig.scripts.length === 2);
+    assert.equal(rig.scripts[1], rig.scripts[0]);
   });
 
   test("ServiceCIDRs become routes: the default range, and one added at run time", async (t) => {

@@ -1,0 +1,200 @@
+// Service load balancers as src/ovn/service-lb.ts writes them, on a real OVN node (userspace datapath): a pod
+// reaches a cluster IP (DNAT on its own switch through the cluster group), reaches itself through it (hairpin),
+// is refused at once by a VIP with no endpoint, and reaches the node-local backend of an internalTrafficPolicy
+// Local template load balancer whose backends ovn-controller expands from this chassis' variable.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { interfaceWithAddress, podMtu } from "../../../src/node/mtu.ts";
+import { NodeSetup } from "../../../src/node/node-setup.ts";
+import { PodAttacher } from "../../../src/node/pod-attachment.ts";
+import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
+import { serviceLoadBalancers } from "../../../src/ovn/service-lb.ts";
+import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import { parseService } from "../../../src/services/service-model.ts";
+import type { NetnsHandle } from "../../rig/ovs-node.ts";
+import {
+  ETH0,
+  type Exec,
+  execIn,
+  NODE,
+  NODE_IP,
+  type OneNodeCluster,
+  podNetwork,
+  startOneNodeCluster,
+} from "../node/one-node-cluster.ts";
+
+const cleanups: (() => unknown)[] = [];
+let c: OneNodeCluster;
+let attacher: PodAttacher;
+
+interface Pod {
+  netns: NetnsHandle;
+  ip: string;
+}
+
+let seq = 0;
+async function newPod(name: string): Promise<Pod> {
+  const ip = `10.244.0.${20 + seq++}`;
+  const uid = `uid-${name}`;
+  const { mac, ipWithPrefix } = await c.addPodLsp({ namespace: "default", name, uid }, ip);
+  const netns = await c.node.addNetns(name);
+  const id = [...crypto.getRandomValues(new Uint8Array(32))]
+    .map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  await attacher.add({
+    containerId: id,
+    ifname: ETH0,
+    netns: parseNetnsPath(netns.path),
+    podNamespace: "default",
+    podName: name,
+    podUid: uid,
+    network: podNetwork([ipWithPrefix], mac),
+  });
+  return { netns, ip };
+}
+
+/** One TCP exchange: `server` listens on its own ip:port, `client` connects to vip:vport and sends a line. */
+async function exchange(
+  client: Pod,
+  server: Pod,
+  port: number,
+  vip: string,
+  vport: number,
+): Promise<{ client: Exec; got: Exec }> {
+  const listening = execIn(
+    server.netns.path,
+    "timeout",
+    ["8", "nc", "-n", "-v", "-l", server.ip, String(port)],
+    {
+      timeoutMs: 10_000,
+    },
+  );
+  for (let i = 0; i < 100; i++) {
+    const r = await execIn(server.netns.path, "ss", ["-tln", `sport = :${port}`]);
+    if (r.stdout.includes(`:${port}`)) break;
+  }
+  const cl = await execIn(client.netns.path, "nc", ["-N", "-w", "5", vip, String(vport)], {
+    input: "hello\n",
+  });
+  return { client: cl, got: await listening };
+}
+
+function slice(eps: { ip: string; node: string }[]): V1EndpointSlice {
+  return {
+    addressType: "IPv4",
+    endpoints: eps.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: true } })),
+    ports: [{ name: "http", protocol: "TCP", port: 8080 }],
+  } as V1EndpointSlice;
+}
+
+/** Writes a Service's load balancers (and its template variables on this chassis) as the controller would. */
+async function realize(name: string, spec: Record<string, unknown>, eps: { ip: string; node: string }[]) {
+  const { model } = parseService({
+    metadata: { namespace: "default", name },
+    spec: { ports: [{ name: "http", port: 80 }], ...spec },
+  } as V1Service);
+  assert.ok(model);
+  const { rows, variables } = serviceLoadBalancers(model, [slice(eps)], [NODE]);
+  const group = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+  assert.ok(group);
+  const txn = c.nb.transaction();
+  plan(
+    c.nb.cache as never,
+    c.nb.schema,
+    txn as never,
+    rows.map((r) => ({
+      ...r,
+      parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" },
+    })),
+  );
+  const vars = variables.get(NODE) ?? {};
+  if (Object.keys(vars).length > 0)
+    txn.insert("Chassis_Template_Var", { chassis: NODE, variables: vars } as never);
+  await txn.commit();
+  // Until ovn-controller has installed the flows of this change.
+  await c.nb.transact((tx) => tx.mutate("NB_Global", [], [["nb_cfg", "+=", 1]]));
+  const want = (c.nb.cache.table("NB_Global").values().next().value as { nb_cfg: number }).nb_cfg;
+  for (let i = 0; i < 300; i++) {
+    const g = c.nb.cache.table("NB_Global").values().next().value as { hv_cfg: number } | undefined;
+    if ((g?.hv_cfg ?? 0) >= want) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error("ovn-controller did not catch up with NB");
+}
+
+describe("Service load balancers on a real OVN node", () => {
+  let pa: Pod;
+  let pb: Pod;
+
+  before(async () => {
+    c = await startOneNodeCluster({ after: (fn) => cleanups.push(fn) });
+    await new NodeSetup({
+      client: c.ovs,
+      hostNetns: c.node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: {
+        ovnRemote: c.node.sb?.unix ?? "",
+        encapType: "vxlan",
+        encapIp: NODE_IP,
+        systemId: NODE,
+        bridgeDatapathType: "netdev",
+      },
+    }).reconcile();
+    const encap = await interfaceWithAddress(NODE_IP, { netns: c.node.netns.path });
+    attacher = new PodAttacher({
+      client: c.ovs,
+      mtu: podMtu({ encapMtu: encap.mtu, encapType: "vxlan" }),
+      userspaceDatapath: true,
+      hostNetns: c.node.netns.path,
+      ovnInstalledBudgetMs: 15_000,
+    });
+    // The cluster group, and the subnet switch referring to it, as the controller's core and subnet steps make them.
+    const ls = findOwned(c.nb.cache as never, "Logical_Switch", "subnet/default");
+    assert.ok(ls);
+    await c.nb.transact((tx) => {
+      const g = tx.insert("Load_Balancer_Group", { name: CLUSTER_LB_GROUP });
+      tx.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["load_balancer_group", "insert", [g]]]);
+    });
+    pa = await newPod("svc-client");
+    pb = await newPod("svc-server");
+    await realize("web", { clusterIP: "10.96.0.50" }, [{ ip: pb.ip, node: NODE }]);
+    await realize("empty", { clusterIP: "10.96.0.51" }, []);
+    await realize("local", { clusterIP: "10.96.0.52", internalTrafficPolicy: "Local" }, [
+      { ip: pb.ip, node: NODE },
+    ]);
+  });
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+  });
+
+  test("a pod reaches a cluster IP: DNAT to the endpoint's port, the pod's own address as source", async () => {
+    const r = await exchange(pa, pb, 8080, "10.96.0.50", 80);
+    assert.equal(r.client.code, 0, r.client.stderr);
+    assert.equal(r.got.stdout, "hello\n");
+    assert.match(r.got.stderr, new RegExp(`Connection received on ${pa.ip.replaceAll(".", "\\.")} `));
+  });
+
+  test("a pod reaches itself through its Service (hairpin, source rewritten to the VIP)", async () => {
+    const r = await exchange(pb, pb, 8080, "10.96.0.50", 80);
+    assert.equal(r.client.code, 0, r.client.stderr);
+    assert.equal(r.got.stdout, "hello\n");
+    assert.match(r.got.stderr, /Connection received on 10\.96\.0\.50 /);
+  });
+
+  test("a VIP with no endpoint refuses the connection at once (TCP reset)", async () => {
+    const r = await execIn(pa.netns.path, "nc", ["-v", "-N", "-w", "5", "10.96.0.51", "80"], {
+      input: "x\n",
+    });
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /refused/i);
+  });
+
+  test("internalTrafficPolicy Local: the template LB's backends come from this chassis' variable", async () => {
+    const r = await exchange(pa, pb, 8080, "10.96.0.52", 80);
+    assert.equal(r.client.code, 0, r.client.stderr);
+    assert.equal(r.got.stdout, "hello\n");
+  });
+});
