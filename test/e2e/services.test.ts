@@ -29,6 +29,7 @@ const LABEL = "svc-e2e";
 
 // Addresses outside every cluster range, routed on the external host through one node.
 const LB_INGRESS_IP = "192.168.201.10";
+const LB_NO_NODEPORT_IP = "192.168.201.11";
 const EXTERNAL_IP = "192.168.202.10";
 const EXTRA_SERVICE_CIDR = "10.97.0.0/24";
 const EXTRA_CLUSTER_IP = "10.97.0.10";
@@ -174,6 +175,8 @@ function workload(): object[] {
       ],
       { type: "NodePort", externalTrafficPolicy: "Cluster", externalIPs: [EXTERNAL_IP] },
     ),
+    // allocateLoadBalancerNodePorts: false: the ingress IP alone, no node port.
+    service("lb-no-nodeport", "np", [TCP80], { type: "LoadBalancer", allocateLoadBalancerNodePorts: false }),
     serverPod("lbl-1", "node1", "lbl", tcpOnly),
     serverPod("lbl-2", "node2", "lbl", tcpOnly),
     service("lb-local", "lbl", [{ ...TCP80, nodePort: LB_NODE_PORT }], {
@@ -418,8 +421,26 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
       "-p",
       JSON.stringify({ status: { loadBalancer: { ingress: [{ ip: LB_INGRESS_IP }] } } }),
     ]);
-    // The external host reaches the LoadBalancer ingress address through node1, the externalIP through node2.
+    await kubectl([
+      "patch",
+      "service",
+      "lb-no-nodeport",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({ status: { loadBalancer: { ingress: [{ ip: LB_NO_NODEPORT_IP }] } } }),
+    ]);
+    // The external host reaches the LoadBalancer ingress addresses through node1 and node3, the externalIP
+    // through node2.
     await sandbox.inside("ext", ["ip", "route", "replace", `${LB_INGRESS_IP}/32`, "via", nodeIP("node1")]);
+    await sandbox.inside("ext", [
+      "ip",
+      "route",
+      "replace",
+      `${LB_NO_NODEPORT_IP}/32`,
+      "via",
+      nodeIP("node3"),
+    ]);
     await sandbox.inside("ext", ["ip", "route", "replace", `${EXTERNAL_IP}/32`, "via", nodeIP("node2")]);
   });
 
@@ -632,6 +653,14 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await c.check("ext → externalIP UDP", () =>
       reachesExactly("ext", "udp", `${EXTERNAL_IP}:53`, ["np-1"], { count: 5 }),
     );
+    // allocateLoadBalancerNodePorts: false: no node port was allocated, and the ingress IP works all the same.
+    await c.check("allocateLoadBalancerNodePorts false: no node port, ingress IP served", async () => {
+      const np = (
+        await kubectl(["get", "svc", "lb-no-nodeport", "-o", "jsonpath={.spec.ports[*].nodePort}"])
+      ).trim();
+      if (np !== "") throw new Error(`node port allocated: ${np}`);
+      await reachesExactly("ext", "tcp", `${LB_NO_NODEPORT_IP}:80`, ["np-1"], { count: 5 });
+    });
     // Pods reach both addresses through the OVN load balancers, every endpoint included.
     await c.check("pod → LB ingress IP", () =>
       reachesExactly("default/client-3", "tcp", `${LB_INGRESS_IP}:80`, ["lbl-1", "lbl-2"]),
