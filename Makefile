@@ -8,7 +8,7 @@ help:
 	@echo "make test      install dependencies, lint, typecheck and run every test"
 	@echo "make sandbox   bring up the sandbox cluster with the plugin and a demo workload"
 	@echo "make sandbox-down | lint | format | typecheck | models | binaries | cni"
-	@echo "make bench-ovsdb | bench-controller | bench-cni   (benchmarks, not part of make test)"
+	@echo "make bench-ovsdb | bench-controller | bench-cni | bench-services   (benchmarks, not part of make test)"
 
 deps:
 	@hack/install-deps.sh

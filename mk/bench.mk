@@ -12,3 +12,9 @@ bench-controller: deps
 .PHONY: bench-cni
 bench-cni: deps
 	node --import tsx bench/cni.ts $(BENCH_ARGS)
+
+# Services: 2,000 Services x 10 endpoints into NB, endpoint churn, probe flip in a sandbox (zsbbench), controller
+# RSS with 5,000 pods; each beside a raw baseline. --quick: 200 Services; --no-sandbox skips the probe flip.
+.PHONY: bench-services
+bench-services: deps binaries
+	node --import tsx bench/services.ts $(BENCH_ARGS)

@@ -177,8 +177,10 @@ export class PodRuntime {
     const log = join(dir, `${name}.log`);
     const out = openSync(log, "a");
     // sh stays as the group leader and records the exit code, which a detached process's parent would
-    // otherwise lose when this simulator restarts.
-    const script = '"$@"; echo $? > "$ZSB_EXIT_FILE"';
+    // otherwise lose when this simulator restarts. It ignores the SIGTERM sent to the group (set after the
+    // program started, so the program keeps the default) and waits: the grace period lasts as long as the
+    // program, not the shell, is alive, so a container that drains after SIGTERM is not cut off at once.
+    const script = '"$@" & c=$!; trap "" TERM; wait "$c"; echo $? > "$ZSB_EXIT_FILE"';
     const inner = ["sh", "-c", script, "sh", proc.command, ...proc.args];
     const path = netnsPathOf(rec);
     const [command, args] = path

@@ -1,0 +1,327 @@
+// make bench-services: zstack-ovnkube-controller turning Services and EndpointSlices into OVN load balancers,
+// against the same NB rows written by a bare OVSDB client (the raw baseline), and the time from scaling a
+// Deployment until clients reach the new pod, against a load balancer changed by hand in the same sandbox.
+//   node --import tsx bench/services.ts [--quick] [--services=N] [--endpoints=E] [--pods=P] [--changes=C]
+//     [--churn-services=S] [--flips=F] [--no-sandbox]
+// One run prints, side by side:
+//   A. N Services × E endpoints: time until NB holds them all, NB rows per Service; raw: the same rows in batches.
+//   B. C endpoint changes across S Services: change → NB reflects it, p50/p99; raw: the same single-row updates.
+//   C. Deployment scaled → a client's new connections reach the new pod; raw: ovn-nbctl change → the same.
+//   D. the controller's peak RSS holding N Services and P pods.
+
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { loadavg } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
+import { ApiClient } from "../src/k8s/api-client.ts";
+import { NODE_FLAGS } from "../src/runtime-flags.ts";
+import { tsNodeCommand } from "../src/sandbox/repo.ts";
+import { writeRecords } from "../test/rig/db-log.ts";
+import { type KubeApiserver, startKubeApiserver } from "../test/rig/kube-apiserver.ts";
+import { freePort, SCHEMAS, startOvsdbServer } from "../test/rig/ovsdb-server.ts";
+import { type Daemon, spawnDaemon } from "../test/rig/process.ts";
+import { eventually, sandboxHandle } from "../test/rig/sandbox-handle.ts";
+import { BENCH_NAMESPACE, percentile, prepareNamespace, runLoad } from "./controller/pod-load.ts";
+import { churnIp, createServices, endpointIp, replaceEndpoint, TARGET_PORT } from "./services/api-load.ts";
+import { startBareWatcher } from "./services/bare-watcher.ts";
+import { backendsOf, NbWatch } from "./services/nb-watch.ts";
+import { type FlipResult, probeFlip } from "./services/probe-flip.ts";
+import {
+  type ChurnChange,
+  type RawResult,
+  rawBaseline,
+  rawOnePerTransaction,
+} from "./services/raw-baseline.ts";
+
+const argv = process.argv.slice(2);
+const flag = (name: string): string | undefined =>
+  argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const quick = argv.includes("--quick");
+const SERVICES = Number(flag("services") ?? (quick ? "200" : "2000"));
+const ENDPOINTS = Number(flag("endpoints") ?? "10");
+const PODS = Number(flag("pods") ?? (quick ? "300" : "5000"));
+const CHANGES = Number(flag("changes") ?? (quick ? "100" : "500"));
+const CHURN_SERVICES = Math.min(SERVICES, Number(flag("churn-services") ?? (quick ? "50" : "100")));
+const FLIPS = Number(flag("flips") ?? (quick ? "2" : "5"));
+const SANDBOX = !argv.includes("--no-sandbox");
+const IN_FLIGHT = 20;
+const CHURN_IN_FLIGHT = 10;
+const RAW_BATCH = 100;
+const RSS_LIMIT_MIB = 300;
+
+const repo = fileURLToPath(new URL("..", import.meta.url));
+const CRD = join(repo, "deploy/crds/subnet.network.zstack.io.yaml");
+const CONTROLLER = join(repo, "src/cli/zstack-ovnkube-controller.ts");
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+function vmHwmMiB(pid: number): number {
+  const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : Number.NaN;
+}
+
+interface ControllerResult {
+  createMs: number;
+  /** Controller spawned → NB holds every Service with all its endpoints. */
+  spawnToAllMs: number;
+  /** First Load_Balancer row seen → every Service complete. */
+  firstToAllMs: number;
+  lbRows: number;
+  groups: number;
+  nbTxns: number;
+  churnMs: number[];
+  /** The same changes: PUT sent → apiserver answered (the part no controller can beat). */
+  putMs: number[];
+  /** The same number of changes with a bare watcher (no controller) writing NB: PUT sent → NB reader sees it. */
+  bareChurnMs: number[];
+  podsAnnotated: number;
+  rssMiB: number;
+  rows: Awaited<ReturnType<NbWatch["rows"]>>;
+  changes: ChurnChange[];
+}
+
+async function controllerRun(): Promise<ControllerResult> {
+  const kube: KubeApiserver = await startKubeApiserver({
+    apiserverArgs: ["--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"],
+  });
+  const api = new ApiClient(kube.kubeConfig, { userAgent: "bench-services" });
+  const nb = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
+  const watch = new NbWatch(nb.unix);
+  let ctl: Daemon | undefined;
+  try {
+    await prepareNamespace(api);
+    await kube.kubectl(["apply", "-f", CRD]);
+    await kube.kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io"]);
+    log(`-- creating ${SERVICES} Services with ${ENDPOINTS} endpoints each (controller not running yet)`);
+    const c0 = performance.now();
+    const slices = await createServices(api, SERVICES, ENDPOINTS, IN_FLIGHT);
+    const createMs = performance.now() - c0;
+    await watch.start();
+    let firstLb: number | undefined;
+    watch.client.cache.subscribe("Load_Balancer", () => {
+      firstLb ??= performance.now();
+    });
+    const complete = () =>
+      watch.rows().filter((r) => backendsOf(r).length === ENDPOINTS).length >= SERVICES ? true : undefined;
+    const out = join(kube.dir, "controller.out");
+    const metricsPort = await freePort();
+    const ts = tsNodeCommand(NODE_FLAGS);
+    const nbBefore = await writeRecords(nb, "OVN_Northbound");
+    log("-- starting the controller");
+    const t0 = performance.now();
+    ctl = spawnDaemon(ts.command, [...ts.args, CONTROLLER], {
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ZSTACK_OVN_NBDB_ADDRESS: nb.unix,
+        ZSTACK_KUBECONFIG: kube.kubeconfigPath,
+        ZSTACK_LEADER_ELECT: "false",
+        ZSTACK_CLUSTER_CIDR: "10.244.0.0/16",
+        // Geneve: under VXLAN one switch takes at most 2,048 ports, fewer than the pods of part D.
+        ZSTACK_TUNNEL_TYPE: "geneve",
+        ZSTACK_METRICS_PORT: String(metricsPort),
+        ZSTACK_LOG_LEVEL: "warn",
+        ZSTACK_LOG_FORMAT: "json",
+        ZSTACK_POD_NAME: "bench-controller",
+      },
+      outputFile: out,
+    });
+    const alive = ctl;
+    const tAll = await eventually("NB holds every Service", 600_000, async () => {
+      if (alive.hasExited())
+        throw new Error(`the controller exited: ${(await readFile(out, "utf8")).slice(-2000)}`);
+      return complete() ? performance.now() : undefined;
+    }).catch(async (e) => {
+      const have = watch.rows().filter((r) => backendsOf(r).length === ENDPOINTS).length;
+      throw new Error(`${(e as Error).message}; ${have}/${SERVICES} complete`);
+    });
+    const nbTxns = (await writeRecords(nb, "OVN_Northbound")) - nbBefore;
+    // The bench's Services only (the rig's `kubernetes` Service has a load balancer too).
+    const rows = watch
+      .rows()
+      .filter((r) => r.external_ids["zstack.io/id"]?.startsWith(`${BENCH_NAMESPACE}/`));
+    const groups = watch.client.cache.table("Load_Balancer_Group").find(() => true).length;
+    log(
+      `   NB complete ${((tAll - t0) / 1000).toFixed(1)} s after the spawn; ${rows.length} Load_Balancer rows`,
+    );
+    await eventually("the default Subnet Ready", 60_000, async () => {
+      const s = await api.request<Subnet>(`${SUBNET_PATH}/default`);
+      return s.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ? true : undefined;
+    });
+
+    // B. Endpoint churn: change i replaces endpoint k of service s; one worker per group of services, so no two
+    // changes of one slice are in flight together.
+    log(`-- ${CHANGES} endpoint changes across ${CHURN_SERVICES} Services, ${CHURN_IN_FLIGHT} in flight`);
+    const changes: ChurnChange[] = [];
+    const current = Array.from({ length: CHURN_SERVICES }, (_, s) =>
+      Array.from({ length: ENDPOINTS }, (_, k) => endpointIp(s, k)),
+    );
+    const rowOf = (s: number) =>
+      rows.findIndex((r) => backendsOf(r).includes(`${endpointIp(s, ENDPOINTS - 1)}:${TARGET_PORT}`));
+    /** Changes offset..offset+CHANGES-1; the first pass also records them for the raw baseline. */
+    const churn = async (offset: number) => {
+      const churnMs: number[] = [];
+      const putMs: number[] = [];
+      const byWorker = new Map<number, number[]>();
+      for (let i = offset; i < offset + CHANGES; i++) {
+        const w = (i % CHURN_SERVICES) % CHURN_IN_FLIGHT;
+        byWorker.set(w, [...(byWorker.get(w) ?? []), i]);
+      }
+      await Promise.all(
+        [...byWorker.values()].map(async (list) => {
+          for (const i of list) {
+            const s = i % CHURN_SERVICES;
+            const k = Math.floor(i / CHURN_SERVICES) % ENDPOINTS;
+            const eps = current[s] as string[];
+            const from = eps[k] as string;
+            const to = churnIp(i);
+            eps[k] = to;
+            if (offset === 0)
+              changes.push({ row: rowOf(s), from: `${from}:${TARGET_PORT}`, to: `${to}:${TARGET_PORT}` });
+            const seen = watch.when((r) => backendsOf(r).includes(`${to}:${TARGET_PORT}`), 60_000);
+            const start = performance.now();
+            await replaceEndpoint(api, slices, s, k, to);
+            putMs.push(performance.now() - start);
+            churnMs.push((await seen) - start);
+          }
+        }),
+      );
+      churnMs.sort((a, b) => a - b);
+      putMs.sort((a, b) => a - b);
+      return { churnMs, putMs };
+    };
+    const { churnMs, putMs } = await churn(0);
+
+    // D. Pods on top, then the controller's peak RSS.
+    log(`-- ${PODS} pods`);
+    const load = await runLoad(api, {
+      pods: PODS,
+      inFlight: IN_FLIGHT,
+      timeoutMs: 120_000 + PODS * 60,
+      progress: log,
+    });
+    const rssMiB = vmHwmMiB(ctl.pid);
+
+    // B again with the controller stopped and a bare watcher writing NB instead (bench/services/bare-watcher.ts).
+    await ctl.terminate(5000);
+    ctl = undefined;
+    log(`-- the same ${CHANGES} changes, applied by a bare watcher`);
+    const stopBare = await startBareWatcher(api, nb.unix);
+    const bare = await churn(CHANGES).finally(stopBare);
+    return {
+      bareChurnMs: bare.churnMs,
+      createMs,
+      spawnToAllMs: tAll - t0,
+      firstToAllMs: tAll - (firstLb ?? t0),
+      lbRows: rows.length,
+      groups,
+      nbTxns,
+      churnMs,
+      putMs,
+      podsAnnotated: load.annotated,
+      rssMiB,
+      rows,
+      changes,
+    };
+  } finally {
+    await ctl?.terminate(5000);
+    await watch.close();
+    await nb.stop();
+    api.close();
+    await kube.stop();
+  }
+}
+
+const f0 = (n: number) => (Number.isFinite(n) ? n.toFixed(0) : "-");
+const f1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "-");
+const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "-");
+const median = (xs: readonly number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    0.5,
+  );
+const verdict = (ok: boolean) => (ok ? "MET" : "MISSED");
+
+function report(
+  ctl: ControllerResult,
+  raw: RawResult,
+  rawSingles: number,
+  flip: FlipResult | undefined,
+): string[] {
+  const lines = [
+    `== bench-services: ${SERVICES} Services × ${ENDPOINTS} endpoints, ${CHANGES} changes over ${CHURN_SERVICES} Services, ${PODS} pods ==`,
+    "                                              controller         raw",
+    `A. Services created in the apiserver (s)     ${f1(ctl.createMs / 1000).padStart(10)}           -`,
+    `A. spawn → NB holds all (s)                   ${f1(ctl.spawnToAllMs / 1000).padStart(10)}           -`,
+    `A. first LB row → NB holds all (s)            ${f1(ctl.firstToAllMs / 1000).padStart(10)} ${f1(raw.writeMs / 1000).padStart(11)}`,
+    `A.   raw, one transaction per row, 2 writers (s)          ${f1(rawSingles / 1000).padStart(11)}`,
+    `A. Load_Balancer rows per Service             ${f2(ctl.lbRows / SERVICES).padStart(10)} ${f2(ctl.lbRows / SERVICES).padStart(11)}`,
+    `A. Load_Balancer_Group rows                   ${String(ctl.groups).padStart(10)} ${"1".padStart(11)}`,
+    `A. NB write transactions                      ${String(ctl.nbTxns).padStart(10)} ${String(raw.transactions).padStart(11)}`,
+    `B. change → NB p50 (ms)                       ${f1(percentile(ctl.churnMs, 0.5)).padStart(10)} ${f1(percentile(raw.churnMs, 0.5)).padStart(11)}`,
+    `B. change → NB p99 (ms)                       ${f1(percentile(ctl.churnMs, 0.99)).padStart(10)} ${f1(percentile(raw.churnMs, 0.99)).padStart(11)}`,
+    `B.   PUT → apiserver answered p50 / p99 (ms) ${f1(percentile(ctl.putMs, 0.5)).padStart(7)} / ${f1(percentile(ctl.putMs, 0.99))}`,
+    `B.   bare watcher instead of the controller: change → NB p50 / p99 (ms) ${f1(percentile(ctl.bareChurnMs, 0.5))} / ${f1(percentile(ctl.bareChurnMs, 0.99))}`,
+  ];
+  if (flip) {
+    lines.push(
+      `C. scale → new pod answers, median (ms)      ${f0(median(flip.scaleToFlipMs)).padStart(10)}           -`,
+      `C. endpoint ready / LB change → answers (ms) ${f0(median(flip.readyToFlipMs)).padStart(10)} ${f0(median(flip.rawToFlipMs)).padStart(11)}`,
+      `   rounds (ms): scale→flip ${flip.scaleToFlipMs.map(f0).join(" ")}; ready→flip ${flip.readyToFlipMs.map(f0).join(" ")}; raw ${flip.rawToFlipMs.map(f0).join(" ")}`,
+    );
+  }
+  lines.push(
+    `D. controller peak RSS, ${SERVICES} Services + ${ctl.podsAnnotated}/${PODS} pods (MiB) ${f1(ctl.rssMiB)}`,
+  );
+  const a = ctl.firstToAllMs / raw.writeMs;
+  const b = percentile(ctl.churnMs, 0.99) / percentile(raw.churnMs, 0.99);
+  const bBare = percentile(ctl.churnMs, 0.99) / percentile(ctl.bareChurnMs, 0.99);
+  lines.push(
+    `target A <= 2x raw: ${f2(a)}x  ${verdict(a <= 2)}  (against one transaction per row: ${f2(ctl.firstToAllMs / rawSingles)}x)`,
+  );
+  lines.push(
+    `target B p99 <= 2x raw: ${f2(b)}x  ${verdict(b <= 2)}  (against the bare watcher: ${f2(bBare)}x)`,
+  );
+  if (flip) {
+    const c = median(flip.readyToFlipMs) / median(flip.rawToFlipMs);
+    lines.push(`target C <= 3x raw (endpoint ready → answers, medians): ${f2(c)}x  ${verdict(c <= 3)}`);
+  }
+  lines.push(
+    `target D RSS < ${RSS_LIMIT_MIB} MiB: ${f1(ctl.rssMiB)} MiB  ${verdict(ctl.rssMiB < RSS_LIMIT_MIB)}`,
+  );
+  lines.push(`load average (1 min) at the end: ${f1(loadavg()[0] as number)}`);
+  return lines;
+}
+
+async function main(): Promise<void> {
+  for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
+  log(`bench-services: node ${NODE_FLAGS.join(" ")}`);
+  const ctl = await controllerRun();
+  log("-- raw baseline: the same rows and updates from a bare client");
+  const raw = await rawBaseline(ctl.rows, ctl.changes, { batch: RAW_BATCH, inFlight: CHURN_IN_FLIGHT });
+  // The controller runs 2 Service workers; the same number of writers, one row per transaction.
+  const rawSingles = await rawOnePerTransaction(ctl.rows, 2);
+  let flip: FlipResult | undefined;
+  if (SANDBOX) {
+    const sandbox = sandboxHandle("zsbbench");
+    log("-- probe flip in sandbox zsbbench");
+    try {
+      await sandbox.zovn(["down", "--purge"]).catch(() => undefined);
+      await sandbox.zovn(["up"]);
+      flip = await probeFlip(sandbox, FLIPS, log);
+    } finally {
+      await sandbox.zovn(["down", "--purge"]).catch(() => undefined);
+    }
+  }
+  const lines = report(ctl, raw, rawSingles, flip);
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    process.stderr.write(`bench-services: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,61 @@
+// A second baseline for endpoint churn in make bench-services: the least a Kubernetes-driven writer must do. It
+// watches the bench's EndpointSlices and, for each change, rewrites the one Load_Balancer row's `vips` with the
+// slice's addresses, with no model, no endpoint rules, no queue and no ownership checks. The gap between it and
+// the controller is the controller's own cost; the gap between it and the raw NB update is the apiserver's.
+import type { ApiClient } from "../../src/k8s/api-client.ts";
+import { OvsdbClient } from "../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../src/ovsdb/models/nb.generated.ts";
+import { byUuid } from "../../src/ovsdb/transaction.ts";
+import { BENCH_NAMESPACE } from "../controller/pod-load.ts";
+import { watchFrom } from "../controller/watch.ts";
+import { TARGET_PORT } from "./api-load.ts";
+
+interface SliceObject {
+  metadata: { labels?: Record<string, string>; resourceVersion?: string };
+  endpoints?: Array<{ addresses?: string[] }>;
+}
+
+export async function startBareWatcher(api: ApiClient, nbRemote: string): Promise<() => Promise<void>> {
+  const nb = new OvsdbClient<NbTables>({
+    remotes: nbRemote,
+    model: nbModel,
+    monitor: { Load_Balancer: true },
+  });
+  await nb.connect();
+  const path = `/apis/discovery.k8s.io/v1/namespaces/${BENCH_NAMESPACE}/endpointslices`;
+  const list = await api.request<{ metadata: { resourceVersion: string } }>(path, { query: { limit: 1 } });
+  const stop = new AbortController();
+  let started: () => void = () => {};
+  const ready = new Promise<void>((r) => {
+    started = r;
+  });
+  const watching = watchFrom<SliceObject>(
+    api,
+    path,
+    list.metadata.resourceVersion,
+    (ev) => {
+      if (ev.type !== "MODIFIED") return;
+      const svc = ev.object.metadata.labels?.["kubernetes.io/service-name"];
+      const row = nb.cache
+        .table("Load_Balancer")
+        .find((r) => r.external_ids["zstack.io/id"] === `${BENCH_NAMESPACE}/${svc}/tcp`)[0];
+      if (!row) return;
+      const backends = (ev.object.endpoints ?? [])
+        .flatMap((e) => e.addresses ?? [])
+        .map((a) => `${a}:${TARGET_PORT}`)
+        .join(",");
+      const vips = Object.fromEntries(Object.keys(row.vips).map((vip) => [vip, backends]));
+      void nb.transact((t) => {
+        t.update("Load_Balancer", byUuid(row._uuid), { vips });
+      });
+    },
+    stop.signal,
+    () => started(),
+  );
+  await ready;
+  return async () => {
+    stop.abort();
+    await watching;
+    await nb.close();
+  };
+}
