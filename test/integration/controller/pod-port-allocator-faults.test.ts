@@ -322,6 +322,61 @@ test("two writers racing to create one pod's port leave one row: the guarded ins
   for (const pn of pns) await assertAllocatorFollowsNb(pn, admin);
 });
 
+/** Every address that two pod ports held at once, as `nb`'s cache saw it after each update. */
+function watchSharedAddresses(nb: Nb): { seen: string[]; stop: () => void } {
+  const seen: string[] = [];
+  const stop = nb.cache.subscribe("Logical_Switch_Port", () => {
+    const holder = new Map<string, string>();
+    for (const r of nb.cache.table("Logical_Switch_Port").values()) {
+      for (const ip of r.addresses.flatMap((a) => a.split(" ").slice(1))) {
+        const other = holder.get(ip);
+        if (other !== undefined) seen.push(`${ip} on ${other} and ${r.name}`);
+        else holder.set(ip, r.name);
+      }
+    }
+  });
+  return { seen, stop };
+}
+
+test("NB refuses a port insert whose address another port already holds, however stale the allocator's view: the pod gets another address", async (t) => {
+  const { admin, proxy, c, srv } = await rig(t);
+  const shared = watchSharedAddresses(admin);
+  t.after(() => shared.stop());
+  // Another writer that NB has already heard from (a port whose insert landed after this controller's view was
+  // read: a lost reply, a new Raft leader still applying its predecessor's commits).
+  const other = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  t.after(() => other.close());
+  await other.connect();
+  const pnOther = new PodPortAllocator(other);
+  pnOther.loadSubnet("default", DEFAULT());
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+
+  // This controller's view of NB stops while pod a's port lands.
+  const release = proxy.holdFromServer();
+  const a = await pnOther.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(a.ok, JSON.stringify(a));
+  const addr = a.ips[0] as string;
+
+  // Pod b is given the same address (its allocator has it free) and its insert goes out with it.
+  const b = pn.ensure({ namespace: "ns", name: "b", uid: "ub" }, "default");
+  const alloc = pn.allocatorOf("default");
+  for (let i = 0; !alloc?.holdersOf(addr).some((h) => h.owner === "ns/b"); i++) {
+    assert.ok(i < 10_000, `pod b was never given ${addr}`);
+    await new Promise((r) => setImmediate(r));
+  }
+  release();
+  const rb = await b;
+  assert.ok(rb.ok, JSON.stringify(rb));
+  assert.notEqual(rb.ips[0], addr, "pod b ends with another address than the one NB refused");
+  assert.deepEqual(shared.seen, [], "NB never held one address on two ports");
+  const ports = await nbPodPorts(admin);
+  assert.deepEqual(ports.get("ns_a")?.ips, [addr]);
+  assert.deepEqual(ports.get("ns_b")?.ips, rb.ips);
+  await c.echo();
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
 test("two owned rows for one pod (a write applied twice) are repaired to one, and the other row's address is freed", async (t) => {
   const { admin, c } = await rig(t);
   const addressing = (ip: string) => ({
