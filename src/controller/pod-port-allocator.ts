@@ -9,6 +9,7 @@ import type { Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
+import type { Logger } from "../observability/log.ts";
 import { findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import {
   addressKey,
@@ -108,6 +109,7 @@ export interface Observation {
 /** The insert's guard found a port of this pod that the cache does not show yet. */
 const RETRY = Symbol("retry");
 /** NB refused the insert: another port holds the address, although the allocator had it free. */
+export const ADDRESS_REFUSED = "NB refused a fresh address: a port not in this controller's view holds it";
 class AddressTaken {
   constructor(readonly ip: string) {}
 }
@@ -143,6 +145,7 @@ export class PodPortAllocator {
       onObservation?: (o: Observation) => void;
       /** How long ensure and remove wait for NB to be connected (default NB_READY_WAIT_MS). */
       readyWaitMs?: number;
+      log?: Logger;
     } = { tunnel: "vxlan" },
   ) {
     // The allocators follow NB: every port added, changed or removed, and the whole cache after a reload.
@@ -508,7 +511,11 @@ export class PodPortAllocator {
       if (fresh && (!sent || certainlyNotApplied(e))) this.releaseAll(owner, subnetName, ips);
       const taken =
         e instanceof WaitFailedError ? e.failures.find((f) => addressGuards.has(f.index)) : undefined;
-      if (taken) return new AddressTaken(addressGuards.get(taken.index) as string);
+      if (taken) {
+        const ip = addressGuards.get(taken.index) as string;
+        this.opts.log?.info({ pod: owner, ip }, ADDRESS_REFUSED);
+        return new AddressTaken(ip);
+      }
       throw e;
     } finally {
       if (fresh) {
