@@ -105,6 +105,7 @@ export class OvnController {
     // The pod allocators follow NB from construction on; what they learn goes to the Subnets' status.
     const podPorts = new PodPortAllocator(o.nb, {
       tunnel: o.tunnel,
+      log: o.log,
       onObservation: (x) => this.subnetReconciler.observed(x),
     });
     // They follow NB until the term ends, however it ends (a start that fails included); a new term gets new ones.

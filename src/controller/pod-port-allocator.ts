@@ -9,13 +9,23 @@ import type { Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
+import type { Logger } from "../observability/log.ts";
 import { findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
-import { ID_KEY, idOf, isOurs, KIND_KEY, POD_KEY, POD_UID_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import {
+  addressKey,
+  ID_KEY,
+  idOf,
+  isOurs,
+  KIND_KEY,
+  POD_KEY,
+  POD_UID_KEY,
+  SUBNET_KEY,
+} from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
 import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
 import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
-import { certainlyNotApplied } from "../ovsdb/errors.ts";
+import { certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { setHas } from "../ovsdb/set-index.ts";
 
@@ -96,7 +106,13 @@ export interface Observation {
   readonly problems: SubnetProblem[];
 }
 
+/** The insert's guard found a port of this pod that the cache does not show yet. */
 const RETRY = Symbol("retry");
+/** NB refused the insert: another port holds the address, although the allocator had it free. */
+export const ADDRESS_REFUSED = "NB refused a fresh address: a port not in this controller's view holds it";
+class AddressTaken {
+  constructor(readonly ip: string) {}
+}
 /**
  * How long a reconcile waits for NB to be connected before it throws and its key is retried with backoff;
  * the wait also ends with the term (the NB view is fenced on it).
@@ -129,6 +145,7 @@ export class PodPortAllocator {
       onObservation?: (o: Observation) => void;
       /** How long ensure and remove wait for NB to be connected (default NB_READY_WAIT_MS). */
       readyWaitMs?: number;
+      log?: Logger;
     } = { tunnel: "vxlan" },
   ) {
     // The allocators follow NB: every port added, changed or removed, and the whole cache after a reload.
@@ -350,15 +367,22 @@ export class PodPortAllocator {
     try {
       for (let attempt = 1; ; attempt++) {
         const r = await this.ensureOnce(pod, wanted, owner);
-        if (r !== RETRY) return r;
+        if (r !== RETRY && !(r instanceof AddressTaken)) return r;
         if (attempt >= 3) {
-          return {
-            ok: false,
-            reason: "PortConflict",
-            message: `pod ${owner}: a port for it keeps appearing in NB before this controller sees it`,
-          };
+          return r === RETRY
+            ? {
+                ok: false,
+                reason: "PortConflict",
+                message: `pod ${owner}: a port for it keeps appearing in NB before this controller sees it`,
+              }
+            : {
+                ok: false,
+                reason: "AddressConflict",
+                message: `pod ${owner}: NB refused address ${r.ip}: a port this controller does not see yet holds it`,
+              };
         }
-        // The insert's guard found a port that the cache does not show yet: wait until it does.
+        // A guard found a port that the cache does not show yet (this pod's, or the holder of the address):
+        // wait until it does, so the next attempt reads it.
         await this.nb.echo(this.opts.readyWaitMs ?? NB_READY_WAIT_MS);
       }
     } finally {
@@ -370,7 +394,7 @@ export class PodPortAllocator {
     pod: PodSpecInfo,
     wanted: string,
     owner: string,
-  ): Promise<EnsureResult | typeof RETRY> {
+  ): Promise<EnsureResult | typeof RETRY | AddressTaken> {
     const cache = this.nb.cache as never;
     const id = podPortId(pod.namespace, pod.name);
     const rows = findAllOwned(cache, "Logical_Switch_Port", id) as unknown as readonly LogicalSwitchPort[];
@@ -432,6 +456,8 @@ export class PodPortAllocator {
     const addressing = { ...addressingOf(sn, ips, mac), ...(pod.node ? { node: pod.node } : {}) };
     const txn = this.nb.transaction();
     let sent = false;
+    /** Index of the wait guarding each fresh address, in txn. */
+    const addressGuards = new Map<number, string>();
     if (fresh) {
       this.pending.set(owner, { subnet: subnetName, ips, mac });
       this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 0) + 1);
@@ -439,6 +465,21 @@ export class PodPortAllocator {
     try {
       // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
       if (!existing) txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [ID_KEY]: id }]]);
+      // NB itself refuses a second port with a fresh address: the allocator's view can lag NB (a lost reply whose
+      // insert lands after the retry read the cache, a new Raft leader still applying its predecessor's
+      // commits), and a duplicate must not commit however wrong that view is.
+      if (fresh) {
+        for (const ip of ips) {
+          addressGuards.set(txn.size, ip);
+          txn.wait(
+            "Logical_Switch_Port",
+            [["external_ids", "includes", { [addressKey(ip)]: subnetName }]],
+            ["_uuid"],
+            "==",
+            [],
+          );
+        }
+      }
       // The switch must still be there when this lands: a port added to a switch deleted meanwhile (its Subnet
       // removed) would be dropped by OVSDB with no error, leaving the pod an address without a port. A failed
       // wait is a refusal, so the reservation is released and the pod tried again.
@@ -468,6 +509,13 @@ export class PodPortAllocator {
     } catch (e) {
       // Only a refusal is known not to have landed; otherwise the reservation stays until NB tells.
       if (fresh && (!sent || certainlyNotApplied(e))) this.releaseAll(owner, subnetName, ips);
+      const taken =
+        e instanceof WaitFailedError ? e.failures.find((f) => addressGuards.has(f.index)) : undefined;
+      if (taken) {
+        const ip = addressGuards.get(taken.index) as string;
+        this.opts.log?.info({ pod: owner, ip }, ADDRESS_REFUSED);
+        return new AddressTaken(ip);
+      }
       throw e;
     } finally {
       if (fresh) {

@@ -14,6 +14,15 @@ export const SUBNET_KEY = "zstack.io/subnet";
 export const NODE_KEY = "zstack.io/node";
 /** The StatefulSet owning a pod: its port outlives the pod while the StatefulSet still wants that ordinal. */
 export const STATEFULSET_KEY = "zstack.io/statefulset";
+/**
+ * One key per address a pod port holds, valued with its Subnet: an insert waits until no port of that Subnet
+ * has the key, so NB refuses a second port with an address whatever the allocator believed (OVSDB conditions
+ * match whole set elements, so `addresses` itself, "MAC IP...", cannot be searched by address).
+ */
+export const ADDRESS_KEY_PREFIX = "zstack.io/ip/";
+export function addressKey(ip: string): string {
+  return `${ADDRESS_KEY_PREFIX}${ip}`;
+}
 /** The Service (`<namespace>/<name>`) a load balancer realizes. */
 export const SERVICE_KEY = "zstack.io/service";
 

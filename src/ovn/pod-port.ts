@@ -7,7 +7,7 @@ import { type Cidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { parseRequestedMac } from "../ipam/mac.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import type { DesiredRow, ParentRef } from "./nb-diff.ts";
-import { ownedIds, POD_KEY, POD_UID_KEY, STATEFULSET_KEY, SUBNET_KEY } from "./ownership.ts";
+import { addressKey, ownedIds, POD_KEY, POD_UID_KEY, STATEFULSET_KEY, SUBNET_KEY } from "./ownership.ts";
 
 export const POD_NETWORKS_ANNOTATION = "k8s.ovn.org/pod-networks";
 
@@ -56,6 +56,7 @@ export function podPortRow(pod: PodRef, a: PodAddressing, parent: ParentRef): De
         [POD_KEY]: `${pod.namespace}/${pod.name}`,
         [POD_UID_KEY]: pod.uid,
         [SUBNET_KEY]: a.subnet,
+        ...Object.fromEntries(ips.map((ip) => [addressKey(ip), a.subnet])),
         ...(pod.statefulSet ? { [STATEFULSET_KEY]: pod.statefulSet } : {}),
       }),
     },

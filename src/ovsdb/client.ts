@@ -338,6 +338,7 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
       await this.checkServer(conn);
       await this.loadSchema(conn);
       await conn.request("set_db_change_aware", [true]).catch(() => {});
+      await this.catchUp(conn);
       await this.startMonitor(conn);
     } catch (e) {
       const err = e instanceof ConnectionClosedError ? ((await closed) ?? e) : (e as Error);
@@ -420,6 +421,19 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
   }
 
   private serverCache = newServerCache();
+
+  /**
+   * On a Raft member, waits until the database has applied every entry of the member's log before the cache is
+   * loaded from it. The monitor answers from what is applied, so without this the cache could miss a
+   * transaction the member already holds: one of ours whose reply was lost and that is still committing, or,
+   * on a newly elected leader, what its predecessor committed. A caller that reads the cache after a
+   * reconnect would take such a write for one that never landed. Any transaction waits for that on the
+   * server (its prerequisite is the log's last entry), so an empty one is the barrier.
+   */
+  private async catchUp(conn: RpcConnection): Promise<void> {
+    if (this.serverDbRow()?.model !== "clustered") return;
+    await conn.request("transact", [this.database], this.opts.connectTimeoutMs ?? 10_000);
+  }
 
   private serverDbRow(): ServerDatabaseRow | undefined {
     return this.serverCache.table("Database").findOne((r) => r.name === this.database);

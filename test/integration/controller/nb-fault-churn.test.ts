@@ -3,9 +3,11 @@
 // a 3-member Raft NB, while leadership moves between members. An NB write whose outcome the controller never
 // learns must not make it hand out an address twice or lose track of one: the allocator has to follow NB.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Subnet } from "../../../src/api/subnet.ts";
+import { ADDRESS_REFUSED } from "../../../src/controller/pod-port-allocator.ts";
 import { type ApiClient, isNotFound } from "../../../src/k8s/api-client.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
@@ -366,8 +368,11 @@ async function runChurn(t: test.TestContext, seed: number, nbKind: "standalone" 
     15_000,
     250,
   ).catch(() => usedAddresses(ctl));
+  // How often the allocator's view lagged NB enough to offer an address a port held (NB refused each).
+  const refused = readFileSync(ctl.logFile, "utf8").split(ADDRESS_REFUSED).length - 1;
   t.diagnostic(
-    `settled ${Date.now() - started - churnMs} ms after the churn: ${ports} ports, allocator counts ${used} used`,
+    `settled ${Date.now() - started - churnMs} ms after the churn: ${ports} ports, allocator counts ${used} used; ` +
+      `${refused} inserts refused by NB's address guard`,
   );
 
   // One report of everything that went wrong, so a failing seed shows all its symptoms at once.

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
 import { PodPortAllocator, VXLAN_PORTS_PER_SWITCH } from "../../../src/controller/pod-port-allocator.ts";
 import { parseSubnetSpec } from "../../../src/ipam/subnet-spec.ts";
 import { plan } from "../../../src/ovn/nb-diff.ts";
@@ -15,7 +16,7 @@ import { desiredTopology, subnetRows, subnetSwitchName, topologyScope } from "..
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
-import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+import { SCHEMAS, useOvsdbServer, useRaftCluster } from "../../rig/ovsdb-server.ts";
 
 const NET = {
   clusterCIDRs: ["10.244.0.0/16"],
@@ -320,6 +321,131 @@ test("two writers racing to create one pod's port leave one row: the guarded ins
     "both writers report the address NB holds",
   );
   for (const pn of pns) await assertAllocatorFollowsNb(pn, admin);
+});
+
+/** Every address that two pod ports held at once, as `nb`'s cache saw it after each update. */
+function watchSharedAddresses(nb: Nb): { seen: string[]; stop: () => void } {
+  const seen: string[] = [];
+  const stop = nb.cache.subscribe("Logical_Switch_Port", () => {
+    const holder = new Map<string, string>();
+    for (const r of nb.cache.table("Logical_Switch_Port").values()) {
+      for (const ip of r.addresses.flatMap((a) => a.split(" ").slice(1))) {
+        const other = holder.get(ip);
+        if (other !== undefined) seen.push(`${ip} on ${other} and ${r.name}`);
+        else holder.set(ip, r.name);
+      }
+    }
+  });
+  return { seen, stop };
+}
+
+test("NB refuses a port insert whose address another port already holds, however stale the allocator's view: the pod gets another address", async (t) => {
+  const { admin, proxy, c, srv } = await rig(t);
+  const shared = watchSharedAddresses(admin);
+  t.after(() => shared.stop());
+  // Another writer that NB has already heard from (a port whose insert landed after this controller's view was
+  // read: a lost reply, a new Raft leader still applying its predecessor's commits).
+  const other = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  t.after(() => other.close());
+  await other.connect();
+  const pnOther = new PodPortAllocator(other);
+  pnOther.loadSubnet("default", DEFAULT());
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+
+  // This controller's view of NB stops while pod a's port lands.
+  const release = proxy.holdFromServer();
+  const a = await pnOther.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(a.ok, JSON.stringify(a));
+  const addr = a.ips[0] as string;
+
+  // Pod b is given the same address (its allocator has it free) and its insert goes out with it.
+  const b = pn.ensure({ namespace: "ns", name: "b", uid: "ub" }, "default");
+  const alloc = pn.allocatorOf("default");
+  for (let i = 0; !alloc?.holdersOf(addr).some((h) => h.owner === "ns/b"); i++) {
+    assert.ok(i < 10_000, `pod b was never given ${addr}`);
+    await new Promise((r) => setImmediate(r));
+  }
+  release();
+  const rb = await b;
+  assert.ok(rb.ok, JSON.stringify(rb));
+  assert.notEqual(rb.ips[0], addr, "pod b ends with another address than the one NB refused");
+  assert.deepEqual(shared.seen, [], "NB never held one address on two ports");
+  const ports = await nbPodPorts(admin);
+  assert.deepEqual(ports.get("ns_a")?.ips, [addr]);
+  assert.deepEqual(ports.get("ns_b")?.ips, rb.ips);
+  await c.echo();
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("Raft: a pod port insert still committing when the controller reloads its view keeps its address: no other pod gets it", async (t) => {
+  const cluster = await useRaftCluster(t, { schema: SCHEMAS.nb });
+  const leader = await cluster.leader();
+  const admin = new OvsdbClient<NbTables>({ remotes: leader.server.unix, model: nbModel });
+  t.after(() => admin.close());
+  await admin.connect();
+  const topo = admin.transaction();
+  plan(
+    admin.cache as never,
+    admin.schema,
+    topo as never,
+    desiredTopology(
+      NET,
+      [{ name: "default", cidrs: ["10.244.0.0/24"], gateways: ["10.244.0.1"] }],
+      [{ name: "node1", mgmtIP: "100.64.0.2/16", mgmtMAC: MGMT_MAC }],
+    ),
+    topologyScope,
+  );
+  await topo.commit();
+  const shared = watchSharedAddresses(admin);
+  t.after(() => shared.stop());
+  const proxy = await startOvsdbFaultProxy(leader.server.unix);
+  t.after(() => proxy.close());
+  const c = new OvsdbClient<NbTables>({ remotes: proxy.remote, model: nbModel, backoff: { initialMs: 20 } });
+  t.after(() => c.close());
+  await c.connect();
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+
+  // The leader stops talking Raft: pod a's insert goes into its log and cannot commit yet.
+  const logEnd = async () =>
+    Number(/Log: \[\d+, (\d+)\]/.exec(await leader.server.appctl("cluster/status", "OVN_Northbound"))?.[1]);
+  const before = await logEnd();
+  assert.ok(Number.isInteger(before), "cluster/status shows the leader's log");
+  await leader.server.appctl("cluster/failure-test", "stop-raft-rpc");
+  let cleared = false;
+  const clear = async () => {
+    if (cleared) return;
+    cleared = true;
+    await leader.server.appctl("cluster/failure-test", "clear");
+  };
+  t.after(clear);
+  const a = pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default").catch((e: unknown) => e);
+  for (let i = 0; (await logEnd()) === before; i++) {
+    assert.ok(i < 1000, "pod a's insert never reached the leader's log");
+    await delay(10);
+  }
+  // Its reply is lost, and the controller reloads its whole view (a reconnect that cannot resume).
+  const reconnected = c.reconnect({ fullResync: true });
+  assert.ok((await a) instanceof Error, "pod a's insert has no reply");
+  // A client that does not wait for the leader's log is ready by now, with a view without pod a's port.
+  await Promise.race([reconnected, delay(300)]);
+  const b = pn.ensure({ namespace: "ns", name: "b", uid: "ub" }, "default");
+  await clear();
+  await reconnected;
+  const rb = await b;
+  assert.ok(rb.ok, JSON.stringify(rb));
+
+  const ports = await nbPodPorts(admin);
+  const addrA = ports.get("ns_a")?.ips[0];
+  assert.ok(addrA, "pod a's insert committed after all");
+  assert.notEqual(rb.ips[0], addrA, "pod b does not get the address pod a's port holds");
+  assert.deepEqual(shared.seen, [], "NB never held one address on two ports");
+  const again = await pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  assert.ok(again.ok, JSON.stringify(again));
+  assert.deepEqual(again.ips, [addrA], "the retry keeps the address pod a's port holds");
+  await c.echo();
+  await assertAllocatorFollowsNb(pn, admin);
 });
 
 test("two owned rows for one pod (a write applied twice) are repaired to one, and the other row's address is freed", async (t) => {

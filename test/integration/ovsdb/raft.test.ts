@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { SCHEMAS, useOvsdbServer, useRaftCluster } from "../../rig/ovsdb-server.ts";
@@ -104,6 +105,44 @@ describe("OVSDB client with a 3-member Raft cluster", () => {
     );
     assert.equal(c.stats.fullSnapshots, 1);
     assert.deepEqual(diffCacheAndDump(c.cache as never, c.schema, await leader.server.dump(NB)), []);
+  });
+
+  test("a client connecting to a leader while a write is still committing there loads a cache that holds the write", async (t) => {
+    const cluster = await useRaftCluster(t, { schema: SCHEMAS.nb });
+    const leader = await cluster.leader();
+    const writer = new OvsdbClient<NbTables>({ remotes: [leader.server.unix], model: nbModel });
+    t.after(() => writer.close());
+    await writer.connect();
+    // The leader stops talking Raft: it takes the write into its log but cannot commit it (what a lost reply
+    // leaves behind while its commit is under way, or a new leader that has not applied its predecessor's).
+    await leader.server.appctl("cluster/failure-test", "stop-raft-rpc");
+    let cleared = false;
+    const clear = async () => {
+      if (cleared) return;
+      cleared = true;
+      await leader.server.appctl("cluster/failure-test", "clear");
+    };
+    t.after(clear);
+    const committed = writer.transact((txn) => {
+      txn.insert("Logical_Switch", { name: "committing" });
+    });
+    // The server read the transaction before this echo's reply.
+    await writer.echo();
+
+    const c = new OvsdbClient<NbTables>({ remotes: [leader.server.unix], model: nbModel });
+    t.after(() => c.close());
+    let atReady: boolean | undefined;
+    c.once("ready", () => {
+      atReady = c.cache.table("Logical_Switch").findOne((r) => r.name === "committing") !== undefined;
+    });
+    const connected = c.connect();
+    // Give a client that does not wait for the log time to load its cache without the write (less than an
+    // election timeout, so the leader keeps leading); then let the write commit.
+    await Promise.race([connected, delay(300)]);
+    await clear();
+    await connected;
+    await committed;
+    assert.equal(atReady, true, "the cache the client was ready with holds the write");
   });
 
   test("a dropped connection to a standalone database reloads in full and still converges", async (t) => {
