@@ -23,6 +23,11 @@ export interface Reconciler {
    * have synced and the startup steps are done, before any queue starts. Returns what undoes them.
    */
   watch(): Disposer[];
+  /**
+   * Run once at start after watch() and before the workers: writes many keys' state in a few transactions where
+   * one transaction per key would be slow. What it leaves undone the per-key reconciles do.
+   */
+  bulkSync?(): Promise<void>;
   /** Keys to reconcile once at start besides those the handlers enqueue (rows left in NB by objects now gone). */
   startupKeys?(): Iterable<string>;
   /** Keys enqueued again on each periodic resync, catching anything a watch missed. */
@@ -157,6 +162,7 @@ export class ReconcilerManager {
     await this.opts.prepare?.();
     for (const { r } of this.reconcilers) this.disposers.push(...r.watch());
     for (const { r, q } of this.reconcilers) for (const k of r.startupKeys?.() ?? []) q.add(k);
+    for (const { r } of this.reconcilers) if (r.bulkSync) await this.unlessStopped(r.bulkSync());
     for (const { q } of this.reconcilers) q.start();
     this.resyncTimer = setInterval(() => {
       for (const { r, q } of this.reconcilers) for (const k of r.resyncKeys?.() ?? []) q.add(k);

@@ -7,7 +7,7 @@ import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { ensureIdIndex, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_KEY } from "../ovn/ownership.ts";
-import { serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
+import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
@@ -28,6 +28,8 @@ import {
 } from "./informers.ts";
 
 const LB_BY_SERVICE = "zstack.io/service";
+/** Services whose load balancers the start-up bulk write puts in one transaction. */
+const BULK_SERVICES = 100;
 
 export class ServiceReconciler implements Reconciler {
   readonly name = SERVICES;
@@ -168,35 +170,42 @@ export class ServiceReconciler implements Reconciler {
     return this.services.keys();
   }
 
-  async reconcile(key: string): Promise<ReconcileResult> {
-    const { nb } = this.o;
-    const cache = nb.cache as never;
+  /** What NB should hold for a Service (nothing for one that is gone), and what in it could not be realized. */
+  private desiredOf(key: string) {
     const svc = this.services.get(key);
     const { model, problems } = svc
       ? parseService(svc, { ...this.ranges, reserved: this.reservedAddresses() })
       : { model: undefined, problems: [] };
-    const chassis = this.nodes.keys();
     const slices = model ? this.slices.byIndex(SLICES_BY_SERVICE, key) : [];
     const desired = model
-      ? serviceLoadBalancers(model, slices, chassis)
+      ? serviceLoadBalancers(model, slices, this.nodes.keys())
       : { rows: [], variables: new Map<string, Record<string, string>>() };
+    return { svc, problems, desired };
+  }
 
+  /** Adds to `txn` what brings the Service's load balancers to `rows`; returns how many of its ops are guards. */
+  private planRows(
+    txn: Transaction,
+    key: string,
+    rows: ServiceLoadBalancers["rows"],
+    owned: readonly AnyRow[],
+  ) {
+    const { nb } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    if (!group && desired.rows.length > 0)
+    if (!group && rows.length > 0)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
-    const owned = this.ownedLbs(key);
-    const txn = nb.transaction();
+    const before = txn.size;
     // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
     const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
-    for (const d of desired.rows)
+    for (const d of rows)
       if (!present.has(d.id))
         txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
-    const guards = txn.size;
+    const guards = txn.size - before;
     plan(
-      cache,
+      nb.cache as never,
       nb.schema,
       txn as never,
-      desired.rows.map((d) =>
+      rows.map((d) =>
         group
           ? { ...d, parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
           : d,
@@ -210,6 +219,52 @@ export class ServiceReconciler implements Reconciler {
         },
       },
     );
+    return guards;
+  }
+
+  /**
+   * At start, the load balancers of every Service that has none in NB yet, up to BULK_SERVICES Services per
+   * transaction instead of one each (thousands of Services created while no controller ran). Services that need
+   * chassis variables are left to their reconcile, as is every Service of a batch that fails; the reconciles
+   * that follow find these rows and write nothing.
+   */
+  async bulkSync(): Promise<void> {
+    const { nb, log } = this.o;
+    let txn = nb.transaction();
+    let keys: string[] = [];
+    const flush = async () => {
+      const batch = keys;
+      const t = txn;
+      keys = [];
+      txn = nb.transaction();
+      if (batch.length === 0) return;
+      try {
+        await t.commit();
+      } catch (err) {
+        log.warn(
+          { err, services: batch.length },
+          "bulk write of Service load balancers failed; reconciling each",
+        );
+      }
+    };
+    for (const key of this.services.keys()) {
+      if (this.ownedLbs(key).length > 0) continue;
+      const { desired } = this.desiredOf(key);
+      if (desired.rows.length === 0 || desired.variables.size > 0) continue;
+      this.planRows(txn, key, desired.rows, []);
+      keys.push(key);
+      if (keys.length >= BULK_SERVICES) await flush();
+    }
+    await flush();
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const { nb } = this.o;
+    const cache = nb.cache as never;
+    const { svc, problems, desired } = this.desiredOf(key);
+    const owned = this.ownedLbs(key);
+    const txn = nb.transaction();
+    const guards = this.planRows(txn, key, desired.rows, owned);
     // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
     for (const d of desired.rows) {
       const kept = findOwned(cache, "Load_Balancer", d.id);

@@ -2,7 +2,8 @@
 // load balancers appear in the cluster group, follow endpoint changes with one write, survive a lost reply on
 // their insert as one row, carry per-chassis template variables for internalTrafficPolicy Local, go with their
 // Service (also while the controller is down), a restart with nothing changed writes nothing, and a bad field
-// gets a Warning Event without disturbing other Services.
+// gets a Warning Event without disturbing other Services. Services present before the controller starts are
+// written in batches of 100 per transaction.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
@@ -273,4 +274,79 @@ test("Services become load balancers in the cluster group and follow their endpo
   run = await startInProcess({ api, srv }, { nbRemote: proxy.remote, events });
   await run.synced;
   assert.equal((await settledWrites()) - beforeRestart, 0, "no NB write after a restart with no change");
+});
+
+test("Services present before the controller starts are written in batches, and a restart writes nothing", async (t) => {
+  const { api, srv } = await useCluster(t);
+  const N = 150;
+  const ENDPOINTS = 10;
+  const ips = new Map<string, string>();
+  const names = Array.from({ length: N }, (_, i) => `bulk-${i}`);
+  for (let i = 0; i < N; i += 10)
+    await Promise.all(
+      names.slice(i, i + 10).map(async (name, j) => {
+        const svc = await api.request<{ spec: { clusterIP: string } }>(`/api/v1/namespaces/${NS}/services`, {
+          method: "POST",
+          body: { metadata: { name }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] } },
+        });
+        ips.set(name, svc.spec.clusterIP);
+        await api.request(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, {
+          method: "POST",
+          body: {
+            metadata: { name: `${name}-x`, labels: { "kubernetes.io/service-name": name } },
+            addressType: "IPv4",
+            endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({
+              addresses: [`10.244.${i + j}.${e + 1}`],
+              conditions: { ready: true },
+            })),
+            ports: [{ name: "http", protocol: "TCP", port: 8080 }],
+          },
+        });
+      }),
+    );
+  const settledWrites = async () => {
+    let last = await writeRecords(srv, "OVN_Northbound");
+    for (;;) {
+      await delay(1500);
+      const now = await writeRecords(srv, "OVN_Northbound");
+      if (now === last) return now;
+      last = now;
+    }
+  };
+  const expected = (k: number) =>
+    Array.from({ length: ENDPOINTS }, (_, e) => `10.244.${k}.${e + 1}:8080`).join(",");
+
+  const before = await writeRecords(srv, "OVN_Northbound");
+  let run = await startInProcess({ api, srv });
+  t.after(() => run.stop());
+  await run.synced;
+  const lbOf = (name: string) =>
+    run.nb.cache.table("Load_Balancer").findOne((r) => r.external_ids[ID_KEY] === `${NS}/${name}/tcp`);
+  await until("every Service's LB with all its endpoints", () =>
+    names.every((name, k) => lbOf(name)?.vips[`${ips.get(name)}:80`] === expected(k)) ? true : undefined,
+  );
+  const afterStart = await settledWrites();
+  // The start-up topology (router, join switch, default Subnet's switch, group) takes a few writes; the
+  // Services only ceil(N/100) of them, not one each.
+  const written = afterStart - before;
+  assert.ok(written <= Math.ceil(N / 100) + 5, `${written} NB writes at start for ${N} Services`);
+  const group = run.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+  assert.ok(group);
+  for (const [k, name] of names.entries()) {
+    const rows = [...run.nb.cache.table("Load_Balancer").values()].filter(
+      (r) => r.external_ids[ID_KEY] === `${NS}/${name}/tcp`,
+    );
+    assert.equal(rows.length, 1, `one LB row for ${name}`);
+    const lb = rows[0];
+    assert.ok(lb);
+    assert.equal(lb.name, `zovn-svc_${NS}_${name}_tcp`);
+    assert.deepEqual(lb.vips, { [`${ips.get(name)}:80`]: expected(k) });
+    assert.equal(lb.external_ids[SERVICE_KEY], `${NS}/${name}`);
+    assert.ok(group.load_balancer.includes(lb._uuid), `${name}'s LB is in the group`);
+  }
+
+  await run.stop();
+  run = await startInProcess({ api, srv });
+  await run.synced;
+  assert.equal((await settledWrites()) - afterStart, 0, "no NB write after a restart with no change");
 });
