@@ -30,6 +30,7 @@ import {
 const LB_BY_SERVICE = "zstack.io/service";
 /** Services whose load balancers the start-up bulk write puts in one transaction. */
 const BULK_SERVICES = 100;
+const BULK_IN_FLIGHT = 4;
 
 export class ServiceReconciler implements Reconciler {
   readonly name = SERVICES;
@@ -230,16 +231,23 @@ export class ServiceReconciler implements Reconciler {
    */
   async bulkSync(): Promise<void> {
     const { nb, log } = this.o;
-    let txn = nb.transaction();
-    let keys: string[] = [];
-    const flush = async () => {
-      const batch = keys;
-      const t = txn;
-      keys = [];
-      txn = nb.transaction();
-      if (batch.length === 0) return;
+    const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+    if (!group) return;
+    const write = async (batch: ServiceLoadBalancers["rows"][]) => {
+      const rows = batch.flat();
+      const txn = nb.transaction();
+      // A retried insert whose first attempt landed unseen fails on these guards instead of adding a second row.
+      for (const d of rows)
+        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+      const refs = rows.map((d) => txn.insert("Load_Balancer", d.row as never));
+      // One mutation of the group for the whole batch: a hundred of them cost the server more than the inserts.
+      txn.mutate(
+        "Load_Balancer_Group",
+        [["_uuid", "==", group._uuid]] as never,
+        [["load_balancer", "insert", refs]] as never,
+      );
       try {
-        await t.commit();
+        await txn.commit();
       } catch (err) {
         log.warn(
           { err, services: batch.length },
@@ -247,15 +255,22 @@ export class ServiceReconciler implements Reconciler {
         );
       }
     };
+    const batches: ServiceLoadBalancers["rows"][][] = [[]];
     for (const key of this.services.keys()) {
       if (this.ownedLbs(key).length > 0) continue;
       const { desired } = this.desiredOf(key);
       if (desired.rows.length === 0 || desired.variables.size > 0) continue;
-      this.planRows(txn, key, desired.rows, []);
-      keys.push(key);
-      if (keys.length >= BULK_SERVICES) await flush();
+      if ((batches[batches.length - 1] as unknown[]).length >= BULK_SERVICES) batches.push([]);
+      const last = batches[batches.length - 1] as ServiceLoadBalancers["rows"][];
+      last.push(desired.rows);
     }
-    await flush();
+    // The batches touch disjoint rows: a few in flight keep the server busy while replies travel.
+    const pending = batches.filter((b) => b.length > 0);
+    await Promise.all(
+      Array.from({ length: BULK_IN_FLIGHT }, async () => {
+        for (let b = pending.shift(); b; b = pending.shift()) await write(b);
+      }),
+    );
   }
 
   async reconcile(key: string): Promise<ReconcileResult> {

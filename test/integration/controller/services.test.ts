@@ -3,7 +3,7 @@
 // their insert as one row, carry per-chassis template variables for internalTrafficPolicy Local, go with their
 // Service (also while the controller is down), a restart with nothing changed writes nothing, and a bad field
 // gets a Warning Event without disturbing other Services. Services present before the controller starts are
-// written in batches of 100 per transaction.
+// written in batches of 100 per transaction (one row each, also when a batch's reply is lost).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
@@ -317,9 +317,16 @@ test("Services present before the controller starts are written in batches, and 
     Array.from({ length: ENDPOINTS }, (_, e) => `10.244.${k}.${e + 1}:8080`).join(",");
 
   const before = await writeRecords(srv, "OVN_Northbound");
-  let run = await startInProcess({ api, srv });
+  // The first batch's reply is lost: its retry must not add a second row for any of its Services.
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const lost = proxy.loseNextReply(
+    (ops) => ops.filter((o) => o.op === "insert" && o.table === "Load_Balancer").length > 1,
+  );
+  let run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   t.after(() => run.stop());
   await run.synced;
+  await lost;
   const lbOf = (name: string) =>
     run.nb.cache.table("Load_Balancer").findOne((r) => r.external_ids[ID_KEY] === `${NS}/${name}/tcp`);
   await until("every Service's LB with all its endpoints", () =>
@@ -346,7 +353,7 @@ test("Services present before the controller starts are written in batches, and 
   }
 
   await run.stop();
-  run = await startInProcess({ api, srv });
+  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   await run.synced;
   assert.equal((await settledWrites()) - afterStart, 0, "no NB write after a restart with no change");
 });
