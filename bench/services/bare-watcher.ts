@@ -45,8 +45,12 @@ export async function startBareWatcher(api: ApiClient, nbRemote: string): Promis
         .map((a) => `${a}:${TARGET_PORT}`)
         .join(",");
       const vips = Object.fromEntries(Object.keys(row.vips).map((vip) => [vip, backends]));
-      void nb.transact((t) => {
+      // Fire and forget, as fast as a watcher can; a write still in flight when the bench closes the client is
+      // refused with ConnectionClosedError, which is expected then and must not end the bench.
+      nb.transact((t) => {
         t.update("Load_Balancer", byUuid(row._uuid), { vips });
+      }).catch((e: unknown) => {
+        if (!stop.signal.aborted) throw e;
       });
     },
     stop.signal,
