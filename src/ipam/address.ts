@@ -17,6 +17,19 @@ export function familyBits(family: Family): 32 | 128 {
   return family === 4 ? 32 : 128;
 }
 
+/** True only for a real parsed address: where text is produced from one, a cast from a raw string is caught. */
+export function isParsedIp(v: unknown): v is IpAddress {
+  const ip = v as IpAddress;
+  return (
+    typeof ip === "object" &&
+    ip !== null &&
+    (ip.family === 4 || ip.family === 6) &&
+    typeof ip.value === "bigint" &&
+    ip.value >= 0n &&
+    ip.value < 1n << BigInt(familyBits(ip.family))
+  );
+}
+
 export function familyName(family: Family): "IPv4" | "IPv6" {
   return family === 4 ? "IPv4" : "IPv6";
 }

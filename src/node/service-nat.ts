@@ -17,7 +17,7 @@
 //   chain per endpoint that DNATs (and records the client for session affinity).
 
 import { createHash } from "node:crypto";
-import { familyBits, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
@@ -89,13 +89,7 @@ function fail(what: string, v: unknown): never {
 }
 
 function checkedIp(ip: IpAddress): IpAddress {
-  const ok =
-    typeof ip === "object" &&
-    ip !== null &&
-    (ip.family === 4 || ip.family === 6) &&
-    typeof ip.value === "bigint" &&
-    ip.value >= 0n &&
-    ip.value < 1n << BigInt(familyBits(ip.family));
+  const ok = isParsedIp(ip);
   if (!ok) fail("a parsed IP address", ip);
   return ip;
 }

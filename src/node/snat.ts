@@ -4,7 +4,7 @@
 // rules live in their own nftables table, replaced as a whole in one atomic `nft -f` transaction.
 
 import { writeFile } from "node:fs/promises";
-import { familyBits, formatIp, type IpAddress } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress, isParsedIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
@@ -23,13 +23,7 @@ export interface EgressSnatSpec {
 // The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
 // value it claims to be (a cast from a raw string would otherwise slip through) and printed from its numbers.
 function checkedIp(ip: IpAddress): IpAddress {
-  const ok =
-    typeof ip === "object" &&
-    ip !== null &&
-    (ip.family === 4 || ip.family === 6) &&
-    typeof ip.value === "bigint" &&
-    ip.value >= 0n &&
-    ip.value < 1n << BigInt(familyBits(ip.family));
+  const ok = isParsedIp(ip);
   if (!ok) throw new TypeError(`egress SNAT: ${JSON.stringify(String(ip))} is not a parsed IP address`);
   return ip;
 }
