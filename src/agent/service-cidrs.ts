@@ -1,14 +1,7 @@
-// ServiceCIDR objects (networking.k8s.io/v1): the address ranges Service cluster IPs are allocated from, added at
-// run time by an administrator. The node routes each through the management port like the configured service
-// CIDR, so the node's own connections to a cluster IP from a new range take the Services path. The object is
-// still input from the API: a range that would capture the node's own traffic is refused, as for Subnets.
-
-import { formatIp } from "../ipam/address.ts";
-import { type Cidr, cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { type Cidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
-import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
-import { MIN_ROUTE_PREFIX, type RouteGuard } from "./subnet-routes.ts";
+import { type RouteGuard, routeProblem } from "./subnet-routes.ts";
 
 export const SERVICE_CIDR_PATH = "/apis/networking.k8s.io/v1/servicecidrs";
 
@@ -59,18 +52,5 @@ export function planServiceCidrRoutes(
 }
 
 function problem(cidr: Cidr, guard: RouteGuard, clusterCidrs: readonly Cidr[]): string | undefined {
-  if (cidr.prefix < MIN_ROUTE_PREFIX[cidr.family])
-    return `is wider than /${MIN_ROUTE_PREFIX[cidr.family]}, the widest range the node routes`;
-  const special = specialRangeOverlapping(cidr);
-  if (special) return `overlaps the ${special.name} ${formatCidr(special.range)}`;
-  if (overlaps(cidr, guard.joinCidr)) return `overlaps the join network ${formatCidr(guard.joinCidr)}`;
-  const pods = clusterCidrs.find((c) => overlaps(cidr, c));
-  if (pods) return `overlaps the cluster network ${formatCidr(pods)}`;
-  const own = guard.nodeIps.find((ip) => cidrContains(cidr, ip));
-  if (own) return `contains the node's own address ${formatIp(own)}`;
-  const uplink = guard.uplinkCidrs?.find((c) => overlaps(cidr, c));
-  if (uplink) return `overlaps the node's uplink network ${formatCidr(uplink)}`;
-  const host = guard.hostIps?.find((h) => cidrContains(cidr, h.ip));
-  if (host) return `contains ${host.what} ${formatIp(host.ip)}`;
-  return undefined;
+  return routeProblem(cidr, guard, "range", { what: "cluster network", cidrs: clusterCidrs });
 }

@@ -103,22 +103,11 @@ export function planSubnetRoutes(subnets: readonly Subnet[], guard: RouteGuard):
   for (const s of subnets) {
     if (!isAccepted(s)) continue;
     const name = s.metadata.name;
-    const problem = (cidr: Cidr): string | undefined => {
-      if (cidr.prefix < MIN_ROUTE_PREFIX[cidr.family])
-        return `is wider than /${MIN_ROUTE_PREFIX[cidr.family]}, the widest ${familyName(cidr.family)} Subnet the node routes`;
-      const special = specialRangeOverlapping(cidr);
-      if (special) return `overlaps the ${special.name} ${formatCidr(special.range)}`;
-      if (overlaps(cidr, guard.joinCidr)) return `overlaps the join network ${formatCidr(guard.joinCidr)}`;
-      const svc = guard.serviceCidrs.find((c) => overlaps(cidr, c));
-      if (svc) return `overlaps the service network ${formatCidr(svc)}`;
-      const own = guard.nodeIps.find((ip) => cidrContains(cidr, ip));
-      if (own) return `contains the node's own address ${formatIp(own)}`;
-      const uplink = guard.uplinkCidrs?.find((c) => overlaps(cidr, c));
-      if (uplink) return `overlaps the node's uplink network ${formatCidr(uplink)}`;
-      const host = guard.hostIps?.find((h) => cidrContains(cidr, h.ip));
-      if (host) return `contains ${host.what} ${formatIp(host.ip)}`;
-      return undefined;
-    };
+    const problem = (cidr: Cidr): string | undefined =>
+      routeProblem(cidr, guard, `${familyName(cidr.family)} Subnet`, {
+        what: "service network",
+        cidrs: guard.serviceCidrs,
+      });
     try {
       const texts = typeof s.spec?.cidr === "string" ? subnetCidrs(s.spec) : [];
       if (texts.length === 0) throw new InvalidInputError("spec.cidr", "is missing");
@@ -262,4 +251,31 @@ export class SubnetRoutes {
     this.last = key;
     this.onChange(plan.cidrs);
   }
+}
+
+/**
+ * Why the node must not route `cidr` through the management port, or undefined: too wide, a special range, the
+ * join network, `avoid` (the networks this kind of range must stay clear of), the node's own or uplink addresses,
+ * or a host address the node needs (API server, gateway). `widest` names the kind of range in the message.
+ */
+export function routeProblem(
+  cidr: Cidr,
+  guard: RouteGuard,
+  widest: string,
+  avoid: { what: string; cidrs: readonly Cidr[] },
+): string | undefined {
+  if (cidr.prefix < MIN_ROUTE_PREFIX[cidr.family])
+    return `is wider than /${MIN_ROUTE_PREFIX[cidr.family]}, the widest ${widest} the node routes`;
+  const special = specialRangeOverlapping(cidr);
+  if (special) return `overlaps the ${special.name} ${formatCidr(special.range)}`;
+  if (overlaps(cidr, guard.joinCidr)) return `overlaps the join network ${formatCidr(guard.joinCidr)}`;
+  const other = avoid.cidrs.find((c) => overlaps(cidr, c));
+  if (other) return `overlaps the ${avoid.what} ${formatCidr(other)}`;
+  const own = guard.nodeIps.find((ip) => cidrContains(cidr, ip));
+  if (own) return `contains the node's own address ${formatIp(own)}`;
+  const uplink = guard.uplinkCidrs?.find((c) => overlaps(cidr, c));
+  if (uplink) return `overlaps the node's uplink network ${formatCidr(uplink)}`;
+  const host = guard.hostIps?.find((h) => cidrContains(cidr, h.ip));
+  if (host) return `contains ${host.what} ${formatIp(host.ip)}`;
+  return undefined;
 }
