@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the sandbox's Go binaries (Kubernetes control plane, etcd, test fixtures) from the Go
+# Builds the sandbox's Go binaries (Kubernetes control plane, etcd, test fixtures, and the chart's
+# tools helm and kubeconform) from the Go
 # module proxy into a cache outside the repository, keyed by version, and prints where they are.
 #
 #   hack/ensure-binaries.sh          build what is missing, then print KEY=/abs/path lines
@@ -44,7 +45,10 @@ module_version() {
 }
 k8s_version=$(module_version "$fixtures/k8s" k8s.io/kubernetes)
 etcd_version=$(module_version "$fixtures/etcd" go.etcd.io/etcd/server/v3)
-[[ -n $k8s_version && -n $etcd_version ]] || die "cannot read pinned versions from fixtures/*/go.mod"
+helm_version=$(module_version "$fixtures/helm" helm.sh/helm/v3)
+kubeconform_version=$(module_version "$fixtures/kubeconform" github.com/yannh/kubeconform)
+[[ -n $k8s_version && -n $etcd_version && -n $helm_version && -n $kubeconform_version ]] ||
+	die "cannot read pinned versions from fixtures/*/go.mod"
 
 # Any change to a fixture's source or pinned dependencies must yield a new directory, never a
 # stale binary, and hashing the files is cheaper than asking go for a build ID.
@@ -64,6 +68,8 @@ cache_root=$(cd "$cache_root" 2>/dev/null && pwd || echo "$cache_root")
 k8s_dir=$cache_root/kubernetes-$k8s_version
 etcd_dir=$cache_root/etcd-$etcd_version
 fixtures_dir=$cache_root/fixtures-$fixtures_hash
+helm_dir=$cache_root/helm-$helm_version
+kubeconform_dir=$cache_root/kubeconform-$kubeconform_version
 
 outputs=(
 	"KUBE_APISERVER=$k8s_dir/kube-apiserver"
@@ -74,6 +80,8 @@ outputs=(
 	"CNI_DRIVER=$fixtures_dir/cni-driver"
 	"PODSERVER=$fixtures_dir/podserver"
 	"CNITOOL=$fixtures_dir/cnitool"
+	"HELM=$helm_dir/helm"
+	"KUBECONFORM=$kubeconform_dir/kubeconform"
 )
 
 all_present() {
@@ -196,6 +204,17 @@ if ! all_present "$k8s_dir" kube-apiserver kube-controller-manager kube-schedule
 	build "kubernetes $k8s_version" "$k8s_dir" "$fixtures/k8s" "$ldflags" "" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+fi
+
+if ! all_present "$helm_dir" helm; then
+	# helm's own Makefile stamps the version the same way; without it `helm version` says v3.22.
+	build "helm $helm_version" "$helm_dir" "$fixtures/helm" \
+		"-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" helm helm.sh/helm/v3/cmd/helm
+fi
+
+if ! all_present "$kubeconform_dir" kubeconform; then
+	build "kubeconform $kubeconform_version" "$kubeconform_dir" "$fixtures/kubeconform" \
+		"-s -w -X main.version=$kubeconform_version" kubeconform github.com/yannh/kubeconform/cmd/kubeconform
 fi
 
 print_outputs
