@@ -9,3 +9,8 @@ manifests: binaries
 
 test-chart: deps binaries
 	@hack/run-tests.sh $(CHART_TEST_FILES)
+
+# Regenerates the "Chart values" table of docs/configuration.md from values.schema.json and values.yaml.
+.PHONY: docs-chart
+docs-chart: deps
+	node --import tsx tools/chart-values-doc.ts

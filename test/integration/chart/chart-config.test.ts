@@ -36,7 +36,7 @@ async function containerEnv(
   container: string,
 ): Promise<NodeJS.ProcessEnv> {
   const objs = objectsOf(await helmTemplate(valuesFile));
-  const obj = objs.find((o) => o.kind === kind) as {
+  const obj = objs.find((o) => o.kind === kind) as unknown as {
     spec: { template: { spec: { containers: Array<{ name: string; env: EnvVar[] }> } } };
   };
   const c = obj.spec.template.spec.containers.find((x) => x.name === container);
