@@ -64,16 +64,13 @@ export function pinnedKubeVersion(): string {
 }
 
 /** `helm template` of the chart with a values file (relative to the chart) and --set pairs; rejects with helm's message. */
-export async function helmTemplate(valuesFile: string | undefined, sets: string[] = []): Promise<string> {
+export async function helmTemplate(
+  valuesFile: string | undefined,
+  sets: string[] = [],
+  namespace = "kube-system",
+): Promise<string> {
   const { helm } = await chartTools();
-  const args = [
-    "template",
-    "zstack-ovn-kubernetes",
-    CHART_DIR,
-    "--namespace",
-    "kube-system",
-    "--include-crds",
-  ];
+  const args = ["template", "zstack-ovn-kubernetes", CHART_DIR, "--namespace", namespace, "--include-crds"];
   args.push("--kube-version", pinnedKubeVersion());
   if (valuesFile) args.push("-f", join(CHART_DIR, valuesFile));
   for (const s of sets) args.push("--set", s);

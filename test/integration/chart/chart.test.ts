@@ -80,6 +80,36 @@ describe("Helm chart", () => {
     });
   }
 
+  it("installs into another namespace: every namespaced object, the Lease Role and the admission policy follow it", async () => {
+    const ns = "zstack-system";
+    await kube.kubectl(["create", "namespace", ns]);
+    const yaml = await helmTemplate(
+      undefined,
+      ["controller.priorityClassName=", "ovn.standalone.priorityClassName="],
+      ns,
+    );
+    const objs = objectsOf(yaml);
+    for (const o of objs) {
+      const m = o.metadata as { namespace?: string };
+      if (m.namespace !== undefined) assert.equal(m.namespace, ns, `${o.kind}`);
+    }
+    const policy = find(objs, "ValidatingAdmissionPolicy", "zstack-ovn-pod-networks-annotation");
+    assert.match(
+      policy?.spec.variables[0].expression,
+      /system:serviceaccount:zstack-system:zstack-ovnkube-controller/,
+    );
+    const env = find(objs, "Deployment", "zstack-ovnkube-controller")?.spec.template.spec.containers[0].env;
+    assert.equal(env.find((e: { name: string }) => e.name === "ZSTACK_LEASE_NAMESPACE").value, ns);
+    const out = await kube.kubectl(
+      ["apply", "--server-side", "--dry-run=server", "--field-manager=chart-test", "-f", "-"],
+      {
+        input: yaml,
+        timeoutMs: 60_000,
+      },
+    );
+    assert.equal(out.trim().split("\n").length, objs.length, out);
+  });
+
   it("validates a Subnet against the CRD's own schema (and refuses a misspelt field)", async () => {
     const subnet = (spec: string) =>
       `apiVersion: network.zstack.io/v1\nkind: Subnet\nmetadata:\n  name: s1\nspec:\n${spec}`;
