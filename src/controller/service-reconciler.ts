@@ -6,7 +6,7 @@
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { ensureIdIndex, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
-import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_KEY } from "../ovn/ownership.ts";
+import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, rowUuid, SERVICE_KEY } from "../ovn/ownership.ts";
 import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
@@ -184,33 +184,42 @@ export class ServiceReconciler implements Reconciler {
     return { svc, problems, desired };
   }
 
-  /** Adds to `txn` what brings the Service's load balancers to `rows`; returns how many of its ops are guards. */
+  /**
+   * Adds to `txn` what brings the Service's load balancers to `rows`; returns how many of its ops are guards.
+   * A retried insert whose first attempt landed unseen must not add a second row: with `fixedUuids` each new row
+   * carries the UUID derived from its id, which the server refuses twice ("duplicate uuid", a hash lookup);
+   * otherwise a guardAbsent on its id goes first (a `wait` that scans Load_Balancer, for servers before 2.17).
+   */
   private planRows(
     txn: Transaction,
     key: string,
     rows: ServiceLoadBalancers["rows"],
     owned: readonly AnyRow[],
+    fixedUuids: boolean,
   ) {
     const { nb } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group && rows.length > 0)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
     const before = txn.size;
-    // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
-    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
-    for (const d of rows)
-      if (!present.has(d.id))
-        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    if (!fixedUuids) {
+      const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
+      for (const d of rows)
+        if (!present.has(d.id))
+          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    }
     const guards = txn.size - before;
     plan(
       nb.cache as never,
       nb.schema,
       txn as never,
-      rows.map((d) =>
-        group
-          ? { ...d, parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
-          : d,
-      ),
+      rows.map((d) => ({
+        ...d,
+        ...(fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {}),
+        ...(group
+          ? { parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
+          : {}),
+      })),
       {
         tables: ["Load_Balancer"],
         groups: [key],
@@ -233,13 +242,22 @@ export class ServiceReconciler implements Reconciler {
     const { nb, log } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group) return;
+    const fixedUuids = await nb.insertUuidSupported();
     const write = async (batch: ServiceLoadBalancers["rows"][]) => {
       const rows = batch.flat();
       const txn = nb.transaction();
-      // A retried insert whose first attempt landed unseen fails on these guards instead of adding a second row.
-      for (const d of rows)
-        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
-      const refs = rows.map((d) => txn.insert("Load_Balancer", d.row as never));
+      // A retried insert whose first attempt landed unseen is refused instead of adding a second row (planRows).
+      if (!fixedUuids)
+        for (const d of rows)
+          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+      const refs = rows.map((d) =>
+        txn.insert(
+          "Load_Balancer",
+          d.row as never,
+          undefined,
+          fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {},
+        ),
+      );
       // One mutation of the group for the whole batch: a hundred of them cost the server more than the inserts.
       txn.mutate(
         "Load_Balancer_Group",
@@ -279,7 +297,10 @@ export class ServiceReconciler implements Reconciler {
     const { svc, problems, desired } = this.desiredOf(key);
     const owned = this.ownedLbs(key);
     const txn = nb.transaction();
-    const guards = this.planRows(txn, key, desired.rows, owned);
+    // The server is asked (once per connection) only when a row is to be inserted.
+    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
+    const inserts = desired.rows.some((d) => !present.has(d.id));
+    const guards = this.planRows(txn, key, desired.rows, owned, inserts && (await nb.insertUuidSupported()));
     // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
     for (const d of desired.rows) {
       const kept = findOwned(cache, "Load_Balancer", d.id);

@@ -26,6 +26,11 @@ export interface DesiredRow {
   readonly row: Readonly<Record<string, unknown>>;
   /** The row that must refer to this one (required for rows of non-root tables). */
   readonly parent?: ParentRef;
+  /**
+   * The UUID to insert the row with (ownership.ts rowUuid): a second insert of it is refused by the server, which
+   * makes a retried insert safe without a guardAbsent. Ignored when the row exists.
+   */
+  readonly uuid?: string;
   /** References this row must hold in a set column (added by mutation; other members are left alone). */
   readonly links?: readonly { readonly column: string; readonly uuid: string }[];
 }
@@ -127,7 +132,7 @@ export function plan(
     const existing = findOwned(cache, d.table, d.id);
     let ref: string | NamedUuid;
     if (!existing) {
-      ref = txn.insert(d.table, d.row as never);
+      ref = txn.insert(d.table, d.row as never, undefined, d.uuid === undefined ? {} : { uuid: d.uuid });
       summary.inserted.push(`${d.table}/${d.id}`);
     } else {
       ref = existing._uuid;
