@@ -71,5 +71,13 @@ export function churnBreakdown(before: Samples, after: Samples, queue: string): 
       );
   }
   lines.push(`B.   controller GC during the churn: ${gc.join("; ") || "none"}`);
+  // prom-client resets its event-loop delay histogram at each scrape: `after` covers the churn alone.
+  const lag = (name: string) => {
+    const key = [...after.keys()].find((k) => k === name || k.startsWith(`${name}{`));
+    return key === undefined ? Number.NaN : (after.get(key) as number) * 1000;
+  };
+  lines.push(
+    `B.   controller event-loop delay during the churn: p50 ${lag("zstack_ovn_nodejs_eventloop_lag_p50_seconds").toFixed(1)} / p99 ${lag("zstack_ovn_nodejs_eventloop_lag_p99_seconds").toFixed(1)} / max ${lag("zstack_ovn_nodejs_eventloop_lag_max_seconds").toFixed(1)} ms`,
+  );
   return lines;
 }

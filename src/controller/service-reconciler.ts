@@ -5,7 +5,14 @@
 
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
-import { ensureIdIndex, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
+import {
+  changedColumns,
+  ensureIdIndex,
+  findAllOwned,
+  findOwned,
+  plan,
+  unlinkAndDelete,
+} from "../ovn/nb-diff.ts";
 import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, rowUuid, SERVICE_KEY } from "../ovn/ownership.ts";
 import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
@@ -40,6 +47,11 @@ export class ServiceReconciler implements Reconciler {
   private readonly slices: Informer<EndpointSliceObject>;
   private readonly nodes: Informer<NodeLite>;
   private readonly ranges: ClusterRanges;
+  /**
+   * The load-balancer columns each Service's last reconcile asked for, by Service key and row id: an NB update
+   * that leaves one of our rows exactly so (our own write coming back) needs no reconcile to put it back.
+   */
+  private readonly lastDesired = new Map<string, Map<string, Readonly<Record<string, unknown>>>>();
   /** Node and API server addresses, recomputed after a Node or the API server's endpoints change. */
   private reserved: ReservedAddresses | undefined;
 
@@ -118,14 +130,29 @@ export class ServiceReconciler implements Reconciler {
           this.reservedChanged();
         },
       }),
-      // Someone else added, changed or removed one of our load balancers: put it back as the Service says.
+      // Someone else added, changed or removed one of our load balancers: put it back as the Service says. A
+      // change that leaves the row as its Service's last reconcile wanted it (our own write, seen back) is not
+      // one: that reconcile would find nothing to do.
       this.o.nb.cache.subscribe("Load_Balancer", (events) => {
         for (const e of events) {
           const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
-          if (ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === "service-lb") enqueue(ids[SERVICE_KEY]);
+          if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== "service-lb") continue;
+          if (e.kind === "update" && this.asLastDesired(e.row)) continue;
+          enqueue(ids[SERVICE_KEY]);
         }
       }),
     ];
+  }
+
+  /** The row is the one row of its id and holds what its Service's last reconcile wanted. */
+  private asLastDesired(row: AnyRow): boolean {
+    const ids = row.external_ids as Readonly<Record<string, string>>;
+    const id = ids[ID_KEY];
+    const want = id === undefined ? undefined : this.lastDesired.get(ids[SERVICE_KEY] ?? "")?.get(id);
+    if (!want || id === undefined) return false;
+    const { nb } = this.o;
+    if (findAllOwned(nb.cache as never, "Load_Balancer", id).length !== 1) return false;
+    return Object.keys(changedColumns(nb.schema, "Load_Balancer", row, want)).length === 0;
   }
 
   private apiServerSliceChanged(s: EndpointSliceObject): void {
@@ -296,6 +323,8 @@ export class ServiceReconciler implements Reconciler {
     const cache = nb.cache as never;
     const { svc, problems, desired } = this.desiredOf(key);
     const owned = this.ownedLbs(key);
+    if (desired.rows.length === 0) this.lastDesired.delete(key);
+    else this.lastDesired.set(key, new Map(desired.rows.map((d) => [d.id, d.row])));
     const txn = nb.transaction();
     // The server is asked (once per connection) only when a row is to be inserted.
     const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));

@@ -136,14 +136,7 @@ export function plan(
       summary.inserted.push(`${d.table}/${d.id}`);
     } else {
       ref = existing._uuid;
-      const changed: Record<string, unknown> = {};
-      for (const [col, v] of Object.entries(d.row)) {
-        const c = tschema.columns.get(col);
-        if (!c) continue;
-        const same =
-          !containsNamed(v) && valuesEqual(existing[col] as Value, normalize(v, c.type.kind), c.type);
-        if (!same) changed[col] = v;
-      }
+      const changed = changedColumns(schema, d.table, existing, d.row);
       if (Object.keys(changed).length > 0) {
         txn.update(d.table, byUuid(existing._uuid), changed as never);
         summary.updated.push(`${d.table}/${d.id}:${Object.keys(changed).join(",")}`);
@@ -196,6 +189,28 @@ export function plan(
     }
   }
   return summary;
+}
+
+/**
+ * The columns of `desired` whose values `existing` does not hold (as plan() would update them); columns the
+ * server's schema lacks are left out. Empty when the row is as desired.
+ */
+export function changedColumns(
+  schema: DatabaseSchema,
+  table: string,
+  existing: AnyRow,
+  desired: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const tschema = schema.tables.get(table);
+  if (!tschema) throw new Error(`table ${table} is not in the server's schema`);
+  const changed: Record<string, unknown> = {};
+  for (const [col, v] of Object.entries(desired)) {
+    const c = tschema.columns.get(col);
+    if (!c) continue;
+    const same = !containsNamed(v) && valuesEqual(existing[col] as Value, normalize(v, c.type.kind), c.type);
+    if (!same) changed[col] = v;
+  }
+  return changed;
 }
 
 /** Removes every strong reference to a row and deletes it, in the given transaction. */

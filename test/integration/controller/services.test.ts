@@ -12,6 +12,7 @@ import { ID_KEY, rowUuid, SERVICE_KEY } from "../../../src/ovn/ownership.ts";
 import { CLUSTER_LB_GROUP, subnetSwitchName } from "../../../src/ovn/topology.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
+import { byUuid } from "../../../src/ovsdb/transaction.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
 import { type InProcessController, startInProcess, untilOk as until, useCluster } from "./harness.ts";
@@ -124,6 +125,21 @@ test("Services become load balancers in the cluster group and follow their endpo
   );
   assert.equal(lbs(`${NS}/web/tcp`).length, 1);
   assert.equal(lb(`${NS}/web/tcp`)?._uuid, web._uuid);
+
+  // A load balancer changed by hand is put back as the Service says (our own writes coming back are not such a
+  // change, but this one must still be seen as one).
+  await witness.transact((txn) => {
+    txn.update("Load_Balancer", byUuid(web._uuid), { vips: { "10.96.99.99:80": "10.244.9.9:8080" } });
+  });
+  assert.deepEqual(witness.cache.table("Load_Balancer").get(web._uuid)?.vips, {
+    "10.96.99.99:80": "10.244.9.9:8080",
+  });
+  await until("web's vips put back", () =>
+    JSON.stringify(witness.cache.table("Load_Balancer").get(web._uuid)?.vips) ===
+    JSON.stringify({ [`${webIP}:80`]: "" })
+      ? true
+      : undefined,
+  );
 
   // Endpoints appear, then scale: each change rewrites that one row in one transaction.
   await putSlice("web", [{ ip: "10.244.0.5", node: "node1" }]);
