@@ -5,8 +5,15 @@
 
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
-import { ensureIdIndex, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
-import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_KEY } from "../ovn/ownership.ts";
+import {
+  changedColumns,
+  ensureIdIndex,
+  findAllOwned,
+  findOwned,
+  plan,
+  unlinkAndDelete,
+} from "../ovn/nb-diff.ts";
+import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, rowUuid, SERVICE_KEY } from "../ovn/ownership.ts";
 import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
@@ -40,6 +47,11 @@ export class ServiceReconciler implements Reconciler {
   private readonly slices: Informer<EndpointSliceObject>;
   private readonly nodes: Informer<NodeLite>;
   private readonly ranges: ClusterRanges;
+  /**
+   * The load-balancer columns each Service's last reconcile asked for, by Service key and row id: an NB update
+   * that leaves one of our rows exactly so (our own write coming back) needs no reconcile to put it back.
+   */
+  private readonly lastDesired = new Map<string, Map<string, Readonly<Record<string, unknown>>>>();
   /** Node and API server addresses, recomputed after a Node or the API server's endpoints change. */
   private reserved: ReservedAddresses | undefined;
 
@@ -118,14 +130,29 @@ export class ServiceReconciler implements Reconciler {
           this.reservedChanged();
         },
       }),
-      // Someone else added, changed or removed one of our load balancers: put it back as the Service says.
+      // Someone else added, changed or removed one of our load balancers: put it back as the Service says. A
+      // change that leaves the row as its Service's last reconcile wanted it (our own write, seen back) is not
+      // one: that reconcile would find nothing to do.
       this.o.nb.cache.subscribe("Load_Balancer", (events) => {
         for (const e of events) {
           const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
-          if (ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === "service-lb") enqueue(ids[SERVICE_KEY]);
+          if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== "service-lb") continue;
+          if (e.kind === "update" && this.asLastDesired(e.row)) continue;
+          enqueue(ids[SERVICE_KEY]);
         }
       }),
     ];
+  }
+
+  /** The row is the one row of its id and holds what its Service's last reconcile wanted. */
+  private asLastDesired(row: AnyRow): boolean {
+    const ids = row.external_ids as Readonly<Record<string, string>>;
+    const id = ids[ID_KEY];
+    const want = id === undefined ? undefined : this.lastDesired.get(ids[SERVICE_KEY] ?? "")?.get(id);
+    if (!want || id === undefined) return false;
+    const { nb } = this.o;
+    if (findAllOwned(nb.cache as never, "Load_Balancer", id).length !== 1) return false;
+    return Object.keys(changedColumns(nb.schema, "Load_Balancer", row, want)).length === 0;
   }
 
   private apiServerSliceChanged(s: EndpointSliceObject): void {
@@ -184,33 +211,42 @@ export class ServiceReconciler implements Reconciler {
     return { svc, problems, desired };
   }
 
-  /** Adds to `txn` what brings the Service's load balancers to `rows`; returns how many of its ops are guards. */
+  /**
+   * Adds to `txn` what brings the Service's load balancers to `rows`; returns how many of its ops are guards.
+   * A retried insert whose first attempt landed unseen must not add a second row: with `fixedUuids` each new row
+   * carries the UUID derived from its id, which the server refuses twice ("duplicate uuid", a hash lookup);
+   * otherwise a guardAbsent on its id goes first (a `wait` that scans Load_Balancer, for servers before 2.17).
+   */
   private planRows(
     txn: Transaction,
     key: string,
     rows: ServiceLoadBalancers["rows"],
     owned: readonly AnyRow[],
+    fixedUuids: boolean,
   ) {
     const { nb } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group && rows.length > 0)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
     const before = txn.size;
-    // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
-    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
-    for (const d of rows)
-      if (!present.has(d.id))
-        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    if (!fixedUuids) {
+      const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
+      for (const d of rows)
+        if (!present.has(d.id))
+          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    }
     const guards = txn.size - before;
     plan(
       nb.cache as never,
       nb.schema,
       txn as never,
-      rows.map((d) =>
-        group
-          ? { ...d, parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
-          : d,
-      ),
+      rows.map((d) => ({
+        ...d,
+        ...(fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {}),
+        ...(group
+          ? { parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
+          : {}),
+      })),
       {
         tables: ["Load_Balancer"],
         groups: [key],
@@ -233,13 +269,22 @@ export class ServiceReconciler implements Reconciler {
     const { nb, log } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group) return;
+    const fixedUuids = await nb.insertUuidSupported();
     const write = async (batch: ServiceLoadBalancers["rows"][]) => {
       const rows = batch.flat();
       const txn = nb.transaction();
-      // A retried insert whose first attempt landed unseen fails on these guards instead of adding a second row.
-      for (const d of rows)
-        txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
-      const refs = rows.map((d) => txn.insert("Load_Balancer", d.row as never));
+      // A retried insert whose first attempt landed unseen is refused instead of adding a second row (planRows).
+      if (!fixedUuids)
+        for (const d of rows)
+          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+      const refs = rows.map((d) =>
+        txn.insert(
+          "Load_Balancer",
+          d.row as never,
+          undefined,
+          fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {},
+        ),
+      );
       // One mutation of the group for the whole batch: a hundred of them cost the server more than the inserts.
       txn.mutate(
         "Load_Balancer_Group",
@@ -278,8 +323,13 @@ export class ServiceReconciler implements Reconciler {
     const cache = nb.cache as never;
     const { svc, problems, desired } = this.desiredOf(key);
     const owned = this.ownedLbs(key);
+    if (desired.rows.length === 0) this.lastDesired.delete(key);
+    else this.lastDesired.set(key, new Map(desired.rows.map((d) => [d.id, d.row])));
     const txn = nb.transaction();
-    const guards = this.planRows(txn, key, desired.rows, owned);
+    // The server is asked (once per connection) only when a row is to be inserted.
+    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
+    const inserts = desired.rows.some((d) => !present.has(d.id));
+    const guards = this.planRows(txn, key, desired.rows, owned, inserts && (await nb.insertUuidSupported()));
     // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
     for (const d of desired.rows) {
       const kept = findOwned(cache, "Load_Balancer", d.id);

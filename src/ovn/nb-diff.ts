@@ -26,6 +26,11 @@ export interface DesiredRow {
   readonly row: Readonly<Record<string, unknown>>;
   /** The row that must refer to this one (required for rows of non-root tables). */
   readonly parent?: ParentRef;
+  /**
+   * The UUID to insert the row with (ownership.ts rowUuid): a second insert of it is refused by the server, which
+   * makes a retried insert safe without a guardAbsent. Ignored when the row exists.
+   */
+  readonly uuid?: string;
   /** References this row must hold in a set column (added by mutation; other members are left alone). */
   readonly links?: readonly { readonly column: string; readonly uuid: string }[];
 }
@@ -127,18 +132,11 @@ export function plan(
     const existing = findOwned(cache, d.table, d.id);
     let ref: string | NamedUuid;
     if (!existing) {
-      ref = txn.insert(d.table, d.row as never);
+      ref = txn.insert(d.table, d.row as never, undefined, d.uuid === undefined ? {} : { uuid: d.uuid });
       summary.inserted.push(`${d.table}/${d.id}`);
     } else {
       ref = existing._uuid;
-      const changed: Record<string, unknown> = {};
-      for (const [col, v] of Object.entries(d.row)) {
-        const c = tschema.columns.get(col);
-        if (!c) continue;
-        const same =
-          !containsNamed(v) && valuesEqual(existing[col] as Value, normalize(v, c.type.kind), c.type);
-        if (!same) changed[col] = v;
-      }
+      const changed = changedColumns(schema, d.table, existing, d.row);
       if (Object.keys(changed).length > 0) {
         txn.update(d.table, byUuid(existing._uuid), changed as never);
         summary.updated.push(`${d.table}/${d.id}:${Object.keys(changed).join(",")}`);
@@ -191,6 +189,28 @@ export function plan(
     }
   }
   return summary;
+}
+
+/**
+ * The columns of `desired` whose values `existing` does not hold (as plan() would update them); columns the
+ * server's schema lacks are left out. Empty when the row is as desired.
+ */
+export function changedColumns(
+  schema: DatabaseSchema,
+  table: string,
+  existing: AnyRow,
+  desired: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const tschema = schema.tables.get(table);
+  if (!tschema) throw new Error(`table ${table} is not in the server's schema`);
+  const changed: Record<string, unknown> = {};
+  for (const [col, v] of Object.entries(desired)) {
+    const c = tschema.columns.get(col);
+    if (!c) continue;
+    const same = !containsNamed(v) && valuesEqual(existing[col] as Value, normalize(v, c.type.kind), c.type);
+    if (!same) changed[col] = v;
+  }
+  return changed;
 }
 
 /** Removes every strong reference to a row and deletes it, in the given transaction. */

@@ -2,6 +2,7 @@
 // find "its" row again after a restart without relying on names that others may also use.
 
 import { OWNER_KEY } from "../ovsdb/ownership.ts";
+import { stableUuid } from "../ovsdb/stable-uuid.ts";
 
 export { OWNER_KEY };
 export const ID_KEY = "zstack.io/id";
@@ -43,6 +44,14 @@ export type Kind =
 
 export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
   return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };
+}
+
+/**
+ * The UUID a row of this kind and id is inserted with where the server takes chosen UUIDs (Transaction.insert's
+ * `uuid`): the same for every attempt, so a second insert is refused, and never reused by another kind or id.
+ */
+export function rowUuid(kind: Kind, id: string): string {
+  return stableUuid(`${CONTROLLER}/${kind}`, id);
 }
 
 export function isOurs(row: { readonly external_ids: Readonly<Record<string, string>> }): boolean {

@@ -20,7 +20,13 @@ import type { DatabaseModel, RowBase, TableMap } from "./model.ts";
 import { RpcConnection } from "./rpc.ts";
 import { type DatabaseSchema, intersectSchema, parseSchema } from "./schema.ts";
 import { newServerCache, SERVER_MONITOR_COLUMNS, type ServerDatabaseRow } from "./server-db.ts";
-import { Transaction, type TransactionResult, type TransactOptions } from "./transaction.ts";
+import {
+  insertUuidProbe,
+  insertUuidProbeResult,
+  Transaction,
+  type TransactionResult,
+  type TransactOptions,
+} from "./transaction.ts";
 import { classifyStreamError, connectRemote, parseRemote, type Remote, type TlsConfig } from "./transport.ts";
 
 export const ZERO_TXN_ID = "00000000-0000-0000-0000-000000000000";
@@ -652,6 +658,32 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     cache.onListenerError = (e) =>
       this.log.error({ err: e instanceof Error ? e.message : String(e) }, "ovsdb cache subscriber failed");
     return cache;
+  }
+
+  private readonly insertUuid = new WeakMap<RpcConnection, Promise<boolean>>();
+
+  /**
+   * Whether the server this client is connected to takes an insert with a client-chosen uuid (InsertOptions.uuid;
+   * ovsdb-server 2.17 and later), asked once per connection with a transaction that changes nothing
+   * (insertUuidProbe). Callers fall back to a guardAbsent when it does not. A reconnect to another server asks
+   * again; a write built for the old one that the new one refuses fails like any refused transaction.
+   */
+  async insertUuidSupported(timeoutMs?: number): Promise<boolean> {
+    const conn = await this.readyConn(timeoutMs);
+    let known = this.insertUuid.get(conn);
+    if (!known) {
+      const table = this.schema.tables.keys().next().value;
+      known =
+        table === undefined
+          ? Promise.resolve(false)
+          : conn
+              .request("transact", [this.database, ...insertUuidProbe(table)], timeoutMs)
+              .then(insertUuidProbeResult);
+      // A probe that failed (connection lost) is asked again next time.
+      known.catch(() => this.insertUuid.delete(conn));
+      this.insertUuid.set(conn, known);
+    }
+    return known;
   }
 
   /** A new transaction on this database; nothing is sent until commit(). */

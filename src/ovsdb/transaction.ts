@@ -1,7 +1,8 @@
 // Building one OVSDB transaction: typed operations, named-uuid references between them, guards for optimistic
 // concurrency, and checks that catch mistakes before the server silently accepts them.
 
-import { encodeValue, NamedUuid } from "./datum.ts";
+import { randomUUID } from "node:crypto";
+import { encodeValue, isUuid, NamedUuid } from "./datum.ts";
 import { type OperationFailure, OrphanRowError, transactionErrorFor, ValueError } from "./errors.ts";
 import type { InsertRow, RowBase, TableMap, UpdateRow } from "./model.ts";
 import type { ColumnSchema, DatabaseSchema, TableSchema } from "./schema.ts";
@@ -26,7 +27,10 @@ export interface TransactionResult {
   readonly uuids: ReadonlyMap<string, string>;
   /** Per-operation results (rows for select, count for update/mutate/delete). */
   readonly results: readonly Record<string, unknown>[];
-  /** True when a guard showed the change had been applied already (see guardAbsent). */
+  /**
+   * True when a guard showed the change had been applied already: a guardAbsent wait failed, or an insert with a
+   * client-chosen uuid was refused as a duplicate.
+   */
   readonly alreadyApplied: boolean;
   uuid(ref: NamedUuid): string;
 }
@@ -34,7 +38,33 @@ export interface TransactionResult {
 interface OpMeta {
   op: string;
   table?: string;
-  guard?: boolean;
+  /** A guardAbsent wait, or an insert with a client-chosen uuid: failing on it means "applied already". */
+  guard?: "wait" | "uuid";
+}
+
+export interface InsertOptions {
+  /**
+   * The row's UUID, chosen by the client (the insert's "uuid" member, ovsdb-server 2.17+/3.x): the server refuses
+   * a second insert of it with "duplicate uuid", which commit() reports as alreadyApplied, so a derived UUID
+   * (stableUuid) makes a retried insert safe without a guardAbsent. Check OvsdbClient.insertUuidSupported first.
+   */
+  uuid?: string;
+}
+
+/**
+ * A transaction that tells whether the server takes an insert's "uuid" member, and changes nothing: an insert
+ * with a random uuid, then an abort. A server that knows the member answers the insert with the uuid (the abort
+ * then discards it); an older one refuses the insert as a syntax error.
+ */
+export function insertUuidProbe(table: string): Record<string, unknown>[] {
+  return [{ op: "insert", table, uuid: randomUUID(), row: {} }, { op: "abort" }];
+}
+
+/** The answer of insertUuidProbe's reply: anything but the insert's uuid back counts as not supported. */
+export function insertUuidProbeResult(reply: unknown): boolean {
+  const first = Array.isArray(reply) ? (reply[0] as Record<string, unknown> | null | undefined) : undefined;
+  const uuid = first?.uuid;
+  return Array.isArray(uuid) && uuid[0] === "uuid" && typeof uuid[1] === "string";
 }
 
 let uuidNameCounter = 0;
@@ -103,19 +133,27 @@ export class Transaction<T extends TableMap = TableMap> {
   }
 
   /** Inserts a row; the returned reference can be used in later operations of this transaction. */
-  insert<K extends keyof T & string>(table: K, row: InsertRow<T[K]>, uuidName?: string): NamedUuid {
+  insert<K extends keyof T & string>(
+    table: K,
+    row: InsertRow<T[K]>,
+    uuidName?: string,
+    opts: InsertOptions = {},
+  ): NamedUuid {
     const t = this.table(table);
     const ref = new NamedUuid(uuidName ?? `row${++uuidNameCounter}`);
     if (this.inserted.has(ref.name))
       throw new ValueError(`uuid-name ${ref.name} is used twice in one transaction`);
+    const { uuid } = opts;
+    if (uuid !== undefined && !isUuid(uuid)) throw new ValueError(`${table}: invalid row uuid "${uuid}"`);
     const index = this.push(
       {
         op: "insert",
         table,
+        ...(uuid !== undefined ? { uuid: uuid.toLowerCase() } : {}),
         row: this.encodeRow(t, row as Record<string, unknown>, false),
         "uuid-name": ref.name,
       },
-      { op: "insert", table },
+      uuid !== undefined ? { op: "insert", table, guard: "uuid" } : { op: "insert", table },
     );
     this.inserted.set(ref.name, { table, index });
     return ref;
@@ -219,7 +257,7 @@ export class Transaction<T extends TableMap = TableMap> {
     const encRows = rows.map((r) => this.encodeRow(t, r as Record<string, unknown>, false));
     this.push(
       { op: "wait", table, where: this.encodeWhere(t, where), columns, until, rows: encRows, timeout },
-      { op: "wait", table, guard },
+      guard ? { op: "wait", table, guard: "wait" } : { op: "wait", table },
     );
   }
 
@@ -280,7 +318,11 @@ export class Transaction<T extends TableMap = TableMap> {
           ...(m?.table ? { table: m.table } : {}),
           ...(typeof r.details === "string" ? { details: r.details } : {}),
         });
-        if (m?.guard && r.error === "timed out") guardFailed = true;
+        if (
+          (m?.guard === "wait" && r.error === "timed out") ||
+          (m?.guard === "uuid" && r.error === "duplicate uuid")
+        )
+          guardFailed = true;
         else if (!(r.error === "aborted" && guardFailed)) otherFailure = true;
       }
     });

@@ -23,6 +23,12 @@ export interface OvsdbFaultProxy {
    * called, which delivers it in order.
    */
   holdFromServer(): () => void;
+  /**
+   * From now on, acts as an ovsdb-server older than 2.17 towards inserts with a client-chosen "uuid" member: a
+   * transaction carrying one is not forwarded and is answered with the parse error such a server gives (the
+   * "uuid" member unknown to its insert). Everything else passes through to the real server.
+   */
+  refuseInsertUuid(): void;
   /** Resets every open connection. */
   cut(): void;
   /** New connections are closed at once until accept() is called. */
@@ -43,6 +49,7 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
   const pairs = new Set<{ client: net.Socket; server: net.Socket }>();
   const rules: Rule[] = [];
   let refusing = false;
+  let noInsertUuid = false;
   let held: { client: net.Socket; text: string }[] | undefined;
 
   const listener = net.createServer((client) => {
@@ -66,6 +73,24 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
     const toClient = new JsonStreamSplitter();
     client.on("data", (chunk: Buffer) => {
       for (const msg of toServer.push(chunk) as Record<string, unknown>[]) {
+        if (noInsertUuid && msg.method === "transact" && Array.isArray(msg.params)) {
+          const ops = (msg.params as unknown[]).slice(1) as Record<string, unknown>[];
+          const i = ops.findIndex((o) => o.op === "insert" && "uuid" in o);
+          if (i >= 0) {
+            const error = {
+              error: "unknown member",
+              details: `Parsing ovsdb operation ${i + 1} of ${ops.length} failed: Member 'uuid' is present but not allowed here.`,
+            };
+            client.write(
+              JSON.stringify({
+                id: msg.id,
+                result: [...ops.slice(0, i).map(() => ({})), error],
+                error: null,
+              }),
+            );
+            continue;
+          }
+        }
         if (doomed === undefined && msg.method === "transact" && Array.isArray(msg.params)) {
           const ops = (msg.params as unknown[]).slice(1) as Record<string, unknown>[];
           const i = rules.findIndex((r) => r.match(ops));
@@ -132,6 +157,9 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
       };
     },
     cut,
+    refuseInsertUuid: () => {
+      noInsertUuid = true;
+    },
     refuse: () => {
       refusing = true;
     },

@@ -8,10 +8,11 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { EventRecorder } from "../../../src/k8s/events.ts";
-import { ID_KEY, SERVICE_KEY } from "../../../src/ovn/ownership.ts";
+import { ID_KEY, rowUuid, SERVICE_KEY } from "../../../src/ovn/ownership.ts";
 import { CLUSTER_LB_GROUP, subnetSwitchName } from "../../../src/ovn/topology.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
+import { byUuid } from "../../../src/ovsdb/transaction.ts";
 import { writeRecords } from "../../rig/db-log.ts";
 import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
 import { type InProcessController, startInProcess, untilOk as until, useCluster } from "./harness.ts";
@@ -80,12 +81,18 @@ test("Services become load balancers in the cluster group and follow their endpo
     return ls && g && ls.load_balancer_group.includes(g._uuid) ? true : undefined;
   });
 
-  // A lost reply on the load balancer's insert: the retry finds it and there is still exactly one row.
-  const lost = proxy.loseNextReply((ops) =>
-    ops.some((o) => o.op === "insert" && o.table === "Load_Balancer"),
-  );
+  // A lost reply on the load balancer's insert: the retry finds it and there is still exactly one row. The
+  // insert carries the row's derived uuid (ovsdb-server 3.1 takes it), so no `wait` guard scans the table.
+  let lostOps: readonly Record<string, unknown>[] = [];
+  const lost = proxy.loseNextReply((ops) => {
+    lostOps = ops;
+    return ops.some((o) => o.op === "insert" && o.table === "Load_Balancer");
+  });
   const webIP = await createService("web", {});
   await lost;
+  const lbInsert = lostOps.find((o) => o.op === "insert" && o.table === "Load_Balancer");
+  assert.equal(lbInsert?.uuid, rowUuid("service-lb", `${NS}/web/tcp`));
+  assert.equal(lostOps.filter((o) => o.op === "wait").length, 0, "no wait guard with a chosen uuid");
   await until("web LB", () => lb(`${NS}/web/tcp`));
   await until("the group holds web's LB", () => {
     const l = lb(`${NS}/web/tcp`);
@@ -118,6 +125,21 @@ test("Services become load balancers in the cluster group and follow their endpo
   );
   assert.equal(lbs(`${NS}/web/tcp`).length, 1);
   assert.equal(lb(`${NS}/web/tcp`)?._uuid, web._uuid);
+
+  // A load balancer changed by hand is put back as the Service says (our own writes coming back are not such a
+  // change, but this one must still be seen as one).
+  await witness.transact((txn) => {
+    txn.update("Load_Balancer", byUuid(web._uuid), { vips: { "10.96.99.99:80": "10.244.9.9:8080" } });
+  });
+  assert.deepEqual(witness.cache.table("Load_Balancer").get(web._uuid)?.vips, {
+    "10.96.99.99:80": "10.244.9.9:8080",
+  });
+  await until("web's vips put back", () =>
+    JSON.stringify(witness.cache.table("Load_Balancer").get(web._uuid)?.vips) ===
+    JSON.stringify({ [`${webIP}:80`]: "" })
+      ? true
+      : undefined,
+  );
 
   // Endpoints appear, then scale: each change rewrites that one row in one transaction.
   await putSlice("web", [{ ip: "10.244.0.5", node: "node1" }]);
@@ -320,13 +342,25 @@ test("Services present before the controller starts are written in batches, and 
   // The first batch's reply is lost: its retry must not add a second row for any of its Services.
   const proxy = await startOvsdbFaultProxy(srv.unix);
   t.after(() => proxy.close());
-  const lost = proxy.loseNextReply(
-    (ops) => ops.filter((o) => o.op === "insert" && o.table === "Load_Balancer").length > 1,
-  );
+  let lostOps: readonly Record<string, unknown>[] = [];
+  const lost = proxy.loseNextReply((ops) => {
+    lostOps = ops;
+    return ops.filter((o) => o.op === "insert" && o.table === "Load_Balancer").length > 1;
+  });
   let run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   t.after(() => run.stop());
   await run.synced;
   await lost;
+  // Every insert of the lost batch carries its row's derived uuid, and no wait guard scans the table.
+  const inserts = lostOps.filter((o) => o.op === "insert" && o.table === "Load_Balancer");
+  assert.equal(inserts.length, 100);
+  for (const o of inserts) {
+    const id = (o.row as { external_ids: [string, [string, string][]] }).external_ids[1].find(
+      ([k]) => k === ID_KEY,
+    )?.[1];
+    assert.equal(o.uuid, rowUuid("service-lb", id ?? ""));
+  }
+  assert.equal(lostOps.filter((o) => o.op === "wait").length, 0);
   const lbOf = (name: string) =>
     run.nb.cache.table("Load_Balancer").findOne((r) => r.external_ids[ID_KEY] === `${NS}/${name}/tcp`);
   await until("every Service's LB with all its endpoints", () =>
@@ -356,4 +390,53 @@ test("Services present before the controller starts are written in batches, and 
   run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   await run.synced;
   assert.equal((await settledWrites()) - afterStart, 0, "no NB write after a restart with no change");
+});
+
+test("with a server that refuses chosen uuids, a Service's insert is guarded by a wait and a lost reply leaves one row", async (t) => {
+  const { api, srv } = await useCluster(t);
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  // The proxy answers as an ovsdb-server before 2.17: an insert with a "uuid" member is a parse error.
+  proxy.refuseInsertUuid();
+  let lostOps: readonly Record<string, unknown>[] = [];
+  const lost = proxy.loseNextReply((ops) => {
+    lostOps = ops;
+    return ops.some(
+      (o) =>
+        o.op === "insert" && o.table === "Load_Balancer" && JSON.stringify(o).includes(`"${NS}/old/tcp"`),
+    );
+  });
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await run.synced;
+  await api.request(`/api/v1/namespaces/${NS}/services`, {
+    method: "POST",
+    body: { metadata: { name: "old" }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] } },
+  });
+  await lost;
+  const insert = lostOps.find((o) => o.op === "insert" && o.table === "Load_Balancer");
+  assert.ok(insert && !("uuid" in insert), "no uuid member for this server");
+  assert.ok(
+    lostOps.some((o) => o.op === "wait" && o.table === "Load_Balancer"),
+    "the insert is guarded by a wait on its id",
+  );
+  const rows = () =>
+    [...run.nb.cache.table("Load_Balancer").values()].filter(
+      (r) => r.external_ids[ID_KEY] === `${NS}/old/tcp`,
+    );
+  await until("old's LB", () => (rows().length > 0 ? true : undefined));
+  // Later reconciles (a change of the slice) find it: still one row.
+  await api.request(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, {
+    method: "POST",
+    body: {
+      metadata: { name: "old-x", labels: { "kubernetes.io/service-name": "old" } },
+      addressType: "IPv4",
+      endpoints: [{ addresses: ["10.244.9.9"], conditions: { ready: true } }],
+      ports: [{ name: "http", protocol: "TCP", port: 8080 }],
+    },
+  });
+  await until("old's LB has its endpoint", () =>
+    rows().some((r) => Object.values(r.vips).includes("10.244.9.9:8080")) ? true : undefined,
+  );
+  assert.equal(rows().length, 1, "one LB row after the lost reply");
 });

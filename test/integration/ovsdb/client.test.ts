@@ -12,8 +12,9 @@ import {
   WriteFencedError,
 } from "../../../src/ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { stableUuid } from "../../../src/ovsdb/stable-uuid.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
-import { writeRecordsByComment } from "../../rig/db-log.ts";
+import { writeRecords, writeRecordsByComment } from "../../rig/db-log.ts";
 import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 import { diffCacheAndDump } from "./compare.ts";
 
@@ -156,6 +157,47 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.equal(second.alreadyApplied, true);
     await c.echo();
     assert.equal(c.cache.table("Address_Set").find((r) => r.name === "once").length, 1);
+  });
+
+  test("an insert with a chosen uuid applies once, a retry is alreadyApplied, and after a delete it inserts again", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    // ovsdb-server 3.1 takes the member; the probe itself writes nothing.
+    const before = await writeRecords(srv, "OVN_Northbound");
+    assert.equal(await c.insertUuidSupported(), true);
+    assert.equal(await c.insertUuidSupported(), true, "asked once per connection");
+    assert.equal(await writeRecords(srv, "OVN_Northbound"), before, "the probe commits nothing");
+    const uuid = stableUuid("test", "once");
+    const insert = () =>
+      c.transact((txn) => {
+        txn.insert("Address_Set", { name: "once" }, undefined, { uuid });
+      });
+    const first = await insert();
+    assert.equal(first.alreadyApplied, false);
+    assert.equal((await insert()).alreadyApplied, true);
+    await c.echo();
+    assert.deepEqual(
+      c.cache
+        .table("Address_Set")
+        .find((r) => r.name === "once")
+        .map((r) => r._uuid),
+      [uuid],
+    );
+    // Deleted, then inserted again with the same uuid in a later transaction.
+    await c.transact((txn) => {
+      txn.delete("Address_Set", byUuid(uuid));
+    });
+    assert.equal((await insert()).alreadyApplied, false);
+    await c.echo();
+    assert.deepEqual(
+      c.cache
+        .table("Address_Set")
+        .find((r) => r.name === "once")
+        .map((r) => r._uuid),
+      [uuid],
+    );
   });
 
   test("wait, abort and commitDurable do what RFC 7047 says, and failures come back typed", async (t) => {
