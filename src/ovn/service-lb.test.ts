@@ -231,4 +231,37 @@ describe("serviceLoadBalancers", () => {
       "[2001:db8::10]:80",
     ]);
   });
+
+  it("with internalTrafficPolicy Local and hints, cluster IPs keep local backends and externalIPs get hinted ones", () => {
+    const m = model({ internalTrafficPolicy: "Local", externalIPs: ["192.168.200.60"] });
+    const hinted = {
+      ...v4,
+      endpoints: (v4.endpoints ?? []).map((e, i) => ({
+        ...e,
+        hints: { forZones: [{ name: i ? "b" : "a" }] },
+      })),
+    } as V1EndpointSlice;
+    const { rows, variables } = serviceLoadBalancers(
+      m,
+      [hinted],
+      [
+        { node: "n1", zone: "b" },
+        { node: "n2", zone: "b" },
+      ],
+    );
+    const port = m.ports[0]!;
+    const be = backendsVariable(m, port, 4);
+    const bt = topologyVariable(m, port, 4);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.vips]),
+      [["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${be}`, "192.168.200.60:80": `^${bt}` }]],
+    );
+    assert.deepEqual(Object.fromEntries(variables), {
+      n1: { [bt]: "10.244.0.6:8080", [be]: "10.244.0.5:8080" },
+      n2: { [bt]: "10.244.0.6:8080", [be]: "10.244.0.6:8080" },
+    });
+    // Every variable written is named by a load balancer, so it is found stale when it goes.
+    const named = new Set(rows.flatMap((r) => variablesOf(r.row.vips as Record<string, string>)));
+    for (const vars of variables.values()) for (const k of Object.keys(vars)) assert.ok(named.has(k), k);
+  });
 });

@@ -132,7 +132,9 @@ export function serviceLoadBalancers(
     };
     for (const port of ports) {
       const { plain, perChassis } = clusterEps(port);
-      const families = new Set([...m.clusterIPs, ...external].map((ip) => ip.family));
+      // Only families some VIP refers to: a variable no load balancer names would never be found stale.
+      const topologyVips = [...(m.internalTrafficLocal ? [] : m.clusterIPs), ...external];
+      const families = new Set(topologyVips.map((ip) => ip.family));
       if (perChassis)
         for (const family of families) {
           const v = topologyVariable(m, port, family);

@@ -238,6 +238,29 @@ describe("Service fields: loadBalancerSourceRanges, ipMode Proxy, trafficDistrib
   });
 
   it("trafficDistribution: a client reaches only its own zone's (PreferSameZone) or node's (PreferSameNode) endpoint", async () => {
+    // The real EndpointSlice controller wrote the hints (zone hints for both, node hints for PreferSameNode).
+    for (const [svc, kind] of [
+      ["zone", "forZones"],
+      ["near", "forNodes"],
+    ] as const)
+      await eventually(
+        `${svc}'s EndpointSlice has ${kind} hints on every endpoint`,
+        PATIENCE_MS,
+        async () => {
+          const out = await kubectl([
+            "get",
+            "endpointslices",
+            "-l",
+            `kubernetes.io/service-name=${svc}`,
+            "-o",
+            "json",
+          ]);
+          const eps = (
+            JSON.parse(out) as { items: { endpoints?: { hints?: Record<string, unknown[]> }[] }[] }
+          ).items.flatMap((i) => i.endpoints ?? []);
+          return eps.length === 2 && eps.every((e) => (e.hints?.[kind]?.length ?? 0) > 0) ? true : undefined;
+        },
+      );
     const zone = await clusterIP("zone");
     const near = await clusterIP("near");
     const c = new Checks();
