@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { formatIp } from "../ipam/address.ts";
-import { parseCidr } from "../ipam/cidr.ts";
+import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import type { NatEndpoint } from "../node/service-nat.ts";
 import { planHostServices, sliceServiceKey } from "./host-services.ts";
 
@@ -128,5 +128,44 @@ describe("host Services plan", () => {
     const b = svc("b", { clusterIP: "10.96.0.2" });
     const keys = (l: V1Service[]) => planHostServices(l, slicesFrom([]), "n").ports.map((p) => p.key);
     assert.deepEqual(keys([b, a]), keys([a, b]));
+  });
+
+  test("topology hints: the Cluster-policy endpoints are this node's zone's; local ones stay unhinted", () => {
+    const hinted = slice("web", [
+      { ip: "10.244.0.5", node: "node1" },
+      { ip: "10.244.1.5", node: "node2" },
+    ]);
+    hinted.endpoints = (hinted.endpoints ?? []).map((e, i) => ({
+      ...e,
+      hints: { forZones: [{ name: i === 0 ? "zone-a" : "zone-b" }] },
+    }));
+    const plan = (node: string, zone?: string) =>
+      planHostServices([svc("web", {})], slicesFrom([hinted]), node, undefined, zone).ports[0];
+    assert.deepEqual(show(plan("node3", "zone-b")?.endpoints ?? []), ["10.244.1.5:8080"]);
+    assert.deepEqual(show(plan("node1", "zone-a")?.endpoints ?? []), ["10.244.0.5:8080"]);
+    // No zone label: every endpoint, as kube-proxy.
+    assert.deepEqual(show(plan("node3")?.endpoints ?? []), ["10.244.0.5:8080", "10.244.1.5:8080"]);
+    assert.deepEqual(show(plan("node2", "zone-a")?.localEndpoints ?? []), ["10.244.1.5:8080"]);
+  });
+
+  test("loadBalancerSourceRanges and ipMode Proxy reach the nft port: filtered LB IPs, ranges, no Proxy IP", () => {
+    const s = svc(
+      "lb",
+      {
+        type: "LoadBalancer",
+        allocateLoadBalancerNodePorts: false,
+        externalIPs: ["192.168.202.10"],
+        loadBalancerSourceRanges: ["192.168.200.100/32"],
+      },
+      {
+        loadBalancer: {
+          ingress: [{ ip: "192.168.201.10" }, { ip: "192.168.201.11", ipMode: "Proxy" }],
+        },
+      },
+    );
+    const [p] = planHostServices([s], slicesFrom([]), "node1").ports;
+    assert.deepEqual(p?.externalIPs.map(formatIp), ["192.168.202.10", "192.168.201.10"]);
+    assert.deepEqual(p?.firewalledIPs?.map(formatIp), ["192.168.201.10"]);
+    assert.deepEqual(p?.sourceRanges?.map(formatCidr), ["192.168.200.100/32"]);
   });
 });

@@ -33,11 +33,16 @@ export function sliceServiceKey(slice: V1EndpointSlice): string | undefined {
   return svc ? `${slice.metadata?.namespace ?? ""}/${svc}` : undefined;
 }
 
+/**
+ * `node` is this node's name, `zone` its topology.kubernetes.io/zone label: the Cluster-policy endpoints follow
+ * the EndpointSlices' topology hints for a client here, as kube-proxy on this node would choose them.
+ */
 export function planHostServices(
   services: readonly V1Service[],
   slicesOf: (namespace: string, name: string) => readonly V1EndpointSlice[],
   node: string,
   ranges: ClusterRanges = NO_RANGES,
+  zone?: string,
 ): HostServicePlan {
   const ports: NatServicePort[] = [];
   const healthChecks: HealthCheckPlan[] = [];
@@ -55,7 +60,7 @@ export function planHostServices(
     const slices = slicesOf(model.namespace, model.name);
     const localIps = new Set<string>();
     for (const p of model.ports) {
-      const endpoints = selectEndpoints(slices, p);
+      const endpoints = selectEndpoints(slices, p, { topology: { node, zone } });
       const localEndpoints = selectEndpoints(slices, p, { node });
       for (const e of localEndpoints) localIps.add(formatIp(e.ip));
       ports.push({
@@ -65,6 +70,8 @@ export function planHostServices(
         nodePort: p.nodePort,
         clusterIPs: model.clusterIPs,
         externalIPs: [...model.externalIPs, ...model.loadBalancerIPs],
+        firewalledIPs: model.loadBalancerIPs,
+        sourceRanges: model.loadBalancerSourceRanges,
         affinityTimeoutSeconds: model.affinityTimeoutSeconds,
         endpoints: endpoints.map(({ ip, port }) => ({ ip, port })),
         localEndpoints: localEndpoints.map(({ ip, port }) => ({ ip, port })),

@@ -21,6 +21,7 @@ import {
   serviceTablePresent,
 } from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
+import { ZONE_LABEL } from "../services/endpoints.ts";
 import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import type { HealthCheckServers } from "./health-check-server.ts";
@@ -76,20 +77,23 @@ function slimSlice(o: KubeObject): V1EndpointSlice {
       addresses: e.addresses,
       ...(e.conditions ? { conditions: e.conditions } : {}),
       ...(e.nodeName === undefined ? {} : { nodeName: e.nodeName }),
+      ...(e.hints ? { hints: e.hints } : {}),
     })),
     ...(s.ports ? { ports: s.ports } : {}),
   } as V1EndpointSlice;
 }
 
-/** What the proxy reads of a Node: its addresses, which no externalIP may claim. */
+/** What the proxy reads of a Node: its addresses, which no externalIP may claim, and its zone. */
 type NodeAddressesObject = KubeObject & { status?: { addresses?: { type?: string; address?: string }[] } };
 
 function slimNode(o: KubeObject): NodeAddressesObject {
   const n = o as NodeAddressesObject;
+  const zone = n.metadata?.labels?.[ZONE_LABEL];
   return {
     metadata: {
       name: n.metadata?.name,
       ...(n.metadata?.resourceVersion ? { resourceVersion: n.metadata.resourceVersion } : {}),
+      ...(typeof zone === "string" ? { labels: { [ZONE_LABEL]: zone } } : {}),
     },
     status: { addresses: (n.status?.addresses ?? []).map((a) => ({ address: a.address })) },
   } as NodeAddressesObject;
@@ -159,7 +163,11 @@ export class ServiceProxy {
     this.nodes.addHandlers({
       onAdd: () => this.schedule(),
       onUpdate: (a, b) => {
-        if (JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses)) this.schedule();
+        if (
+          JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses) ||
+          a.metadata?.labels?.[ZONE_LABEL] !== b.metadata?.labels?.[ZONE_LABEL]
+        )
+          this.schedule();
       },
       onDelete: () => this.schedule(),
     });
@@ -274,10 +282,14 @@ export class ServiceProxy {
       sliceOf(API_SERVER_SERVICE.namespace, API_SERVER_SERVICE.name),
       { nodeAddresses: this.nodeIps, apiServerAddresses: this.opts.apiServerIps ?? [] },
     );
-    const plan = planHostServices(this.services.list(), sliceOf, this.opts.node, {
-      ...(this.opts.ranges ?? NO_RANGES),
-      reserved,
-    });
+    const zone = this.nodes.get(this.opts.node)?.metadata?.labels?.[ZONE_LABEL];
+    const plan = planHostServices(
+      this.services.list(),
+      sliceOf,
+      this.opts.node,
+      { ...(this.opts.ranges ?? NO_RANGES), reserved },
+      zone,
+    );
     for (const r of plan.refused) this.opts.log.warn(r, "not serving a healthCheckNodePort");
     const spec = { mgmtIfname: this.opts.mgmtIfname, nodeIps: this.nodeIps, ports: plan.ports };
     const script = serviceRuleset(spec);

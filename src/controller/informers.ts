@@ -28,7 +28,7 @@ export interface StatefulSetLite extends KubeObject {
 }
 
 export interface NodeLite extends KubeObject {
-  metadata: { name: string; annotations?: Record<string, string> };
+  metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
   status: { addresses?: { type: string; address: string }[] };
 }
 
@@ -66,6 +66,7 @@ function slimSlice(o: KubeObject): EndpointSliceObject {
       addresses: e.addresses,
       ...(e.conditions ? { conditions: e.conditions } : {}),
       ...(e.nodeName ? { nodeName: e.nodeName } : {}),
+      ...(e.hints ? { hints: e.hints } : {}),
     })),
     ...(s.ports ? { ports: s.ports } : {}),
   } as EndpointSliceObject;

@@ -18,6 +18,7 @@ import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "..
 import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
+import { hasTopologyHints, ZONE_LABEL } from "../services/endpoints.ts";
 import {
   API_SERVER_SERVICE,
   type ReservedAddresses,
@@ -114,8 +115,8 @@ export class ServiceReconciler implements Reconciler {
           this.apiServerSliceChanged(s);
         },
       }),
-      // A node added or gone changes the chassis internalTrafficPolicy Local needs variables on, and with its
-      // addresses the externalIPs no Service may claim.
+      // A node added or gone changes the chassis internalTrafficPolicy Local and topology hints need variables
+      // on, its zone which hinted endpoints it gets, and its addresses the externalIPs no Service may claim.
       this.nodes.addHandlers({
         onAdd: () => {
           this.requeueLocalServices();
@@ -124,6 +125,8 @@ export class ServiceReconciler implements Reconciler {
         onUpdate: (a, b) => {
           if (JSON.stringify(a.status?.addresses) !== JSON.stringify(b.status?.addresses))
             this.reservedChanged();
+          if (a.metadata.labels?.[ZONE_LABEL] !== b.metadata.labels?.[ZONE_LABEL])
+            this.requeueLocalServices();
         },
         onDelete: () => {
           this.requeueLocalServices();
@@ -176,10 +179,16 @@ export class ServiceReconciler implements Reconciler {
     return this.reserved;
   }
 
+  /** Services whose load balancers have per-chassis backends (internalTrafficPolicy Local, topology hints). */
   private requeueLocalServices(): void {
-    for (const s of this.services.list())
-      if (s.spec?.internalTrafficPolicy === "Local")
-        this.ctx.requeueService(`${s.metadata?.namespace}/${s.metadata?.name}`);
+    for (const s of this.services.list()) {
+      const key = `${s.metadata?.namespace}/${s.metadata?.name}`;
+      if (
+        s.spec?.internalTrafficPolicy === "Local" ||
+        hasTopologyHints(this.slices.byIndex(SLICES_BY_SERVICE, key))
+      )
+        this.ctx.requeueService(key);
+    }
   }
 
   /** Services deleted while we were not running still have load balancers in NB. */
@@ -206,7 +215,11 @@ export class ServiceReconciler implements Reconciler {
       : { model: undefined, problems: [] };
     const slices = model ? this.slices.byIndex(SLICES_BY_SERVICE, key) : [];
     const desired = model
-      ? serviceLoadBalancers(model, slices, this.nodes.keys())
+      ? serviceLoadBalancers(
+          model,
+          slices,
+          this.nodes.list().map((n) => ({ node: n.metadata.name, zone: n.metadata.labels?.[ZONE_LABEL] })),
+        )
       : { rows: [], variables: new Map<string, Record<string, string>>() };
     return { svc, problems, desired };
   }

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
+import { type Cidr, parseCidr } from "../ipam/cidr.ts";
 import { type InterfaceName, parseInterfaceName } from "./interface-name.ts";
 import {
   affinityFromNftJson,
@@ -45,6 +46,13 @@ function chainOf(text: string, name: string): string[] {
 function target(text: string, element: string): string {
   const m = new RegExp(`${element.replaceAll(".", "\\.")} : goto (\\w+)`).exec(text);
   assert.ok(m, `element ${element} in\n${text}`);
+  return m[1]!;
+}
+
+/** The filter chain an element of the `fw` map jumps to. */
+function fwTarget(text: string, element: string): string {
+  const m = new RegExp(`${element.replaceAll(".", "\\.")} : goto (s[0-9a-f]{16}_fw)`).exec(text);
+  assert.ok(m, `fw element ${element} in\n${text}`);
   return m[1]!;
 }
 
@@ -254,6 +262,77 @@ describe("service NAT ruleset", () => {
       "meta l4proto 6 dnat ip to 10.244.0.5:8080",
     ]);
     assert.match(text, /set node_ips_v6 \{\n {4}type ipv6_addr\n {4}elements = \{ fd00::11 \}/);
+  });
+
+  test("loadBalancerSourceRanges: the LB IP's filter chain admits the ranges and drops the rest, before NAT", () => {
+    const p = svcPort({
+      externalIPs: [ip("192.168.201.10"), ip("192.168.202.10")],
+      firewalledIPs: [ip("192.168.201.10")],
+      sourceRanges: [parseCidr("203.0.113.0/24"), parseCidr("10.244.0.0/16"), parseCidr("2001:db8::/32")],
+    });
+    const text = serviceRuleset(spec(p));
+    const fw = fwTarget(text, "192.168.201.10 . 6 . 80");
+    assert.deepEqual(chainOf(text, fw), ["ip saddr { 203.0.113.0/24, 10.244.0.0/16 } return", "drop"]);
+    // The externalIP is not filtered, nor is the cluster IP; the filter runs in both filter chains.
+    assert.doesNotMatch(text, /192\.168\.202\.10 \. 6 \. 80 : goto s[0-9a-f]{16}_fw/);
+    for (const chain of ["filter_prerouting", "filter_output"])
+      assert.ok(chainOf(text, chain).includes("ip daddr . meta l4proto . th dport vmap @fw_v4"), chain);
+    // The LB IP is still DNATed for the sources the filter lets through.
+    assert.match(text, /192\.168\.201\.10 \. 6 \. 80 : goto s[0-9a-f]{16}_all/);
+  });
+
+  test("loadBalancerSourceRanges holding a node address also admit the LB IPs as sources (a local LB IP loops back)", () => {
+    const p = svcPort({
+      externalIPs: [ip("192.168.201.10")],
+      firewalledIPs: [ip("192.168.201.10")],
+      sourceRanges: [parseCidr("192.168.200.0/24")],
+    });
+    const text = serviceRuleset(spec(p));
+    assert.deepEqual(chainOf(text, fwTarget(text, "192.168.201.10 . 6 . 80")), [
+      "ip saddr { 192.168.200.0/24, 192.168.201.10 } return",
+      "drop",
+    ]);
+  });
+
+  test("an LB IP of a family with no source range is not filtered; a port with no endpoint is still filtered", () => {
+    const v6only = svcPort({
+      externalIPs: [ip("192.168.201.10")],
+      firewalledIPs: [ip("192.168.201.10")],
+      sourceRanges: [parseCidr("2001:db8::/32")],
+    });
+    assert.doesNotMatch(serviceRuleset(spec(v6only)), /@fw_v4/);
+    const empty = svcPort({
+      endpoints: [],
+      localEndpoints: [],
+      externalIPs: [ip("192.168.201.10")],
+      firewalledIPs: [ip("192.168.201.10")],
+      sourceRanges: [parseCidr("203.0.113.0/24")],
+    });
+    const text = serviceRuleset(spec(empty));
+    const filter = chainOf(text, "filter_prerouting");
+    assert.equal(filter[1], "ip daddr . meta l4proto . th dport vmap @fw_v4", filter.join("\n"));
+  });
+
+  test("a hostile source range throws and never yields a script", () => {
+    for (const bad of [
+      { family: 4, network: 10n, prefix: 24 },
+      { family: 4, network: 0n, prefix: 33 },
+      { family: 5, network: 0n, prefix: 8 },
+      "10.0.0.0/8; flush ruleset",
+    ])
+      assert.throws(
+        () =>
+          serviceRuleset(
+            spec(
+              svcPort({
+                externalIPs: [ip("192.168.201.10")],
+                firewalledIPs: [ip("192.168.201.10")],
+                sourceRanges: [bad as unknown as Cidr],
+              }),
+            ),
+          ),
+        TypeError,
+      );
   });
 
   test("the same input gives the same text; chain names do not depend on the order of ports", () => {

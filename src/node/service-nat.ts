@@ -17,7 +17,8 @@
 //   chain per endpoint that DNATs (and records the client for session affinity).
 
 import { createHash } from "node:crypto";
-import { formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
+import { type Cidr, cidrContains, formatCidr } from "../ipam/cidr.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
@@ -48,6 +49,14 @@ export interface NatServicePort {
   clusterIPs: readonly IpAddress[];
   /** spec.externalIPs and status.loadBalancer.ingress[].ip. */
   externalIPs: readonly IpAddress[];
+  /**
+   * Those of externalIPs (the LB IPs) only `sourceRanges` may reach, in each family that has a range: every
+   * other source is dropped before DNAT, on both hooks (outside clients, pods through the management port, the
+   * node itself), as kube-proxy does. When a range holds one of the node's addresses the LB IPs themselves are
+   * allowed as sources too (an LB IP configured on the node loops back with itself as source).
+   */
+  firewalledIPs?: readonly IpAddress[] | undefined;
+  sourceRanges?: readonly Cidr[] | undefined;
   affinityTimeoutSeconds?: number | undefined;
   /** Every endpoint kube-proxy would choose. */
   endpoints: readonly NatEndpoint[];
@@ -110,6 +119,24 @@ function checkedTimeout(t: number): number {
   return t;
 }
 
+function checkedCidr(c: Cidr): Cidr {
+  const ok =
+    typeof c === "object" &&
+    c !== null &&
+    (c.family === 4 || c.family === 6) &&
+    typeof c.prefix === "number" &&
+    Number.isInteger(c.prefix) &&
+    c.prefix >= 0 &&
+    c.prefix <= familyBits(c.family) &&
+    typeof c.network === "bigint" &&
+    c.network >= 0n &&
+    (c.network >> BigInt(familyBits(c.family) - c.prefix)) << BigInt(familyBits(c.family) - c.prefix) ===
+      c.network &&
+    c.network < 1n << BigInt(familyBits(c.family));
+  if (!ok) fail("a parsed CIDR", c);
+  return c;
+}
+
 function checkedEndpoint(e: NatEndpoint): NatEndpoint {
   if (typeof e !== "object" || e === null) fail("an endpoint", e);
   return { ip: checkedIp(e.ip), port: checkedPort(e.port) };
@@ -133,6 +160,7 @@ interface FamilyParts {
   nodeports: string[];
   noep: string[];
   noepPorts: string[];
+  fw: string[];
 }
 
 function endpointKey(e: NatEndpoint): string {
@@ -171,6 +199,7 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     nodeports: [],
     noep: [],
     noepPorts: [],
+    fw: [],
   };
   const seenStems = new Set<string>();
   // Two Services may claim one externalIP and port (the API allows it) and nft refuses a map with a key twice,
@@ -204,6 +233,22 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     seenStems.add(s);
 
     const keyOf = (ip: IpAddress) => `${formatIp(ip)} . ${proto} . ${port}`;
+    const ranges = (p.sourceRanges ?? []).map(checkedCidr).filter((c) => c.family === family);
+    const filtered = ofFamily(p.firewalledIPs ?? []).filter((ip) =>
+      externalIPs.some((e) => e.value === ip.value),
+    );
+    if (ranges.length > 0 && filtered.length > 0) {
+      const mine = spec.nodeIps.map(checkedIp).filter((ip) => ip.family === family);
+      const fromNode = ranges.some((c) => mine.some((ip) => cidrContains(c, ip)));
+      const allowed = [...ranges.map(formatCidr), ...(fromNode ? filtered.map((ip) => formatIp(ip)) : [])];
+      out.chains.push(
+        `  chain ${s}_fw {`,
+        `    ${ipk} saddr { ${[...new Set(allowed)].join(", ")} } return`,
+        "    drop",
+        "  }",
+      );
+      for (const ip of filtered) if (claim("fw", keyOf(ip))) out.fw.push(`${keyOf(ip)} : goto ${s}_fw`);
+    }
     if (all.length === 0) {
       for (const ip of [...clusterIPs, ...externalIPs]) if (claim("vip", keyOf(ip))) out.noep.push(keyOf(ip));
       const np = `${proto} . ${nodePort}`;
@@ -322,6 +367,9 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
     const refuse = (match: string) => {
       filter.push(`    ${match} meta l4proto tcp reject with tcp reset`, `    ${match} reject`);
     };
+    // Source ranges first: a refused source is dropped whether or not the port has endpoints.
+    if (decl("map", `fw${v}`, `${vipType} : verdict`, parts.fw))
+      filter.push(`    ${ipk} daddr . meta l4proto . th dport vmap @fw${v}`);
     if (decl("set", `noep${v}`, vipType, parts.noep))
       refuse(`${ipk} daddr . meta l4proto . th dport @noep${v}`);
     if (haveNodeIps && decl("set", `noep_ports${v}`, "inet_proto . inet_service", parts.noepPorts))

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { parseService, type ServiceModel } from "../services/service-model.ts";
-import { backendsVariable, serviceLoadBalancers, variablesOf, vipVariable } from "./service-lb.ts";
+import {
+  backendsVariable,
+  serviceLoadBalancers,
+  topologyVariable,
+  variablesOf,
+  vipVariable,
+} from "./service-lb.ts";
 
 function model(spec: Record<string, unknown>, status: Record<string, unknown> = {}): ServiceModel {
   const { model: m } = parseService({
@@ -49,7 +55,7 @@ describe("serviceLoadBalancers", () => {
       [{ ip: "10.244.0.7", node: "n1" }],
       [{ name: "dns", protocol: "UDP", port: 5353 }],
     );
-    const { rows } = serviceLoadBalancers(m, [v4, dns], ["n1", "n2"]);
+    const { rows } = serviceLoadBalancers(m, [v4, dns], [{ node: "n1" }, { node: "n2" }]);
     assert.deepEqual(
       rows.map((r) => [r.id, r.row.name, r.row.protocol, r.row.vips, r.row.options]),
       [
@@ -112,7 +118,7 @@ describe("serviceLoadBalancers", () => {
   });
 
   it("makes no load balancer for a Service without ports", () => {
-    assert.deepEqual(serviceLoadBalancers(model({ ports: [] }), [v4], ["n1"]).rows, []);
+    assert.deepEqual(serviceLoadBalancers(model({ ports: [] }), [v4], [{ node: "n1" }]).rows, []);
   });
 
   it("puts cluster IPs of internalTrafficPolicy Local into template LBs with per-chassis backends", () => {
@@ -122,7 +128,11 @@ describe("serviceLoadBalancers", () => {
       externalIPs: ["192.168.200.60"],
     });
     const v6 = slice("IPv6", [{ ip: "fd00:10:244::5", node: "n1" }]);
-    const { rows, variables } = serviceLoadBalancers(m, [v4, v6], ["n1", "n2", "n3"]);
+    const { rows, variables } = serviceLoadBalancers(
+      m,
+      [v4, v6],
+      [{ node: "n1" }, { node: "n2" }, { node: "n3" }],
+    );
     const port = m.ports[0]!;
     const be4 = backendsVariable(m, port, 4);
     const be6 = backendsVariable(m, port, 6);
@@ -162,7 +172,96 @@ describe("serviceLoadBalancers", () => {
   });
 
   it("has no template variables without internalTrafficPolicy Local", () => {
-    const { variables } = serviceLoadBalancers(model({}), [v4], ["n1"]);
+    const { variables } = serviceLoadBalancers(model({}), [v4], [{ node: "n1" }]);
     assert.deepEqual(Object.fromEntries(variables), { n1: {} });
+  });
+
+  it("moves every Cluster-policy VIP into template LBs when topology hints give nodes different endpoints", () => {
+    const m = model({ externalIPs: ["192.168.200.60"] });
+    const hinted = {
+      ...v4,
+      endpoints: (v4.endpoints ?? []).map((e, i) => ({
+        ...e,
+        hints: { forZones: [{ name: i ? "b" : "a" }] },
+      })),
+    } as V1EndpointSlice;
+    const chassis = [{ node: "n1", zone: "a" }, { node: "n2", zone: "b" }, { node: "n3" }];
+    const { rows, variables } = serviceLoadBalancers(m, [hinted], chassis);
+    const bt = topologyVariable(m, m.ports[0]!, 4);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.vips]),
+      [["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${bt}`, "192.168.200.60:80": `^${bt}` }]],
+    );
+    assert.deepEqual(Object.fromEntries(variables), {
+      n1: { [bt]: "10.244.0.5:8080" },
+      n2: { [bt]: "10.244.0.6:8080" },
+      // No zone label: every endpoint, as kube-proxy on that node.
+      n3: { [bt]: "10.244.0.5:8080,10.244.0.6:8080" },
+    });
+  });
+
+  it("keeps a plain load balancer when the hints give every node the same endpoints", () => {
+    const m = model({});
+    const hinted = {
+      ...v4,
+      endpoints: (v4.endpoints ?? []).map((e) => ({ ...e, hints: { forZones: [{ name: "a" }] } })),
+    } as V1EndpointSlice;
+    const { rows } = serviceLoadBalancers(m, [hinted], [{ node: "n1", zone: "a" }, { node: "n2" }]);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.vips]),
+      [["ns/web/tcp", { "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080" }]],
+    );
+  });
+
+  it("leaves an LB IP filtered by loadBalancerSourceRanges out of OVN (pods take the node path), other VIPs stay", () => {
+    const m = model(
+      {
+        type: "LoadBalancer",
+        allocateLoadBalancerNodePorts: false,
+        externalIPs: ["192.168.200.60"],
+        loadBalancerSourceRanges: ["192.168.200.100/32"],
+      },
+      { loadBalancer: { ingress: [{ ip: "192.168.201.10" }, { ip: "2001:db8::10" }] } },
+    );
+    const { rows } = serviceLoadBalancers(m, [v4], []);
+    // Only the IPv4 family is filtered: the IPv6 LB IP stays a VIP (with no IPv6 endpoint).
+    assert.deepEqual(Object.keys(rows[0]?.row.vips as object).sort(), [
+      "10.96.0.10:80",
+      "192.168.200.60:80",
+      "[2001:db8::10]:80",
+    ]);
+  });
+
+  it("with internalTrafficPolicy Local and hints, cluster IPs keep local backends and externalIPs get hinted ones", () => {
+    const m = model({ internalTrafficPolicy: "Local", externalIPs: ["192.168.200.60"] });
+    const hinted = {
+      ...v4,
+      endpoints: (v4.endpoints ?? []).map((e, i) => ({
+        ...e,
+        hints: { forZones: [{ name: i ? "b" : "a" }] },
+      })),
+    } as V1EndpointSlice;
+    const { rows, variables } = serviceLoadBalancers(
+      m,
+      [hinted],
+      [
+        { node: "n1", zone: "b" },
+        { node: "n2", zone: "b" },
+      ],
+    );
+    const port = m.ports[0]!;
+    const be = backendsVariable(m, port, 4);
+    const bt = topologyVariable(m, port, 4);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.row.vips]),
+      [["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${be}`, "192.168.200.60:80": `^${bt}` }]],
+    );
+    assert.deepEqual(Object.fromEntries(variables), {
+      n1: { [bt]: "10.244.0.6:8080", [be]: "10.244.0.5:8080" },
+      n2: { [bt]: "10.244.0.6:8080", [be]: "10.244.0.6:8080" },
+    });
+    // Every variable written is named by a load balancer, so it is found stale when it goes.
+    const named = new Set(rows.flatMap((r) => variablesOf(r.row.vips as Record<string, string>)));
+    for (const vars of variables.values()) for (const k of Object.keys(vars)) assert.ok(named.has(k), k);
   });
 });

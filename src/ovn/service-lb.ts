@@ -1,7 +1,8 @@
 // A Service as OVN load balancers, as plain data: one Load_Balancer per (Service, protocol) holding every VIP
-// pods can reach (cluster IPs, externalIPs, load-balancer IPs, each with each port), and for
-// internalTrafficPolicy Local one template load balancer per (Service, protocol, family) whose backends are a
-// Chassis_Template_Var variable per chassis, holding only that chassis' endpoints. NodePorts are not here: a
+// pods can reach (cluster IPs, externalIPs, load-balancer IPs, each with each port), and for VIPs whose
+// backends depend on the client's node (internalTrafficPolicy Local, topology hints of trafficDistribution) one
+// template load balancer per (Service, protocol, family) whose backends are a Chassis_Template_Var variable per
+// chassis, holding that chassis' choice. NodePorts are not here: a
 // pod reaches a node IP through its node's management port, where the node agent's nftables serve it.
 //
 // OVN 23.03 accepts a literal IPv4 VIP in a template load balancer but refuses a literal IPv6 one ("should be a
@@ -10,8 +11,18 @@
 import { createHash } from "node:crypto";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
-import { type Endpoint, selectEndpoints } from "../services/endpoints.ts";
-import type { L4Protocol, ServiceModel, ServicePortModel } from "../services/service-model.ts";
+import {
+  type ClientTopology,
+  type Endpoint,
+  hasTopologyHints,
+  selectEndpoints,
+} from "../services/endpoints.ts";
+import {
+  type L4Protocol,
+  type ServiceModel,
+  type ServicePortModel,
+  sourceFiltered,
+} from "../services/service-model.ts";
 import type { DesiredRow } from "./nb-diff.ts";
 import { ownedIds, SERVICE_KEY } from "./ownership.ts";
 
@@ -50,7 +61,12 @@ export function backendsVariable(m: ServiceModel, port: ServicePortModel, family
   return hashName("be", [m.namespace, m.name, port.protocol, port.port, family]);
 }
 
-/** The variable holding an IPv6 cluster IP (the same on every chassis). */
+/** The variable holding one chassis' topology-hinted backends of a Service port in one family. */
+export function topologyVariable(m: ServiceModel, port: ServicePortModel, family: Family): string {
+  return hashName("bt", [m.namespace, m.name, port.protocol, port.port, family]);
+}
+
+/** The variable holding an IPv6 VIP (the same on every chassis). */
 export function vipVariable(m: ServiceModel, ip: IpAddress): string {
   return hashName("vip", [m.namespace, m.name, formatIp(ip)]);
 }
@@ -66,31 +82,79 @@ export function variablesOf(vips: Readonly<Record<string, string>>): string[] {
 const PROTOCOLS: readonly L4Protocol[] = ["tcp", "udp", "sctp"];
 
 /**
- * The desired load balancers of a Service and, for internalTrafficPolicy Local, the template variables of
- * each chassis in `chassis` (the node names). A VIP with no endpoint keeps an empty backend list: with
- * options:reject a client gets a TCP reset or ICMP unreachable at once.
+ * The desired load balancers of a Service and the template variables of each chassis in `chassis` (the nodes,
+ * with their zones). Plain VIPs go to the Service's load balancer; a VIP whose backends differ per chassis goes
+ * to a template load balancer per (Service, protocol, family) instead: the cluster IPs with
+ * internalTrafficPolicy Local (that chassis' endpoints), and, when EndpointSlice topology hints make the choice
+ * differ between nodes (trafficDistribution), every VIP of the Cluster policy (that chassis' hinted endpoints,
+ * as kube-proxy chooses them on that node). LB IPs filtered by loadBalancerSourceRanges are no VIP at all: pods
+ * reach them through their node, whose nft filters the source. A VIP with no endpoint keeps an empty backend
+ * list: with options:reject a client gets a TCP reset or ICMP unreachable at once.
  */
 export function serviceLoadBalancers(
   m: ServiceModel,
   slices: readonly V1EndpointSlice[],
-  chassis: readonly string[],
+  chassis: readonly ClientTopology[],
 ): ServiceLoadBalancers {
   const rows: DesiredRow[] = [];
-  const variables = new Map<string, Record<string, string>>(chassis.map((c) => [c, {}]));
+  const variables = new Map<string, Record<string, string>>(chassis.map((c) => [c.node, {}]));
   const svc = serviceKey(m.namespace, m.name);
   const baseOptions: Record<string, string> = { reject: "true" };
   if (m.affinityTimeoutSeconds !== undefined) baseOptions.affinity_timeout = String(m.affinityTimeoutSeconds);
-  const external = [...m.externalIPs, ...m.loadBalancerIPs];
-  const clusterInLb = m.internalTrafficLocal ? [] : m.clusterIPs;
+  const external = [...m.externalIPs, ...m.loadBalancerIPs.filter((ip) => !sourceFiltered(m, ip.family))];
+  // Per chassis, the Cluster-policy choice; a template is needed only where it differs from the plain one.
+  const clusterEps = (port: ServicePortModel) => {
+    const plain = selectEndpoints(slices, port);
+    if (!hasTopologyHints(slices)) return { plain, perChassis: undefined };
+    const perChassis = new Map(chassis.map((c) => [c.node, selectEndpoints(slices, port, { topology: c })]));
+    const key = (eps: readonly Endpoint[]) => eps.map((e) => hostPort(e.ip, e.port)).join(",");
+    const same = [...perChassis.values()].every((eps) => key(eps) === key(plain));
+    return { plain, perChassis: same ? undefined : perChassis };
+  };
 
   for (const protocol of PROTOCOLS) {
     const ports = m.ports.filter((p) => p.protocol === protocol);
     if (ports.length === 0) continue;
     const vips: Record<string, string> = {};
+    const tvipsOf = new Map<Family, Record<string, string>>();
+    const templateVip = (ip: IpAddress, port: ServicePortModel, value: string) => {
+      let key: string;
+      if (ip.family === 4) {
+        key = hostPort(ip, port.port);
+      } else {
+        const vv = vipVariable(m, ip);
+        key = `^${vv}:${port.port}`;
+        for (const vars of variables.values()) vars[vv] = formatIp(ip);
+      }
+      const t = tvipsOf.get(ip.family) ?? {};
+      t[key] = value;
+      tvipsOf.set(ip.family, t);
+    };
     for (const port of ports) {
-      const eps = selectEndpoints(slices, port);
-      for (const vip of [...clusterInLb, ...external])
-        vips[hostPort(vip, port.port)] = backends(eps, vip.family);
+      const { plain, perChassis } = clusterEps(port);
+      // Only families some VIP refers to: a variable no load balancer names would never be found stale.
+      const topologyVips = [...(m.internalTrafficLocal ? [] : m.clusterIPs), ...external];
+      const families = new Set(topologyVips.map((ip) => ip.family));
+      if (perChassis)
+        for (const family of families) {
+          const v = topologyVariable(m, port, family);
+          for (const [node, vars] of variables) vars[v] = backends(perChassis.get(node) ?? plain, family);
+        }
+      if (m.internalTrafficLocal)
+        for (const family of new Set(m.clusterIPs.map((ip) => ip.family))) {
+          const v = backendsVariable(m, port, family);
+          for (const [node, vars] of variables)
+            vars[v] = backends(selectEndpoints(slices, port, { node }), family);
+        }
+      for (const vip of m.clusterIPs) {
+        if (m.internalTrafficLocal) templateVip(vip, port, `^${backendsVariable(m, port, vip.family)}`);
+        else if (perChassis) templateVip(vip, port, `^${topologyVariable(m, port, vip.family)}`);
+        else vips[hostPort(vip, port.port)] = backends(plain, vip.family);
+      }
+      for (const vip of external) {
+        if (perChassis) templateVip(vip, port, `^${topologyVariable(m, port, vip.family)}`);
+        else vips[hostPort(vip, port.port)] = backends(plain, vip.family);
+      }
     }
     if (Object.keys(vips).length > 0) {
       const id = `${svc}/${protocol}`;
@@ -106,24 +170,10 @@ export function serviceLoadBalancers(
         },
       });
     }
-    if (!m.internalTrafficLocal) continue;
-    for (const ip of m.clusterIPs) {
-      const family = ip.family;
-      const tvips: Record<string, string> = {};
-      for (const port of ports) {
-        const beVar = backendsVariable(m, port, family);
-        let key: string;
-        if (family === 4) {
-          key = hostPort(ip, port.port);
-        } else {
-          const vv = vipVariable(m, ip);
-          key = `^${vv}:${port.port}`;
-          for (const vars of variables.values()) vars[vv] = formatIp(ip);
-        }
-        tvips[key] = `^${beVar}`;
-        for (const [node, vars] of variables)
-          vars[beVar] = backends(selectEndpoints(slices, port, { node }), family);
-      }
+    for (const family of [4, 6] as const) {
+      const tvips = tvipsOf.get(family);
+      if (!tvips) continue;
+      // The id keeps its first use (internalTrafficPolicy Local) so existing rows are not rewritten.
       const id = `${svc}/${protocol}/local-v${family}`;
       rows.push({
         table: "Load_Balancer",

@@ -2,12 +2,14 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { formatIp } from "../ipam/address.ts";
-import { type Endpoint, selectEndpoints } from "./endpoints.ts";
+import { type Endpoint, hasTopologyHints, selectEndpoints } from "./endpoints.ts";
 import type { ServicePortModel } from "./service-model.ts";
 
 interface Ep {
   ip: string;
   node?: string;
+  zones?: string[];
+  nodes?: string[];
   ready?: boolean;
   serving?: boolean;
   terminating?: boolean;
@@ -25,6 +27,14 @@ function slice(
     endpoints: eps.map((e) => ({
       addresses: [e.ip],
       ...(e.node ? { nodeName: e.node } : {}),
+      ...(e.zones || e.nodes
+        ? {
+            hints: {
+              ...(e.zones ? { forZones: e.zones.map((name) => ({ name })) } : {}),
+              ...(e.nodes ? { forNodes: e.nodes.map((name) => ({ name })) } : {}),
+            },
+          }
+        : {}),
       conditions: {
         ...(e.ready === undefined ? {} : { ready: e.ready }),
         ...(e.serving === undefined ? {} : { serving: e.serving }),
@@ -146,5 +156,70 @@ describe("selectEndpoints", () => {
     const a = slice([{ ip: "10.244.0.3", ready: false }]);
     const b = slice([{ ip: "10.244.0.3", ready: true }]);
     assert.deepEqual(show(selectEndpoints([a, b], http)), ["10.244.0.3:8080"]);
+  });
+});
+
+describe("selectEndpoints with topology hints (kube-proxy's choice for a client's node)", () => {
+  const zoned = slice([
+    { ip: "10.244.1.2", node: "n1", zones: ["a"], nodes: ["n1"] },
+    { ip: "10.244.2.2", node: "n2", zones: ["b"], nodes: ["n2"] },
+    { ip: "10.244.3.2", node: "n3", zones: ["b"], nodes: ["n3"] },
+  ]);
+
+  it("prefers the endpoints hinted for the client's node when every ready endpoint has node hints", () => {
+    assert.deepEqual(show(selectEndpoints([zoned], http, { topology: { node: "n2", zone: "b" } })), [
+      "10.244.2.2:8080@n2",
+    ]);
+  });
+
+  it("falls back to zone hints when no endpoint is hinted for the node", () => {
+    assert.deepEqual(show(selectEndpoints([zoned], http, { topology: { node: "n4", zone: "b" } })), [
+      "10.244.2.2:8080@n2",
+      "10.244.3.2:8080@n3",
+    ]);
+  });
+
+  it("uses every endpoint when the node's zone is unknown or has no hinted endpoint", () => {
+    const all = ["10.244.1.2:8080@n1", "10.244.2.2:8080@n2", "10.244.3.2:8080@n3"];
+    assert.deepEqual(show(selectEndpoints([zoned], http, { topology: { node: "n4" } })), all);
+    assert.deepEqual(show(selectEndpoints([zoned], http, { topology: { node: "n4", zone: "c" } })), all);
+  });
+
+  it("ignores hints unless every ready endpoint has them (not-ready ones do not count)", () => {
+    const partial = slice([
+      { ip: "10.244.1.2", node: "n1", zones: ["a"] },
+      { ip: "10.244.2.2", node: "n2" },
+      { ip: "10.244.3.2", node: "n3", ready: false },
+    ]);
+    assert.deepEqual(show(selectEndpoints([partial], http, { topology: { node: "n1", zone: "a" } })), [
+      "10.244.1.2:8080@n1",
+      "10.244.2.2:8080@n2",
+    ]);
+    const notReadyUnhinted = slice([
+      { ip: "10.244.1.2", node: "n1", zones: ["a"] },
+      { ip: "10.244.2.2", node: "n2", zones: ["b"] },
+      { ip: "10.244.3.2", node: "n3", ready: false },
+    ]);
+    assert.deepEqual(
+      show(selectEndpoints([notReadyUnhinted], http, { topology: { node: "n1", zone: "a" } })),
+      ["10.244.1.2:8080@n1"],
+    );
+  });
+
+  it("applies the hints to serving-and-terminating endpoints when none is ready", () => {
+    const terminating = slice([
+      { ip: "10.244.1.2", node: "n1", zones: ["a"], ready: false, serving: true, terminating: true },
+      { ip: "10.244.2.2", node: "n2", zones: ["b"], ready: false, serving: true, terminating: true },
+    ]);
+    // No ready endpoint: kube-proxy's topology mode is none, so every serving one is used.
+    assert.deepEqual(show(selectEndpoints([terminating], http, { topology: { node: "n1", zone: "a" } })), [
+      "10.244.1.2:8080@n1",
+      "10.244.2.2:8080@n2",
+    ]);
+  });
+
+  it("tells whether slices carry any hint", () => {
+    assert.equal(hasTopologyHints([zoned]), true);
+    assert.equal(hasTopologyHints([slice([{ ip: "10.244.1.2", node: "n1" }])]), false);
   });
 });

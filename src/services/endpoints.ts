@@ -15,11 +15,55 @@ export interface Endpoint {
 interface Candidate extends Endpoint {
   ready: boolean;
   servingTerminating: boolean;
+  /** EndpointSlice hints.forZones / hints.forNodes names (empty: no hint). */
+  zones: ReadonlySet<string>;
+  nodes: ReadonlySet<string>;
+}
+
+/** Where the client is, for topology hints: its node and that node's `topology.kubernetes.io/zone` label. */
+export interface ClientTopology {
+  node: string;
+  zone?: string | undefined;
+}
+
+/** The Node label kube-proxy reads the node's zone from. */
+export const ZONE_LABEL = "topology.kubernetes.io/zone";
+
+/**
+ * kube-proxy's topology mode for a client on `where`: hints are used only when every ready endpoint has them;
+ * node hints (PreferSameNode) first, when one names this node; then zone hints, when one names this zone;
+ * otherwise none (every endpoint).
+ */
+function topologyMode(ready: readonly Candidate[], where: ClientTopology): "node" | "zone" | undefined {
+  if (ready.length === 0) return undefined;
+  if (ready.every((c) => c.nodes.size > 0) && ready.some((c) => c.nodes.has(where.node))) return "node";
+  const zone = where.zone;
+  if (zone && ready.every((c) => c.zones.size > 0) && ready.some((c) => c.zones.has(zone))) return "zone";
+  return undefined;
+}
+
+function namesOf(list: unknown): Set<string> {
+  const out = new Set<string>();
+  if (Array.isArray(list))
+    for (const h of list) {
+      const name = (h as { name?: unknown } | null)?.name;
+      if (typeof name === "string" && name !== "") out.add(name);
+    }
+  return out;
+}
+
+/** Whether any endpoint of the slices carries a topology hint (so the choice may differ per node). */
+export function hasTopologyHints(slices: readonly V1EndpointSlice[]): boolean {
+  return slices.some((s) =>
+    (s.endpoints ?? []).some((e) => namesOf(e.hints?.forZones).size + namesOf(e.hints?.forNodes).size > 0),
+  );
 }
 
 /**
  * kube-proxy's choice: the ready endpoints; if there are none, the serving and terminating ones. With `node`,
- * the same rule applied to that node's endpoints only. Each endpoint's port comes from its slice's port with
+ * the same rule applied to that node's endpoints only (the Local traffic policies, which ignore hints). With
+ * `topology`, the choice for a client there as kube-proxy makes it for the Cluster policies: only the endpoints
+ * hinted for its node or zone when the hints allow it (see topologyMode), else every one. Each endpoint's port comes from its slice's port with
  * the same name and protocol as `port` (a named targetPort may map to different numbers per slice).
  * Endpoints with an address or port that cannot be read, or an address in a special range, are left out.
  * Sorted, without duplicates.
@@ -27,7 +71,7 @@ interface Candidate extends Endpoint {
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
   port: ServicePortModel,
-  opts: { node?: string } = {},
+  opts: { node?: string; topology?: ClientTopology } = {},
 ): Endpoint[] {
   const candidates = new Map<string, Candidate>();
   for (const slice of slices) {
@@ -61,12 +105,23 @@ export function selectEndpoints(
         ...(typeof ep.nodeName === "string" ? { nodeName: ep.nodeName } : {}),
         ready,
         servingTerminating: serving && terminating,
+        zones: namesOf(ep.hints?.forZones),
+        nodes: namesOf(ep.hints?.forNodes),
       });
     }
   }
   const all = [...candidates.values()];
   const ready = all.filter((c) => c.ready);
-  const chosen = ready.length > 0 ? ready : all.filter((c) => c.servingTerminating);
+  const where = opts.topology;
+  const mode = where ? topologyMode(ready, where) : undefined;
+  const near = (c: Candidate) =>
+    mode === "node"
+      ? c.nodes.has(where?.node ?? "")
+      : mode === "zone"
+        ? c.zones.has(where?.zone ?? "")
+        : true;
+  const readyNear = ready.filter(near);
+  const chosen = readyNear.length > 0 ? readyNear : all.filter((c) => c.servingTerminating && near(c));
   return chosen
     .map(({ ip, port: p, nodeName }) =>
       nodeName === undefined ? { ip, port: p } : { ip, port: p, nodeName },

@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1Service } from "@kubernetes/client-node";
 import { formatIp } from "../ipam/address.ts";
+import { formatCidr } from "../ipam/cidr.ts";
 import { reservedAddresses } from "./reserved-addresses.ts";
-import { clusterRanges, parseService } from "./service-model.ts";
+import { clusterRanges, parseService, sourceFiltered } from "./service-model.ts";
 
 const ranges = clusterRanges({
   clusterCIDRs: ["10.244.0.0/16"],
@@ -346,5 +347,75 @@ describe("parseService", () => {
     const { model, problems } = parseService(svc({ internalTrafficPolicy: "Nearby" }));
     assert.equal(model?.internalTrafficLocal, false);
     assert.deepEqual(fields(problems), ["spec.internalTrafficPolicy"]);
+  });
+
+  it("leaves out an ingress IP with ipMode Proxy, and reports an unknown ipMode", () => {
+    const { model, problems } = parseService(
+      svc(
+        { type: "LoadBalancer", allocateLoadBalancerNodePorts: false },
+        {
+          loadBalancer: {
+            ingress: [
+              { ip: "192.168.201.10", ipMode: "Proxy" },
+              { ip: "192.168.201.11", ipMode: "VIP" },
+              { ip: "192.168.201.12" },
+              { ip: "192.168.201.13", ipMode: "Tunnel" },
+            ],
+          },
+        },
+      ),
+      ranges,
+    );
+    assert.deepEqual(ips(model?.loadBalancerIPs), ["192.168.201.11", "192.168.201.12"]);
+    assert.deepEqual(fields(problems), ["status.loadBalancer.ingress[3].ipMode"]);
+  });
+
+  it("parses loadBalancerSourceRanges as typed CIDRs: spaces and host bits tolerated, nested ranges merged", () => {
+    const { model, problems } = parseService(
+      svc({
+        type: "LoadBalancer",
+        allocateLoadBalancerNodePorts: false,
+        loadBalancerSourceRanges: [
+          " 192.168.200.100/32",
+          "10.1.2.3/8",
+          "10.9.0.0/16",
+          "2001:db8::/32",
+          "10.0.0.0/8",
+        ],
+      }),
+      ranges,
+    );
+    assert.deepEqual(problems, []);
+    assert.deepEqual(model?.loadBalancerSourceRanges.map(formatCidr), [
+      "192.168.200.100/32",
+      "10.0.0.0/8",
+      "2001:db8::/32",
+    ]);
+    assert.ok(model && sourceFiltered(model, 4) && sourceFiltered(model, 6));
+  });
+
+  it("reports each bad loadBalancerSourceRanges entry by its field and keeps the others", () => {
+    const { model, problems } = parseService(
+      svc({
+        type: "LoadBalancer",
+        allocateLoadBalancerNodePorts: false,
+        loadBalancerSourceRanges: ["10.0.0.0/33", "not-a-cidr", "192.168.1.0/24", "1.2.3.4", 7],
+      }),
+      ranges,
+    );
+    assert.deepEqual(fields(problems), [
+      "spec.loadBalancerSourceRanges[0]",
+      "spec.loadBalancerSourceRanges[1]",
+      "spec.loadBalancerSourceRanges[3]",
+      "spec.loadBalancerSourceRanges[4]",
+    ]);
+    assert.match(problems[1]?.message ?? "", /"not-a-cidr" is not a CIDR; this entry is ignored/);
+    assert.deepEqual(model?.loadBalancerSourceRanges.map(formatCidr), ["192.168.1.0/24"]);
+    assert.ok(model && sourceFiltered(model, 4) && !sourceFiltered(model, 6));
+  });
+
+  it("ignores loadBalancerSourceRanges of a Service that is not a LoadBalancer", () => {
+    const { model } = parseService(svc({ loadBalancerSourceRanges: ["10.0.0.0/8"] }), ranges);
+    assert.deepEqual(model?.loadBalancerSourceRanges, []);
   });
 });

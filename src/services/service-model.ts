@@ -3,8 +3,8 @@
 // is kept, and each problem names the field and the fix so it can become a Warning Event unchanged.
 
 import type { V1Service } from "@kubernetes/client-node";
-import { formatIp, type IpAddress, ipEquals, parseIp } from "../ipam/address.ts";
-import { type Cidr, cidrContains, formatCidr, parseCidr } from "../ipam/cidr.ts";
+import { formatIp, type IpAddress, ipEquals, parseIp, tryParseIp } from "../ipam/address.ts";
+import { type Cidr, cidrContains, cidrContainsCidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import type { ReservedAddresses } from "./reserved-addresses.ts";
@@ -25,8 +25,16 @@ export interface ServiceModel {
   /** Never empty: a headless Service has no model. */
   clusterIPs: IpAddress[];
   externalIPs: IpAddress[];
-  /** status.loadBalancer.ingress[].ip, for type LoadBalancer only. */
+  /**
+   * status.loadBalancer.ingress[].ip, for type LoadBalancer only, and only those with ipMode VIP (or none): an
+   * ipMode Proxy address belongs to a load balancer that proxies to the nodes, so it is never captured here.
+   */
   loadBalancerIPs: IpAddress[];
+  /**
+   * spec.loadBalancerSourceRanges that parsed (host bits cleared, as kube-proxy reads them), without ranges
+   * inside another. A family with at least one range filters that family's loadBalancerIPs to those sources.
+   */
+  loadBalancerSourceRanges: Cidr[];
   ports: ServicePortModel[];
   /** Present iff sessionAffinity is ClientIP (default 10800; at most 65535, OVN's limit). */
   affinityTimeoutSeconds?: number;
@@ -171,13 +179,25 @@ export function parseService(
   const loadBalancerIPs =
     type === "LoadBalancer"
       ? parseVips(
-          (svc.status?.loadBalancer?.ingress ?? []).map((g) => g.ip),
+          (svc.status?.loadBalancer?.ingress ?? []).map((g, i) => {
+            const mode = (g as { ipMode?: unknown }).ipMode;
+            if (mode === undefined || mode === null || mode === "VIP") return g.ip;
+            // kube-proxy serves only VIP-mode ingress; traffic to a Proxy one goes to the real load balancer.
+            if (mode !== "Proxy")
+              problem(
+                `status.loadBalancer.ingress[${i}].ipMode`,
+                `${JSON.stringify(mode)} is not VIP or Proxy; this address is not captured`,
+              );
+            return undefined;
+          }),
           "status.loadBalancer.ingress",
           ranges,
           problem,
           ".ip",
         )
       : [];
+  const loadBalancerSourceRanges =
+    type === "LoadBalancer" ? parseSourceRanges(spec.loadBalancerSourceRanges, problem) : [];
 
   const model: ServiceModel = {
     namespace,
@@ -186,6 +206,7 @@ export function parseService(
     clusterIPs,
     externalIPs,
     loadBalancerIPs,
+    loadBalancerSourceRanges,
     ports,
     externalTrafficLocal: parsePolicy(spec.externalTrafficPolicy, "spec.externalTrafficPolicy", problem),
     internalTrafficLocal: parsePolicy(spec.internalTrafficPolicy, "spec.internalTrafficPolicy", problem),
@@ -228,6 +249,59 @@ export function parseService(
 }
 
 type Report = (field: string, message: string) => void;
+
+/** Whether `m`'s loadBalancerIPs of `family` are reachable only from its loadBalancerSourceRanges. */
+export function sourceFiltered(m: ServiceModel, family: 4 | 6): boolean {
+  return m.loadBalancerSourceRanges.some((c) => c.family === family);
+}
+
+/**
+ * spec.loadBalancerSourceRanges as typed CIDRs. As kube-proxy: surrounding spaces and host bits are tolerated
+ * (`1.2.3.4/24` is 1.2.3.0/24), a bad entry is left out (with a problem), and a range inside another is
+ * dropped so the ruleset holds no overlapping intervals.
+ */
+function parseSourceRanges(raw: unknown, problem: Report): Cidr[] {
+  if (raw === undefined || raw === null) return [];
+  const field = "spec.loadBalancerSourceRanges";
+  if (!Array.isArray(raw)) {
+    problem(field, `${JSON.stringify(raw)} is not a list of CIDRs; no source filter is applied`);
+    return [];
+  }
+  const out: Cidr[] = [];
+  raw.forEach((text, i) => {
+    const f = `${field}[${i}]`;
+    const bad = (why: string): void => {
+      problem(f, `${JSON.stringify(text)} ${why}; this entry is ignored (write it like 203.0.113.0/24)`);
+    };
+    if (typeof text !== "string") {
+      bad("is not a CIDR");
+      return;
+    }
+    const t = text.trim();
+    const slash = t.indexOf("/");
+    const ip = slash > 0 ? tryParseIp(t.slice(0, slash)) : undefined;
+    const prefixText = slash > 0 ? t.slice(slash + 1) : "";
+    if (!ip || !/^(0|[1-9][0-9]{0,2})$/.test(prefixText)) {
+      bad("is not a CIDR");
+      return;
+    }
+    const bits = ip.family === 4 ? 32 : 128;
+    const prefix = Number(prefixText);
+    if (prefix > bits) {
+      bad(`has a prefix length above ${bits}`);
+      return;
+    }
+    const host = BigInt(bits - prefix);
+    const cidr: Cidr = { family: ip.family, network: (ip.value >> host) << host, prefix };
+    out.push(cidr);
+  });
+  return out.filter(
+    (c, i) =>
+      !out.some(
+        (o, j) => j !== i && cidrContainsCidr(o, c) && (o.prefix < c.prefix || j < i), // of two equal ranges the first stays
+      ),
+  );
+}
 
 function parseAddress(text: unknown, field: string, problem: Report): IpAddress | undefined {
   if (typeof text !== "string") {

@@ -39,6 +39,10 @@ const POD_IP = "10.244.0.20";
 const MGMT_IP = MGMT.ip.split("/")[0]!;
 const EXTERNAL_IP = "192.168.251.10";
 const LB_IP = "192.168.251.11";
+// LB IPs with loadBalancerSourceRanges: the external host only; the pod network only; the node's network.
+const FW_EXT_IP = "192.168.251.12";
+const FW_POD_IP = "192.168.251.13";
+const FW_NODE_IP = "192.168.251.14";
 const ip = (t: string) => parseIp(t);
 const POD_EP = { ip: ip(POD_IP), port: 8080 };
 const HOST_EP = { ip: ip(EXT_IP), port: 9000 };
@@ -78,6 +82,21 @@ const SERVICES: NatServicePort[] = [
     clusterIPs: [ip("10.96.0.16")],
     endpoints: [POD_EP, HOST_EP],
     internalTrafficLocal: true,
+  }),
+  port("t/fw-ext/tcp", {
+    externalIPs: [ip(FW_EXT_IP)],
+    firewalledIPs: [ip(FW_EXT_IP)],
+    sourceRanges: [parseCidr(`${EXT_IP}/32`)],
+  }),
+  port("t/fw-pod/tcp", {
+    externalIPs: [ip(FW_POD_IP)],
+    firewalledIPs: [ip(FW_POD_IP)],
+    sourceRanges: [parseCidr("10.244.0.0/16"), parseCidr("2001:db8::/32")],
+  }),
+  port("t/fw-node/tcp", {
+    externalIPs: [ip(FW_NODE_IP)],
+    firewalledIPs: [ip(FW_NODE_IP)],
+    sourceRanges: [parseCidr("192.168.250.0/30")],
   }),
   port("t/dns/udp", {
     protocol: "udp",
@@ -176,8 +195,12 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
       "net.ipv4.conf.default.rp_filter=1",
     ]);
     // The external host sends externalIP and LB IP traffic to the node, as a router or an announcer would.
-    for (const vip of [EXTERNAL_IP, LB_IP])
+    for (const vip of [EXTERNAL_IP, LB_IP, FW_EXT_IP, FW_POD_IP, FW_NODE_IP])
       await c.node.execIn(c.ext.path, "ip", ["route", "add", vip, "via", NODE_IP]);
+    // The node routes the filtered LB IPs towards the load balancer (the external host), as its default route
+    // would: a refused connection must be refused by the filter, not by a missing route.
+    for (const vip of [FW_EXT_IP, FW_POD_IP, FW_NODE_IP])
+      await c.node.exec("ip", ["route", "add", vip, "via", EXT_IP]);
     for (const [netns, name, host, p] of [
       [podNetns, "pod", POD_IP, 8080],
       [c.ext.path, "ext", EXT_IP, 9000],
@@ -272,6 +295,26 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     const seen = new Set<string | undefined>();
     for (let i = 0; i < 12; i++) seen.add((await dial(nodeNetns, "10.96.0.16", 80)).who);
     assert.deepEqual([...seen], ["pod"]);
+  });
+
+  test("loadBalancerSourceRanges: a listed source reaches the LB IP, any other is dropped before DNAT", async () => {
+    // The external host is listed for FW_EXT_IP: it gets the pod; the node (192.168.250.1) and the pod are not.
+    const ok = await dial(c.ext.path, FW_EXT_IP, 80);
+    assert.equal(ok.who, "pod", ok.stderr);
+    for (const from of [nodeNetns, podNetns]) {
+      const r = await dial(from, FW_EXT_IP, 80);
+      assert.equal(r.who, undefined, `${from === podNetns ? "pod" : "node"} got ${r.stdout}`);
+      assert.match(r.stderr, /timed out/, "dropped, not refused or unroutable");
+    }
+    // The pod network is listed for FW_POD_IP: the pod (through the management port) reaches itself; ext not.
+    const pod = await dial(podNetns, FW_POD_IP, 80);
+    assert.equal(pod.who, "pod", pod.stderr);
+    const ext = await dial(c.ext.path, FW_POD_IP, 80);
+    assert.equal(ext.who, undefined, ext.stdout);
+    assert.match(ext.stderr, /timed out/, "dropped, not refused or unroutable");
+    // A range holding the node's own address admits the node's own connections.
+    const node = await dial(nodeNetns, FW_NODE_IP, 80);
+    assert.equal(node.who, "pod", node.stderr);
   });
 
   test("UDP: an external datagram to a NodePort reaches the pod; the node's to the clusterIP too", async () => {

@@ -252,6 +252,72 @@ describe("Service proxy with a node's credentials", () => {
     await until("the Service gone from the rules", () => !(rig.scripts.at(-1) ?? "").includes("dnat"));
   });
 
+  test("topology hints follow this node's zone label; loadBalancerSourceRanges become a filter nft accepts", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    const zone = "topology.kubernetes.io/zone";
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: v1\nkind: Node\nmetadata: {name: ${NODE}, labels: {${zone}: zone-a}}\n`,
+    );
+    await kubectl(["apply", "-f", "-"], serviceYaml("zoned", "  trafficDistribution: PreferSameZone\n"));
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: zoned-manual, namespace: default, labels: {kubernetes.io/service-name: zoned}}
+addressType: IPv4
+ports: [{name: http, protocol: TCP, port: 8080}]
+endpoints:
+- {addresses: ["10.244.0.7"], nodeName: node3, conditions: {ready: true}, hints: {forZones: [{name: zone-a}]}}
+- {addresses: ["10.244.1.7"], nodeName: node2, conditions: {ready: true}, hints: {forZones: [{name: zone-b}]}}
+`,
+    );
+    // Neither endpoint is on this node, so no chain for a local endpoint shows up in the script.
+    const only = (ip: string, other: string) => () => {
+      const last = rig.scripts.at(-1) ?? "";
+      return last.includes(`dnat ip to ${ip}:8080`) && !last.includes(`dnat ip to ${other}:8080`);
+    };
+    await until("only zone-a's endpoint", only("10.244.0.7", "10.244.1.7"));
+    await kubectl(["label", "node", NODE, `${zone}=zone-b`, "--overwrite"]);
+    await until("only zone-b's endpoint after the node's zone changed", only("10.244.1.7", "10.244.0.7"));
+    await kubectl(["delete", "service", "zoned"]);
+    await kubectl(["delete", "endpointslice", "zoned-manual"]);
+
+    await kubectl(
+      ["apply", "-f", "-"],
+      serviceYaml(
+        "ranged",
+        "  type: LoadBalancer\n  allocateLoadBalancerNodePorts: false\n  loadBalancerSourceRanges: [203.0.113.0/24]\n",
+      ),
+    );
+    await kubectl([
+      "patch",
+      "service",
+      "ranged",
+      "--subresource=status",
+      "--type=merge",
+      "-p",
+      JSON.stringify({
+        status: {
+          loadBalancer: {
+            ingress: [{ ip: "192.168.201.30" }, { ip: "192.168.201.31", ipMode: "Proxy" }],
+          },
+        },
+      }),
+    ]);
+    await until("the LB IP filtered", () =>
+      (rig.scripts.at(-1) ?? "").includes("ip saddr { 203.0.113.0/24 } return"),
+    );
+    const script = rig.scripts.at(-1) ?? "";
+    assert.match(script, /192\.168\.201\.30 \. 6 \. 80 : goto s[0-9a-f]{16}_fw/);
+    assert.doesNotMatch(script, /192\.168\.201\.31/, "the ipMode Proxy address is not captured");
+    const check = await nftCheck(script);
+    assert.equal(check.code, 0, check.stderr);
+    await kubectl(["delete", "service", "ranged"]);
+  });
+
   test("an externalIP that is a node's address (this node's or another's) or the API server's is not served", async (t) => {
     await kubectl(
       ["create", "-f", "-"],

@@ -97,7 +97,7 @@ async function realize(name: string, spec: Record<string, unknown>, eps: { ip: s
     spec: { ports: [{ name: "http", port: 80 }], ...spec },
   } as V1Service);
   assert.ok(model);
-  const { rows, variables } = serviceLoadBalancers(model, [slice(eps)], [NODE]);
+  const { rows, variables } = serviceLoadBalancers(model, [slice(eps)], [{ node: NODE }]);
   const group = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
   assert.ok(group);
   const txn = c.nb.transaction();
