@@ -317,7 +317,9 @@ export class ServiceReconciler implements Reconciler {
     for (const key of this.services.keys()) {
       if (this.ownedLbs(key).length > 0) continue;
       const { desired } = this.desiredOf(key);
-      if (desired.rows.length === 0 || desired.variables.size > 0) continue;
+      // Every node has an entry in `variables`; only a Service that needs template values is left to its reconcile.
+      const templated = [...desired.variables.values()].some((v) => Object.keys(v).length > 0);
+      if (desired.rows.length === 0 || templated) continue;
       if ((batches[batches.length - 1] as unknown[]).length >= BULK_SERVICES) batches.push([]);
       const last = batches[batches.length - 1] as ServiceLoadBalancers["rows"][];
       last.push(desired.rows);
