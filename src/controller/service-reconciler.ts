@@ -236,22 +236,16 @@ export class ServiceReconciler implements Reconciler {
    * carries the UUID derived from its id, which the server refuses twice ("duplicate uuid", a hash lookup);
    * otherwise a guardAbsent on its id goes first (a `wait` that scans Load_Balancer, for servers before 2.17).
    */
-  private planRows(
-    txn: Transaction,
-    key: string,
-    rows: ServiceLoadBalancers["rows"],
-    owned: readonly AnyRow[],
-    fixedUuids: boolean,
-  ) {
+  private planRows(txn: Transaction, key: string, rows: ServiceLoadBalancers["rows"], fixedUuids: boolean) {
     const { nb } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group && rows.length > 0)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
     const before = txn.size;
-    const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
     const uuids = new Map<string, string>();
     for (const d of rows) {
-      if (present.has(d.id)) continue;
+      // Guarded exactly where plan() inserts: no row of ours with the id (whichever Service it names).
+      if (findOwned(nb.cache as never, "Load_Balancer", d.id)) continue;
       const uuid = fixedUuids ? this.chosenUuid(d.id) : undefined;
       if (uuid) uuids.set(d.id, uuid);
       else txn.guardAbsent("Load_Balancer", [["external_ids", "includes", ownedGuard(d.id)]]);
@@ -344,7 +338,7 @@ export class ServiceReconciler implements Reconciler {
     // The server is asked (once per connection) only when a row is to be inserted.
     const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
     const inserts = desired.rows.some((d) => !present.has(d.id));
-    const guards = this.planRows(txn, key, desired.rows, owned, inserts && (await nb.insertUuidSupported()));
+    const guards = this.planRows(txn, key, desired.rows, inserts && (await nb.insertUuidSupported()));
     // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
     for (const d of desired.rows) {
       const kept = findOwned(cache, "Load_Balancer", d.id);
