@@ -42,6 +42,8 @@ function resolve(s: Schema, root: Schema): { schema: Schema; ref?: string } {
 function allowed(s: Schema, ref: string | undefined): string {
   if (ref === "cidrs") return "CIDR, or IPv4,IPv6 pair";
   if (ref === "remotes") return "OVSDB remotes";
+  if (ref === "hostDir") return "absolute path, not / (no . or ..)";
+  if (ref === "objectName") return "object name, or empty";
   if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(", ");
   if (s.anyOf?.some((a) => a.const === 0)) {
     const r = s.anyOf.find((a) => a.minimum !== undefined);
@@ -49,7 +51,7 @@ function allowed(s: Schema, ref: string | undefined): string {
   }
   if (s.type === "integer") return `${s.minimum ?? ""}–${s.maximum ?? ""}`;
   if (s.type === "boolean") return "`true`/`false`";
-  if (s.pattern === "^/") return "absolute path";
+  if (s.pattern === "^/" || s.pattern?.startsWith("^(/")) return "absolute path";
   if (s.type === "object") return "object";
   if (s.type === "array") return "list";
   return "string";

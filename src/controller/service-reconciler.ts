@@ -40,6 +40,14 @@ const LB_BY_SERVICE = "zstack.io/service";
 const BULK_SERVICES = 100;
 const BULK_IN_FLIGHT = 4;
 
+/**
+ * What a guardAbsent looks for: a row of ours with this id, the row findOwned would find once the cache shows it
+ * (a row that only carries the id, its owner changed by hand, would fail the guard on every retry).
+ */
+function ownedGuard(id: string): Record<string, string> {
+  return { [OWNER_KEY]: CONTROLLER, [ID_KEY]: id };
+}
+
 export class ServiceReconciler implements Reconciler {
   readonly name = SERVICES;
   readonly workers = 2;
@@ -77,6 +85,17 @@ export class ServiceReconciler implements Reconciler {
       });
     }
     return tc;
+  }
+
+  /**
+   * The uuid to insert this id's row with, unless NB already holds a row under it: that row is not ours (ours
+   * would have been found by its id), e.g. our keys cleared by hand or a row someone else made with the same,
+   * predictable uuid. Inserting over it would be refused as "duplicate uuid" forever, each time read as "applied
+   * already"; the wait guard takes its place.
+   */
+  private chosenUuid(id: string): string | undefined {
+    const uuid = rowUuid("service-lb", id);
+    return this.o.nb.cache.table("Load_Balancer").get(uuid) ? undefined : uuid;
   }
 
   /** Our load balancers of a Service, as NB holds them. */
@@ -230,23 +249,19 @@ export class ServiceReconciler implements Reconciler {
    * carries the UUID derived from its id, which the server refuses twice ("duplicate uuid", a hash lookup);
    * otherwise a guardAbsent on its id goes first (a `wait` that scans Load_Balancer, for servers before 2.17).
    */
-  private planRows(
-    txn: Transaction,
-    key: string,
-    rows: ServiceLoadBalancers["rows"],
-    owned: readonly AnyRow[],
-    fixedUuids: boolean,
-  ) {
+  private planRows(txn: Transaction, key: string, rows: ServiceLoadBalancers["rows"], fixedUuids: boolean) {
     const { nb } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
     if (!group && rows.length > 0)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
     const before = txn.size;
-    if (!fixedUuids) {
-      const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
-      for (const d of rows)
-        if (!present.has(d.id))
-          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
+    const uuids = new Map<string, string>();
+    for (const d of rows) {
+      // Guarded exactly where plan() inserts: no row of ours with the id (whichever Service it names).
+      if (findOwned(nb.cache as never, "Load_Balancer", d.id)) continue;
+      const uuid = fixedUuids ? this.chosenUuid(d.id) : undefined;
+      if (uuid) uuids.set(d.id, uuid);
+      else txn.guardAbsent("Load_Balancer", [["external_ids", "includes", ownedGuard(d.id)]]);
     }
     const guards = txn.size - before;
     plan(
@@ -255,7 +270,7 @@ export class ServiceReconciler implements Reconciler {
       txn as never,
       rows.map((d) => ({
         ...d,
-        ...(fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {}),
+        ...(uuids.has(d.id) ? { uuid: uuids.get(d.id) as string } : {}),
         ...(group
           ? { parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
           : {}),
@@ -287,17 +302,11 @@ export class ServiceReconciler implements Reconciler {
       const rows = batch.flat();
       const txn = nb.transaction();
       // A retried insert whose first attempt landed unseen is refused instead of adding a second row (planRows).
-      if (!fixedUuids)
-        for (const d of rows)
-          txn.guardAbsent("Load_Balancer", [["external_ids", "includes", { [ID_KEY]: d.id }]]);
-      const refs = rows.map((d) =>
-        txn.insert(
-          "Load_Balancer",
-          d.row as never,
-          undefined,
-          fixedUuids ? { uuid: rowUuid("service-lb", d.id) } : {},
-        ),
-      );
+      const refs = rows.map((d) => {
+        const uuid = fixedUuids ? this.chosenUuid(d.id) : undefined;
+        if (!uuid) txn.guardAbsent("Load_Balancer", [["external_ids", "includes", ownedGuard(d.id)]]);
+        return txn.insert("Load_Balancer", d.row as never, undefined, uuid ? { uuid } : {});
+      });
       // One mutation of the group for the whole batch: a hundred of them cost the server more than the inserts.
       txn.mutate(
         "Load_Balancer_Group",
@@ -344,7 +353,7 @@ export class ServiceReconciler implements Reconciler {
     // The server is asked (once per connection) only when a row is to be inserted.
     const present = new Set(owned.map((r) => (r.external_ids as Record<string, string>)[ID_KEY]));
     const inserts = desired.rows.some((d) => !present.has(d.id));
-    const guards = this.planRows(txn, key, desired.rows, owned, inserts && (await nb.insertUuidSupported()));
+    const guards = this.planRows(txn, key, desired.rows, inserts && (await nb.insertUuidSupported()));
     // Two rows with one id (written twice by some earlier bug or by hand): the one plan kept stays.
     for (const d of desired.rows) {
       const kept = findOwned(cache, "Load_Balancer", d.id);

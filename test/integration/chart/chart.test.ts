@@ -231,6 +231,34 @@ describe("Helm chart", () => {
     ["an MTU below 576", ["network.mtu=500"], undefined, /at '\/network\/mtu'/],
     ["TLS without certificates", ["ovn.ssl.enabled=true"], undefined, /at '\/ovn\/ssl'/],
     ["DPDK without the host's OVS", ["dpdk.enabled=true"], undefined, /at '\/node\/hostOVS'/],
+    // Values that once rendered into the YAML unchecked: a newline added fields to the pod, a space broke the
+    // image name, "/" mounted the host's root into the node agent.
+    [
+      "a priorityClassName that would add a field to the pod",
+      ["controller.priorityClassName=x\n      hostPID: true"],
+      undefined,
+      /at '\/controller\/priorityClassName'/,
+    ],
+    [
+      "an image repository with a newline",
+      ["node.image.repository=a\nb"],
+      undefined,
+      /at '\/node\/image\/repository'/,
+    ],
+    ["an image tag with a space", ["controller.image.tag=1 2"], undefined, /at '\/controller\/image\/tag'/],
+    ["the host's root as the CNI directory", ["node.cniBinDir=/"], undefined, /at '\/node\/cniBinDir'/],
+    [
+      "a CNI directory with ..",
+      ["node.cniConfDir=/etc/cni/../../root"],
+      undefined,
+      /at '\/node\/cniConfDir'/,
+    ],
+    [
+      "a storage class that is no object name",
+      ["ovn.standalone.nbdb.storage.storageClassName=a: b"],
+      undefined,
+      /at '\/ovn\/standalone\/nbdb\/storage\/storageClassName'/,
+    ],
     [
       "a misspelt key",
       ["network.clusterCidr=10.0.0.0/16"],

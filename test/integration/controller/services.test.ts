@@ -444,3 +444,64 @@ test("with a server that refuses chosen uuids, a Service's insert is guarded by 
   );
   assert.equal(rows().length, 1, "one LB row after the lost reply");
 });
+
+test("a foreign row holding a Service's derived uuid does not stop its load balancers from being written", async (t) => {
+  const { api, srv, nb: witness } = await useCluster(t);
+  // Someone else's row (or ours with its external_ids cleared by hand) under the uuid the controller would
+  // choose, for a Service written by the start-up bulk write and for one written by its reconcile.
+  const ids = [`${NS}/early/tcp`, `${NS}/late/tcp`];
+  const txn = witness.transaction();
+  for (const id of ids)
+    txn.insert(
+      "Load_Balancer",
+      { name: `not-ours-${id}`, external_ids: { owner: "someone-else" } } as never,
+      undefined,
+      {
+        uuid: rowUuid("service-lb", id),
+      },
+    );
+  await txn.commit();
+  const createService = (name: string) =>
+    api.request(`/api/v1/namespaces/${NS}/services`, {
+      method: "POST",
+      body: { metadata: { name }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] } },
+    });
+  await createService("early");
+  const run = await startInProcess({ api, srv });
+  t.after(() => run.stop());
+  await run.synced;
+  await createService("late");
+  const ours = (id: string) =>
+    [...run.nb.cache.table("Load_Balancer").values()].filter((r) => r.external_ids[ID_KEY] === id);
+  for (const id of ids) {
+    await until(`${id}'s LB`, () => (ours(id).length === 1 ? true : undefined));
+    const foreign = run.nb.cache.table("Load_Balancer").get(rowUuid("service-lb", id));
+    assert.equal(foreign?.name, `not-ours-${id}`, "the foreign row is left alone");
+    assert.deepEqual(foreign?.external_ids, { owner: "someone-else" });
+    assert.notEqual(ours(id)[0]?._uuid, rowUuid("service-lb", id));
+  }
+});
+
+test("with a server that refuses chosen uuids, a row that carries a Service's id but is not ours does not block it", async (t) => {
+  const { api, srv, nb: witness } = await useCluster(t);
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  proxy.refuseInsertUuid();
+  // The id key without our owner key (the owner changed by hand): not ours, so the wait guard must not see it.
+  const id = `${NS}/copied/tcp`;
+  const txn = witness.transaction();
+  txn.insert("Load_Balancer", { name: "copied", external_ids: { [ID_KEY]: id } } as never);
+  await txn.commit();
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await run.synced;
+  await api.request(`/api/v1/namespaces/${NS}/services`, {
+    method: "POST",
+    body: { metadata: { name: "copied" }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] } },
+  });
+  const rows = () =>
+    [...run.nb.cache.table("Load_Balancer").values()].filter((r) => r.external_ids[ID_KEY] === id);
+  await until("copied's LB", () => (rows().length === 2 ? true : undefined));
+  assert.equal(rows().filter((r) => r.name === "copied").length, 1, "the foreign row is left alone");
+  assert.ok(rows().some((r) => r.external_ids[SERVICE_KEY] === `${NS}/copied`));
+});

@@ -71,7 +71,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- if .Values.ovn.ssl.enabled }}
 - name: ovn-ssl
   secret:
-    secretName: {{ include "zovn.sslSecret" . }}
+    secretName: {{ include "zovn.sslSecret" . | quote }}
     defaultMode: 0440
 {{- end }}
 {{- end }}
