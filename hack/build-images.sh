@@ -56,6 +56,7 @@ hash_files() { LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16; }
 base_key() {
 	{
 		manifest_lines "$1" package | LC_ALL=C sort
+		manifest_lines "$1" dpkg
 		echo "$mirror $security"
 		sed -n '/^# base-layer-begin/,/^# base-layer-end/p' "${BASH_SOURCE[0]}"
 	} | sha256sum | cut -c1-16
@@ -80,6 +81,13 @@ image_key() {
 		done < <(manifest_lines "$image" file)
 		echo "$tag"
 	} | sha256sum | cut -c1-16
+}
+
+# A manifest line the build would not understand must stop it, not be skipped.
+check_manifest() {
+	local bad
+	bad=$(awk '$0 !~ /^[ \t]*(#|$)/ && $1 !~ /^(package|dpkg|file|link|entrypoint)$/' "$repo/deploy/images/$1/manifest")
+	[[ -z $bad ]] || die "deploy/images/$1/manifest: unknown line: $bad"
 }
 
 archive_of() { echo "$images_root/$1-$(image_key "$1")/${image_name[$1]}.oci.tar"; }
@@ -128,18 +136,18 @@ mib() { du -sm "$1" | cut -f1; }
 
 # base-layer-begin
 # build_base IMAGE DIR: an OCI layout in DIR whose tag "base" is the Debian root filesystem with the
-# manifest's packages; no Recommends, no apt lists or caches, no docs except copyright, no man pages or locales.
+# manifest's packages, installed with its dpkg options; no Recommends, no apt lists or caches.
 build_base() {
-	local image=$1 dir=$2 bundle=$tmp/base-bundle pkgs
+	local image=$1 dir=$2 bundle=$tmp/base-bundle pkgs opt dpkgopts=()
 	pkgs=$(manifest_lines "$image" package | paste -sd, -)
+	while read -r opt; do dpkgopts+=("--dpkgopt=$opt"); done < <(manifest_lines "$image" dpkg)
 	umoci init --layout "$dir"
 	umoci new --image "$dir:base"
 	umoci unpack --image "$dir:base" "$bundle" >/dev/null
 	rmdir "$bundle/rootfs"
+	# merged-usr: usr-is-merged instead of usrmerge, which would pull in perl (about 50 MiB).
 	progress mmdebstrap --variant=apt --mode=root --format=directory --include="$pkgs" \
-		--dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-		--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
+		--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${dpkgopts[@]}" \
 		--customize-hook='rm -rf "$1"/var/cache/apt/*.bin "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/log/apt/*' \
 		bookworm "$bundle/rootfs" \
 		"deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main"
@@ -209,16 +217,30 @@ build_image() {
 	tar -C "$lay" -cf "$tmp/out/$name.oci.tar" .
 	log "$name:$tag built in $((SECONDS - start))s: archive $(mib "$tmp/out/$name.oci.tar") MiB (compressed layers), unpacked $(mib "$bundle/rootfs") MiB"
 	log "  largest paths (MiB):"
-	(cd "$bundle/rootfs" && du -xsm usr/local/bin usr/lib/x86_64-linux-gnu usr/lib/python3* usr/lib/python3 usr/share/perl \
-		usr/lib/x86_64-linux-gnu/perl-base usr/bin usr/sbin usr/share 2>/dev/null | sort -rn | head -6 |
-		sed 's/^/build-images:     /' >&2)
+	(cd "$bundle/rootfs" && du -xsm usr/local/bin usr/lib/x86_64-linux-gnu usr/lib/python3* usr/share/perl* usr/bin \
+		usr/sbin usr/share 2>/dev/null || true) | sort -rn | head -6 | sed 's/^/build-images:     /' >&2
 	rm -rf "$bundle"
 	mv "$tmp/out" "$images_root/$image-$key"
 	rm -rf "$tmp"
 	tmp=""
+	prune "$image"
+}
+
+# prune IMAGE: keeps the three newest builds of IMAGE and the two newest base layers (another checkout on
+# another branch may share the cache), so edits to the sources do not fill the disk.
+prune() {
+	local old
+	while read -r old; do
+		log "removing an older build: $old"
+		rm -rf "$old"
+	done < <(
+		ls -dt "$images_root/$1"-*/ 2>/dev/null | tail -n +4
+		ls -dt "$images_root/base-$1"-*/ 2>/dev/null | tail -n +3
+	)
 }
 
 for image in "${images[@]}"; do
+	check_manifest "$image"
 	build_image "$image"
 done
 for image in "${images[@]}"; do
