@@ -124,13 +124,22 @@ if ! flock -n 9; then
 fi
 
 tmp=""
-cleanup() { [[ -z $tmp ]] || rm -rf "$tmp"; }
+base_pids=()
+cleanup() {
+	local pid
+	for pid in "${base_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait
+	[[ -z $tmp ]] || rm -rf "$tmp"
+}
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Prefixes a command's output lines so mmdebstrap's and umoci's progress reads as ours.
-progress() { "$@" 2>&1 | sed -u 's/^/build-images:   /' >&2; }
+# Prefixes a command's output lines so mmdebstrap's and umoci's progress reads as ours; the base layers are
+# built side by side, so each line also names its image.
+progress_prefix=""
+progress() { "$@" 2>&1 | sed -u "s/^/build-images:   $progress_prefix/" >&2; }
 
 mib() { du -sm "$1" | cut -f1; }
 
@@ -138,7 +147,7 @@ mib() { du -sm "$1" | cut -f1; }
 # build_base IMAGE DIR: an OCI layout in DIR whose tag "base" is the Debian root filesystem with the
 # manifest's packages, installed with its dpkg options; no Recommends, no apt lists or caches.
 build_base() {
-	local image=$1 dir=$2 bundle=$tmp/base-bundle pkgs opt dpkgopts=()
+	local image=$1 dir=$2 bundle=$2.bundle pkgs opt dpkgopts=()
 	pkgs=$(manifest_lines "$image" package | paste -sd, -)
 	while read -r opt; do dpkgopts+=("--dpkgopt=$opt"); done < <(manifest_lines "$image" dpkg)
 	umoci init --layout "$dir"
@@ -151,9 +160,9 @@ build_base() {
 		--customize-hook='rm -rf "$1"/var/cache/apt/*.bin "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/log/apt/*' \
 		bookworm "$bundle/rootfs" \
 		"deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main"
-	log "  base root filesystem: $(mib "$bundle/rootfs") MiB; largest packages (KiB installed):"
+	log "  ${progress_prefix}base root filesystem: $(mib "$bundle/rootfs") MiB; largest packages (KiB installed):"
 	chroot "$bundle/rootfs" dpkg-query -W -f='${Installed-Size}\t${Package}\n' | sort -rn | head -6 |
-		sed 's/^/build-images:     /' >&2
+		sed "s/^/build-images:     $progress_prefix/" >&2
 	umoci repack --image "$dir:base" "$bundle"
 	rm -rf "$bundle"
 }
@@ -191,13 +200,7 @@ build_image() {
 	tmp=$(mktemp -d "$images_root/.build-XXXXXX")
 	bkey=$(base_key "$image")
 	base=$images_root/base-$image-$bkey
-	if [[ ! -d $base ]]; then
-		log "$name: building the Debian base layer (packages: $(manifest_lines "$image" package | paste -sd' ' -))"
-		build_base "$image" "$tmp/base"
-		mv "$tmp/base" "$base"
-	else
-		log "$name: base layer cached ($base)"
-	fi
+	[[ -d $base ]] || die "$name: no base layer $base"
 	lay=$tmp/layout
 	bundle=$tmp/bundle
 	cp -a "$base" "$lay"
@@ -239,8 +242,40 @@ prune() {
 	)
 }
 
+# ensure_bases: builds the missing base layers of the images that need building, side by side (most of
+# the time goes to downloads and dpkg, not to the CPU), each in its own scratch directory.
+ensure_bases() {
+	local image base btmp pid rc=0 started=()
+	for image in "${images[@]}"; do
+		[[ ! -f $(archive_of "$image") ]] || continue
+		base=$images_root/base-$image-$(base_key "$image")
+		if [[ -d $base ]]; then
+			log "${image_name[$image]}: base layer cached ($base)"
+			continue
+		fi
+		log "${image_name[$image]}: building the Debian base layer (packages: $(manifest_lines "$image" package | paste -sd' ' -))"
+		btmp=$(mktemp -d "$images_root/.build-XXXXXX")
+		(
+			trap 'rm -rf "$btmp"' EXIT
+			progress_prefix="[$image] "
+			build_base "$image" "$btmp/base"
+			mv "$btmp/base" "$base"
+		) &
+		base_pids+=($!)
+		started+=("$image")
+	done
+	for pid in "${base_pids[@]}"; do
+		wait "$pid" || rc=1
+	done
+	base_pids=()
+	((rc == 0)) || die "building the base layer of ${started[*]} failed (see above)"
+}
+
 for image in "${images[@]}"; do
 	check_manifest "$image"
+done
+ensure_bases
+for image in "${images[@]}"; do
 	build_image "$image"
 done
 for image in "${images[@]}"; do
