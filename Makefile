@@ -7,6 +7,7 @@ TEST_FILES = $(shell find src test -name '*.test.ts' -not -path '*/node_modules/
 help:
 	@echo "make test      install dependencies, lint, typecheck and run every test"
 	@echo "make sandbox   bring up the sandbox cluster with the plugin and a demo workload"
+	@echo "make images    build the container images (OCI archives, no Docker needed; docs/images.md)"
 	@echo "make sandbox-down | lint | format | typecheck | models | binaries | cni"
 	@echo "make bench-ovsdb | bench-controller | bench-cni | bench-services   (benchmarks, not part of make test)"
 
@@ -22,8 +23,8 @@ format:
 typecheck: deps
 	npx tsc --noEmit -p tsconfig.json
 
-# The Go fixtures' own tests run first (seconds), then every TypeScript test.
-test: deps lint typecheck binaries test-fixtures
+# The Go fixtures' own tests run first (seconds), then every TypeScript test (test/images/ needs `images`).
+test: deps lint typecheck binaries test-fixtures images
 	@hack/run-tests.sh $(TEST_FILES)
 
 include $(wildcard mk/*.mk)

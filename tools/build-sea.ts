@@ -1,8 +1,9 @@
 // Builds the zstack-ovn-cni single executable (Node SEA). On Node 20 the SEA entry must be one CommonJS
 // file, so esbuild bundles the shim first; the blob carries V8's code cache so the shim starts fast; the
 // blob goes into a copy of this node binary with postject. The result needs no node and no PATH.
+// `--entry src/cli/zstack-ovn.ts` builds the product image's multi-call executable instead (docs/images.md).
 //
-//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--no-strip]
+//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--entry FILE] [--no-strip]
 
 import { spawn } from "node:child_process";
 import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
@@ -10,16 +11,33 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
+/**
+ * Optional packages that ws, node-fetch and debug try to load inside try/catch. Left as require() calls, the
+ * SEA's require prints a warning on every start; as modules that throw "not found" they behave as absent.
+ */
+const ABSENT_OPTIONAL = /^(bufferutil|utf-8-validate|encoding|supports-color)$/;
+const absentOptional: Plugin = {
+  name: "absent-optional",
+  setup(b) {
+    b.onResolve({ filter: ABSENT_OPTIONAL }, (args) => ({ path: args.path, namespace: "absent" }));
+    b.onLoad({ filter: /.*/, namespace: "absent" }, (args) => ({
+      contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find module '${args.path}'`)}), { code: "MODULE_NOT_FOUND" });`,
+      loader: "js",
+    }));
+  },
+};
 /** The fuse Node's SEA loader looks for; postject flips it when it injects the blob. */
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
 export interface BuildSeaOptions {
   /** Where the executable goes; written under a temporary name first, then renamed. */
   outFile: string;
+  /** The TypeScript entry point; default src/cli/zstack-ovn-cni.ts. */
+  entry?: string;
   /** Strip debug symbols from the node binary copy (about 12 MB less). Default true when `strip` exists. */
   strip?: boolean;
   /** Progress lines; silent by default. */
@@ -66,12 +84,13 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
   const outFile = resolve(opts.outFile);
   const work = await mkdtemp(join(tmpdir(), "zovn-sea-"));
   try {
-    const bundle = join(work, "zstack-ovn-cni.cjs");
-    const blob = join(work, "zstack-ovn-cni.blob");
-    const exe = join(work, "zstack-ovn-cni");
+    const entry = resolve(opts.entry ?? ENTRY);
+    const bundle = join(work, "main.cjs");
+    const blob = join(work, "main.blob");
+    const exe = join(work, "main");
 
     await build({
-      entryPoints: [ENTRY],
+      entryPoints: [entry],
       outfile: bundle,
       bundle: true,
       platform: "node",
@@ -80,9 +99,10 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
       minify: true,
       legalComments: "none",
       logLevel: "error",
+      plugins: [absentOptional],
     });
     const bundleBytes = (await stat(bundle)).size;
-    log(`bundled ${ENTRY} into ${bundleBytes} bytes of CommonJS`);
+    log(`bundled ${entry} into ${bundleBytes} bytes of CommonJS`);
 
     const seaConfig = join(work, "sea-config.json");
     await writeFile(
@@ -124,15 +144,21 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
 async function main(argv: string[]): Promise<void> {
   let outFile = join(repo, "dist", "zstack-ovn-cni");
   let strip: boolean | undefined;
+  let entry: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--out" && argv[i + 1]) outFile = argv[++i] as string;
+    else if (arg === "--entry" && argv[i + 1]) entry = argv[++i] as string;
     else if (arg === "--no-strip") strip = false;
-    else throw new Error(`unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--no-strip]`);
+    else
+      throw new Error(
+        `unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--entry FILE] [--no-strip]`,
+      );
   }
   await buildSea({
     outFile,
     ...(strip === undefined ? {} : { strip }),
+    ...(entry === undefined ? {} : { entry }),
     log: (l) => process.stderr.write(`build-sea: ${l}\n`),
   });
 }

@@ -1,0 +1,14 @@
+# Container images (docs/images.md): `make images` builds the product image zstack-ovn-kubernetes and the OVN
+# central image zstack-ovn-central as OCI archives under $(ZOVN_CACHE)/images/ (default /var/cache/zstack-ovn),
+# without Docker, and prints where they are; unchanged sources reuse the cached archives. It installs
+# mmdebstrap and umoci with apt when they are missing. `make test-images` runs the image tests.
+.PHONY: images images-print test-images
+
+images: deps
+	@hack/build-images.sh
+
+images-print:
+	@hack/build-images.sh --print
+
+test-images: images
+	@hack/run-tests.sh $(sort $(wildcard test/images/*.test.ts))
