@@ -88,15 +88,7 @@ export function roleWithout(role: RbacObject, drop: SingleRule): RbacObject {
   return { ...role, rules };
 }
 
-/** Audit policy: every request of a ServiceAccount at Metadata level (who, verb, resource, code), nothing else. */
-export const SERVICE_ACCOUNT_AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-  - level: Metadata
-    userGroups: ["system:serviceaccounts"]
-  - level: None
-`;
+export { SERVICE_ACCOUNT_AUDIT_POLICY } from "../../src/sandbox/control-plane.ts";
 
 /** One audited request, parsed from the log's JSON line. */
 export interface AuditedRequest {
