@@ -191,7 +191,7 @@ export class ServiceProxy {
         } catch (e) {
           this.opts.log.warn(
             { err: (e as Error).message },
-            "still waiting to list Services, EndpointSlices and Nodes (is deploy/rbac/node-agent.yaml applied?)",
+            "still waiting to list Services, EndpointSlices and Nodes (are the chart's zstack-ovn:node ClusterRole and binding applied?)",
           );
         }
       }

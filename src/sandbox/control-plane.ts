@@ -2,7 +2,7 @@
 // chain, RBAC and Node authorization, kube-controller-manager (all default controllers, EndpointSlice
 // included, each with its own service account) and kube-scheduler.
 
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -158,10 +158,39 @@ export function writeComponentKubeconfigs(ctx: ControlPlaneContext): void {
   }
 }
 
+/**
+ * Audit policy: every request of a ServiceAccount (the controller's and the node agents') at Metadata level
+ * (who, verb, resource, response code), nothing else. A 403 a component got is one grep away, and the RBAC
+ * tests read the denials from it.
+ */
+export const SERVICE_ACCOUNT_AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+`;
+
+export function auditLogPath(layout: Layout): string {
+  return join(layout.cpLogDir, "kube-apiserver-audit.log");
+}
+
 /** etcd and kube-apiserver start together: the apiserver retries etcd until it answers. */
 export function startApiserver(ctx: ControlPlaneContext): void {
   ensureComponent(ctx, "etcd", ctx.bins.ETCD, etcdArgs(ctx.layout.etcdDir));
-  ensureComponent(ctx, "kube-apiserver", ctx.bins.KUBE_APISERVER, apiserverArgs(ctx.topo, ctx.pki));
+  mkdirSync(ctx.layout.kubeDir, { recursive: true });
+  mkdirSync(ctx.layout.cpLogDir, { recursive: true });
+  const policy = join(ctx.layout.kubeDir, "audit-policy.yaml");
+  writeFileSync(policy, SERVICE_ACCOUNT_AUDIT_POLICY);
+  ensureComponent(ctx, "kube-apiserver", ctx.bins.KUBE_APISERVER, [
+    ...apiserverArgs(ctx.topo, ctx.pki),
+    `--audit-policy-file=${policy}`,
+    `--audit-log-path=${auditLogPath(ctx.layout)}`,
+    "--audit-log-mode=blocking",
+    "--audit-log-maxsize=50",
+    "--audit-log-maxbackup=1",
+  ]);
 }
 
 /**

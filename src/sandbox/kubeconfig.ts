@@ -4,14 +4,15 @@
 
 import { readFileSync, writeFileSync } from "node:fs";
 
-export interface KubeconfigInput {
+/** A client certificate, or a bearer token (a ServiceAccount's, minted by the TokenRequest API). */
+export type KubeconfigCredentials = { clientCert: string; clientKey: string } | { token: string };
+
+export type KubeconfigInput = KubeconfigCredentials & {
   server: string;
   caCert: string;
-  clientCert: string;
-  clientKey: string;
   user: string;
   cluster?: string;
-}
+};
 
 export function kubeconfig(input: KubeconfigInput): object {
   const b64 = (path: string) => readFileSync(path).toString("base64");
@@ -25,7 +26,10 @@ export function kubeconfig(input: KubeconfigInput): object {
     users: [
       {
         name: input.user,
-        user: { "client-certificate-data": b64(input.clientCert), "client-key-data": b64(input.clientKey) },
+        user:
+          "token" in input
+            ? { token: input.token }
+            : { "client-certificate-data": b64(input.clientCert), "client-key-data": b64(input.clientKey) },
       },
     ],
     contexts: [{ name: `${input.user}@${cluster}`, context: { cluster, user: input.user } }],

@@ -5,22 +5,17 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { NODE_FLAGS } from "../runtime-flags.ts";
+import { NODE_SA, writeServiceAccountKubeconfig } from "./chart-rbac.ts";
 import { run } from "./command.ts";
 import { spawnDetached } from "./daemon.ts";
 import type { Layout } from "./layout.ts";
 import { nodePlace } from "./node.ts";
+import type { Pki } from "./pki.ts";
 import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
-import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+import { apiserverUrl, centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
 
 export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
-/** What the agent reads beyond what the Node authorizer gives a node: EndpointSlices and ServiceCIDRs. */
-export const NODE_AGENT_RBAC = join(repoRoot, "deploy/rbac/node-agent.yaml");
-
-/** Grants the agents (the nodes' own credentials) read access to what Services need; idempotent. */
-export async function applyNodeAgentRbac(kubectl: string, adminKubeconfig: string): Promise<void> {
-  await run(kubectl, ["--kubeconfig", adminKubeconfig, "apply", "-f", NODE_AGENT_RBAC]);
-}
 
 /** What the single executable is built from (as mk/cni.mk lists it): a newer one means a rebuild. */
 function cniSources(): string[] {
@@ -55,12 +50,29 @@ export interface AgentContext {
   layout: Layout;
   topo: Topology;
   state: SandboxState;
+  pki: Pki;
+  /** kubectl and the admin kubeconfig, to mint the agent's ServiceAccount token. */
+  kubectl: string;
+  adminKubeconfig: string;
 }
 
-export function ensureNodeAgent(ctx: AgentContext, node: Host, kubeconfig: string): void {
+/**
+ * Starts the agent unless it runs, with a fresh token of the chart's node ServiceAccount (as the DaemonSet's
+ * pod would have): the node's kubelet credentials are not the agent's.
+ */
+export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<void> {
   const name = `${node.name}/zstack-ovnkube-node`;
   if (liveDaemon(ctx.state, name)) return;
   const dirs = ctx.layout.node(node.name);
+  const kubeconfig = join(dirs.kubelet, "zstack-ovnkube-node.kubeconfig");
+  await writeServiceAccountKubeconfig({
+    kubectl: ctx.kubectl,
+    adminKubeconfig: ctx.adminKubeconfig,
+    serviceAccount: NODE_SA,
+    path: kubeconfig,
+    server: apiserverUrl(ctx.topo),
+    caCert: ctx.pki.caCert,
+  });
   const log = join(dirs.logs, "zstack-ovnkube-node.log");
   const ts = tsNodeCommand(NODE_FLAGS);
   const id = spawnDetached({

@@ -14,7 +14,6 @@ import type { KubeletSimConfig } from "./kubelet-sim.ts";
 import { type Layout, type NodeDirs, nodeBinds } from "./layout.ts";
 import { createMountNamespace, ensurePrivateNsDir, mountNamespaceExists } from "./mount-namespace.ts";
 import { netnsInode, nsenterArgs, type Place } from "./netns.ts";
-import { ensureNodeAgent } from "./node-agent.ts";
 import type { Pki } from "./pki.ts";
 import { terminate } from "./process-table.ts";
 import { tsNodeCommand, zovnEntry } from "./repo.ts";
@@ -174,7 +173,8 @@ function ensureNodeSimulator(ctx: NodeContext, node: Host): void {
 
 /**
  * Brings a node up, each part skipped when already there: namespaces, OVS, br-phy, the chassis settings
- * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator.
+ * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator. The node agent is
+ * started apart (node-agent.ts), once the apiserver can mint its ServiceAccount token.
  */
 export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
   await ensureNodeMountNamespace(ctx.layout, node);
@@ -184,9 +184,6 @@ export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
     await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
   await ensureOvnController(ctx, node);
   ensureNodeSimulator(ctx, node);
-  // The agent waits by itself for its Node object and the controller's annotation.
-  if (ctx.topo.spec.nodeAgent)
-    ensureNodeAgent(ctx, node, join(ctx.layout.node(node.name).kubelet, "kubeconfig"));
 }
 
 /**

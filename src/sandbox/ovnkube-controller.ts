@@ -1,13 +1,18 @@
 // Runs zstack-ovnkube-controller in the sandbox, as a process on the control-plane host: the Subnet CRD is
-// applied first, then the controller starts with the sandbox's NB remotes and an apiserver URL reachable from
-// the control-plane netns.
+// applied first, then the controller starts with the sandbox's NB remotes, an apiserver URL reachable from
+// the control-plane netns and a token of the chart's controller ServiceAccount (chart-rbac.ts), never admin.
 
 import { join } from "node:path";
 import { NODE_FLAGS } from "../runtime-flags.ts";
 import type { Binaries } from "./binaries.ts";
+import {
+  CONTROLLER_SA,
+  chartRbacObjects,
+  serviceAccountNamespace,
+  writeServiceAccountKubeconfig,
+} from "./chart-rbac.ts";
 import { run } from "./command.ts";
 import { spawnDetached } from "./daemon.ts";
-import { writeKubeconfig } from "./kubeconfig.ts";
 import type { Layout } from "./layout.ts";
 import type { Pki } from "./pki.ts";
 import { repoRoot, tsNodeCommand } from "./repo.ts";
@@ -41,14 +46,16 @@ export async function ensureOvnkubeController(ctx: ControllerContext): Promise<D
   if (live) return live;
   // The controller reaches the apiserver over the underlay, as a Deployment would over the pod network.
   const kubeconfig = join(ctx.layout.kubeDir, "zstack-ovnkube-controller.kubeconfig");
-  const admin = ctx.pki.cert("admin");
-  writeKubeconfig(kubeconfig, {
+  await writeServiceAccountKubeconfig({
+    kubectl: ctx.bins.KUBECTL,
+    adminKubeconfig: ctx.adminKubeconfig,
+    serviceAccount: CONTROLLER_SA,
+    path: kubeconfig,
     server: apiserverUrl(ctx.topo),
     caCert: ctx.pki.caCert,
-    clientCert: admin.cert,
-    clientKey: admin.key,
-    user: "zstack-ovnkube-controller",
   });
+  // The chart's leader-election Role covers one Lease, named after the ServiceAccount, in its namespace.
+  const leaseNamespace = serviceAccountNamespace(chartRbacObjects(), CONTROLLER_SA);
   const log = join(ctx.layout.cpLogDir, "zstack-ovnkube-controller.log");
   const ts = tsNodeCommand(NODE_FLAGS);
   const id = spawnDetached({
@@ -62,7 +69,8 @@ export async function ensureOvnkubeController(ctx: ControllerContext): Promise<D
       ZSTACK_OVN_NBDB_ADDRESS: centralRemote(ctx.topo, NB_PORT),
       ZSTACK_KUBECONFIG: kubeconfig,
       ZSTACK_TUNNEL_TYPE: ctx.encap,
-      ZSTACK_LEASE_NAMESPACE: "kube-system",
+      ZSTACK_LEASE_NAMESPACE: leaseNamespace,
+      ZSTACK_LEASE_NAME: CONTROLLER_SA,
       ZSTACK_LOG_FORMAT: "json",
       ZSTACK_POD_NAME: "sandbox-controller-1",
     },

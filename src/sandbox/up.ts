@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
+import { applyChartRbac } from "./chart-rbac.ts";
 import { run } from "./command.ts";
 import { startApiserver, startControllers, waitApiserverReady } from "./control-plane.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
@@ -13,7 +14,7 @@ import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
-import { applyNodeAgentRbac, ensureCniExecutable } from "./node-agent.ts";
+import { ensureCniExecutable, ensureNodeAgent } from "./node-agent.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
 import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
@@ -203,8 +204,8 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () => apiserver === undefined || liveDaemon(state, apiserver.name) !== undefined,
     );
     progress.note(`kube-apiserver ready (https://127.0.0.1:${port} on this machine)`);
-    // Before the node agents' informers back off on a 403 for EndpointSlices and ServiceCIDRs.
-    await applyNodeAgentRbac(bins.KUBECTL, kubeconfig);
+    // The chart's ServiceAccounts and roles: every token the controller and the node agents get is minted for them.
+    await applyChartRbac(bins.KUBECTL, kubeconfig);
     controllers = startControllers({ layout, topo, pki, bins, state });
   };
   const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
@@ -213,6 +214,18 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       Promise.all(topo.nodes.map((n) => startNode({ layout, topo, state, pki, bins }, n))),
     );
   await Promise.all([controlPlane(), central(), nodes()]);
+  // Each agent waits by itself for its Node object and the controller's annotation.
+  if (spec.nodeAgent)
+    await progress.step("zstack-ovnkube-node started on every node", () =>
+      Promise.all(
+        topo.nodes.map((n) =>
+          ensureNodeAgent(
+            { layout, topo, state, pki, kubectl: bins.KUBECTL, adminKubeconfig: kubeconfig },
+            n,
+          ),
+        ),
+      ),
+    );
 
   const waits: Promise<void>[] = [
     waitNodesReady(

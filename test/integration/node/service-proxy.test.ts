@@ -1,12 +1,11 @@
-// The node agent's Services side against a real kube-apiserver, running with a node's own credentials
-// (system:node:node1 in system:nodes) as in the sandbox: the RBAC manifest is what lets it read EndpointSlices
-// and ServiceCIDRs; Services with their EndpointSlices become one nft ruleset (checked by the kernel's nft),
-// a burst of changes is coalesced, an unchanged state writes nothing, a restart reapplies, healthCheckNodePort
+// The node agent's Services side against a real kube-apiserver, running with a token of the chart's node
+// ServiceAccount as in the sandbox: the chart's RBAC is what lets it read Services, EndpointSlices and
+// ServiceCIDRs; Services with their EndpointSlices become one nft ruleset (checked by the kernel's nft), a burst of changes is coalesced, an unchanged state writes nothing, a restart reapplies, healthCheckNodePort
 // answers 200/503 with the local endpoint count, and ServiceCIDRs become routes.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -19,12 +18,15 @@ import { type Cidr, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import { certConfig } from "../../../src/sandbox/pki.ts";
+import {
+  chartRbacObjects,
+  NODE_SA,
+  type RbacObject,
+  writeServiceAccountKubeconfig,
+} from "../../../src/sandbox/chart-rbac.ts";
 import { repoRoot } from "../../../src/sandbox/repo.ts";
 import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
-import { runTool } from "../../rig/process.ts";
 
-const RBAC = join(repoRoot, "deploy", "rbac", "node-agent.yaml");
 const SUBNET_CRD = join(repoRoot, "deploy", "crds", "subnet.network.zstack.io.yaml");
 const NODE = "node1";
 
@@ -32,30 +34,23 @@ let kube: KubeApiserver;
 let dir: string;
 let nodeKc: KubeConfig;
 
-/** A client certificate as the kubelet of `node` holds: CN system:node:<node>, O system:nodes. */
-async function nodeCredentials(node: string): Promise<KubeConfig> {
-  const user = `system:node:${node}`;
-  const cnf = join(dir, `${node}.cnf`);
-  writeFileSync(
-    cnf,
-    certConfig({ file: node, commonName: user, organization: "system:nodes", usage: "client" }),
-  );
-  const cert = join(dir, `${node}.crt`);
-  const key = join(dir, `${node}.key`);
-  await runTool("openssl", [
-    ...["req", "-x509", "-config", cnf, "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
-    ...["-noenc", "-keyout", key, "-out", cert, "-days", "1", "-CA", kube.ca.cert, "-CAkey", kube.ca.key],
-  ]);
-  const admin = kube.kubeConfig.getCurrentCluster();
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "c", server: kube.server, caData: admin?.caData, caFile: admin?.caFile }],
-    users: [{ name: user, certFile: cert, keyFile: key }],
-    contexts: [{ name: "c", cluster: "c", user }],
-    currentContext: "c",
+/** A token of the chart's node ServiceAccount, as the DaemonSet's pods (and the sandbox's agents) hold. */
+async function nodeAgentCredentials(): Promise<KubeConfig> {
+  const path = join(dir, "node-agent.kubeconfig");
+  await writeServiceAccountKubeconfig({
+    kubectl: kube.binaries.KUBECTL,
+    adminKubeconfig: kube.kubeconfigPath,
+    serviceAccount: NODE_SA,
+    path,
+    server: kube.server,
+    caCert: kube.ca.cert,
   });
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
   return kc;
 }
+
+const asList = (items: readonly RbacObject[]) => JSON.stringify({ apiVersion: "v1", kind: "List", items });
 
 function nftCheck(script: string): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -163,7 +158,9 @@ function startProxy(
 before(async () => {
   kube = await startKubeApiserver();
   dir = mkdtempSync(join(tmpdir(), "zovn-svc-proxy-"));
-  nodeKc = await nodeCredentials(NODE);
+  // The ServiceAccount alone first: the first test shows what its roles add.
+  await kubectl(["apply", "-f", "-"], asList(chartRbacObjects().filter((o) => o.kind === "ServiceAccount")));
+  nodeKc = await nodeAgentCredentials();
 });
 
 after(async () => {
@@ -171,8 +168,8 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe("Service proxy with a node's credentials", () => {
-  test("without the RBAC manifest a node may list Services but not EndpointSlices, ServiceCIDRs, Subnets or all Nodes; with it, all five", async (t) => {
+describe("Service proxy with the chart's node ServiceAccount", () => {
+  test("the chart's node ServiceAccount may list none of Services, EndpointSlices, ServiceCIDRs, Subnets and Nodes without its roles; with them, all five", async (t) => {
     const api = new ApiClient(nodeKc);
     t.after(() => api.close());
     const status = (path: string) =>
@@ -189,8 +186,8 @@ describe("Service proxy with a node's credentials", () => {
     ];
     await kubectl(["apply", "-f", SUBNET_CRD]);
     await kubectl(["wait", "--for=condition=Established", "crd/subnets.network.zstack.io", "--timeout=60s"]);
-    assert.deepEqual(await Promise.all(paths.map(status)), [200, 403, 403, 403, 403]);
-    await kubectl(["apply", "-f", RBAC]);
+    assert.deepEqual(await Promise.all(paths.map(status)), [403, 403, 403, 403, 403]);
+    await kubectl(["apply", "-f", "-"], asList(chartRbacObjects()));
     await until("the grant to take effect", async () =>
       (await Promise.all(paths.map(status))).every((s) => s === 200),
     );
