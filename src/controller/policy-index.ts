@@ -72,7 +72,8 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
   };
 }
 
-function entryOf(obj: NetworkPolicyObject): PolicyEntry | undefined {
+/** A policy as the reconcilers use it; an unrealizable one becomes its isolation alone, with the problem. */
+export function policyEntry(obj: NetworkPolicyObject): PolicyEntry | undefined {
   let model: PolicyModel | undefined;
   let problem: PolicyEntry["problem"];
   try {
@@ -114,7 +115,7 @@ export class PolicyIndex {
   refresh(key: string): string[] {
     const old = this.entries.get(key);
     const obj = this.policies.get(key);
-    const now = obj ? entryOf(obj) : undefined;
+    const now = obj ? policyEntry(obj) : undefined;
     if (now) this.entries.set(key, now);
     else this.entries.delete(key);
     const touched = new Set<string>();
