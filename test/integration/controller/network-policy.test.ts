@@ -242,6 +242,24 @@ test("NetworkPolicies become port groups, ACLs and address sets, and follow pods
   await relabel(`/api/v1/namespaces/${NS_B}`, { team: "b" });
   await until("other back", () => (set(peerSetName(teamPeer, 4))?.addresses.length === 1 ? true : undefined));
 
+  // A peer pod replaced under another address (a filler takes the old one): the set follows the new address.
+  await deletePod(NS_B, "other");
+  await until("other out of the set", () =>
+    set(peerSetName(teamPeer, 4))?.addresses.length === 0 ? true : undefined,
+  );
+  await createPod(NS_B, "filler", { app: "none" });
+  await until("filler's port", () => ipOf(NS_B, "filler"));
+  await createPod(NS_B, "other", { app: "client" });
+  const newOtherIp = await until("other's new port", () => ipOf(NS_B, "other"));
+  assert.notEqual(newOtherIp, otherIp);
+  // The team peer is every pod of team=b namespaces: the filler too.
+  const fillerIp = ipOf(NS_B, "filler") as string;
+  await until("the set holds other's new address and the filler's", () =>
+    set(peerSetName(teamPeer, 4))?.addresses.join() === [fillerIp, newOtherIp].sort().join()
+      ? true
+      : undefined,
+  );
+
   // A pod relabelled into the policy's selector: its group, the isolation group and its node's group gain it,
   // and it leaves no peer (it was in none): one write per affected reconcile, nothing written twice.
   before = snapshot();

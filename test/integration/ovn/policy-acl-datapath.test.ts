@@ -312,6 +312,29 @@ describe("NetworkPolicy ACL plan on a real OVN node", () => {
     assert.equal(await tcp(pc.netns, "10.96.0.51", 80), `pd ${pc.ip}`);
   });
 
+  test("without apply-after-lb the egress allow sees the ClusterIP, and the connection through it is dropped", async () => {
+    const allows = [...c.nb.cache.table("ACL").values()].filter(
+      (a) =>
+        a.direction === "from-lport" &&
+        a.action === "allow-related" &&
+        a.options["apply-after-lb"] === "true",
+    );
+    assert.ok(allows.length > 0);
+    const setOptions = async (options: Record<string, string>) => {
+      await c.nb.transact((tx) => {
+        for (const a of allows) tx.update("ACL", [["_uuid", "==", a._uuid]], { options } as never);
+      });
+      await synced();
+    };
+    await setOptions({});
+    try {
+      assert.equal(await tcp(pa.netns, "10.96.0.50", 80), "");
+    } finally {
+      await setOptions({ "apply-after-lb": "true" });
+    }
+    assert.equal(await tcp(pa.netns, "10.96.0.50", 80), `pb ${pa.ip}`);
+  });
+
   test("ARP passes the default deny of both directions", async () => {
     for (const p of [pa, pb]) {
       await execIn(p.netns, "ip", ["neigh", "flush", "all"]);
