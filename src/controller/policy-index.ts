@@ -101,6 +101,8 @@ export function policyEntry(obj: NetworkPolicyObject): PolicyEntry | undefined {
 
 export class PolicyIndex {
   private readonly entries = new Map<string, PolicyEntry>();
+  /** Namespace → its policies' entries: pod events look only at their namespace's policies. */
+  private readonly byNamespace = new Map<string, Map<string, PolicyEntry>>();
   /** Peer key → the policies referring to it. */
   private readonly refs = new Map<string, { peer: PodPeer; policies: Set<string> }>();
 
@@ -116,8 +118,17 @@ export class PolicyIndex {
     const old = this.entries.get(key);
     const obj = this.policies.get(key);
     const now = obj ? policyEntry(obj) : undefined;
-    if (now) this.entries.set(key, now);
-    else this.entries.delete(key);
+    const ns = key.slice(0, key.indexOf("/"));
+    const inNs = this.byNamespace.get(ns) ?? new Map<string, PolicyEntry>();
+    if (now) {
+      this.entries.set(key, now);
+      inNs.set(key, now);
+      this.byNamespace.set(ns, inNs);
+    } else {
+      this.entries.delete(key);
+      inNs.delete(key);
+      if (inNs.size === 0) this.byNamespace.delete(ns);
+    }
     const touched = new Set<string>();
     for (const k of old?.peers.keys() ?? []) {
       if (now?.peers.has(k)) continue;
@@ -144,9 +155,7 @@ export class PolicyIndex {
   }
 
   inNamespace(ns: string): PolicyEntry[] {
-    const out: PolicyEntry[] = [];
-    for (const e of this.entries.values()) if (e.model.namespace === ns) out.push(e);
-    return out;
+    return [...(this.byNamespace.get(ns)?.values() ?? [])];
   }
 
   peer(key: string): PodPeer | undefined {

@@ -1,9 +1,10 @@
 // NetworkPolicies against a real kube-apiserver and NB: a policy becomes its port group, ACLs, named-port set,
 // shared peer set and isolation/own-node membership; a pod relabel, a pod replaced (new address, new named port)
 // and a namespace relabel change only the rows they affect, each affected reconcile in one transaction; two
-// policies share one peer set until the last is gone; a lost reply on the insert leaves one row of each; an
-// deny-all policy isolates with no ACL of its own; a restart with nothing changed
-// writes nothing, and one after a policy was deleted while the controller was down removes its rows.
+// policies share one peer set until the last is gone; a lost reply on the insert leaves one row of each; a
+// deny-all policy isolates with no ACL of its own; a restart with nothing changed writes nothing, and one after a
+// policy was deleted while the controller was down removes its rows. (The apiserver refuses every policy our
+// parser refuses, so the Warning Event path is covered by unit tests: src/controller/policy-index.test.ts.)
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
