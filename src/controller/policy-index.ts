@@ -60,8 +60,9 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
     return undefined;
   }
   const types = obj.spec?.policyTypes;
-  const ingress = Array.isArray(types) ? types.includes("Ingress") : true;
-  const egress = Array.isArray(types) ? types.includes("Egress") : (obj.spec?.egress?.length ?? 0) > 0;
+  const listed = Array.isArray(types) && types.length > 0;
+  const ingress = listed ? types.includes("Ingress") : true;
+  const egress = listed ? types.includes("Egress") : (obj.spec?.egress?.length ?? 0) > 0;
   return {
     namespace,
     name,
