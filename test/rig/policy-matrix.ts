@@ -48,9 +48,15 @@ export function namespaceManifest(name: string, labels: Record<string, string> =
   return {
     apiVersion: "v1",
     kind: "Namespace",
-    metadata: { name, labels: { [MATRIX_LABEL]: "1", ...labels } },
+    metadata: { name, labels: { ...baseLabels({ ns: name }), ...labels } },
   };
 }
+
+/** The labels the matrix's own objects always keep: `ns: x` on namespace x, `pod: a` on pods named a. */
+export function baseLabels(of: { ns: string } | { pod: string }): Record<string, string> {
+  return { [MATRIX_LABEL]: "1", ...of };
+}
+const KEEP = new Set([MATRIX_LABEL, "ns", "pod", "kubernetes.io/metadata.name"]);
 
 export function podManifest(
   ns: string,
@@ -61,7 +67,7 @@ export function podManifest(
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: ns, labels: { [MATRIX_LABEL]: "1", pod: name, ...labels } },
+    metadata: { name, namespace: ns, labels: { ...baseLabels({ pod: name }), ...labels } },
     spec: {
       nodeName: node,
       terminationGracePeriodSeconds: 0,
@@ -203,7 +209,7 @@ export class PolicyMatrix {
     for (const ns of NAMESPACES)
       await this.kubectl(["wait", "-n", ns, "--for=condition=Ready", "pod", "--all", "--timeout=180s"]);
     await this.refreshPods();
-    await this.learnNodeAddresses();
+    if (this.nodeAddresses.size === 0) await this.learnNodeAddresses();
   }
 
   async refreshPods(): Promise<ApiPod[]> {
@@ -289,46 +295,82 @@ export class PolicyMatrix {
     return new PolicyModel(cluster);
   }
 
+  /**
+   * Every source dials every target once ("tcp:IP:PORT"), each source in one `podserver probe` process, all at
+   * once; the verdicts per source, in target order.
+   */
+  async probeRows(sources: readonly string[], targets: readonly string[]): Promise<Map<string, boolean[]>> {
+    const rows = await Promise.all(
+      sources.map(async (from) => {
+        const out = await this.sandbox.inside(
+          from,
+          [this.sandbox.binary("PODSERVER"), "probe", "--timeout", this.opts.timeout ?? "1500ms", ...targets],
+          { timeoutMs: 60_000 },
+        );
+        return [from, parseProbeOutput(out, targets)] as const;
+      }),
+    );
+    return new Map(rows);
+  }
+
   /** Probes every cell once: each source dials its whole row at once, and every source runs at once. */
   async probe(
     services: readonly Service[] = SERVICES,
     dests: readonly string[] = this.pods,
   ): Promise<Matrix> {
-    const targets: Array<{ to: string; service: Service; text: string }> = dests.flatMap((to) =>
+    const targets = dests.flatMap((to) =>
       services.map((service) => ({
         to,
         service,
         text: `${service.protocol.toLowerCase()}:${this.podIP(to)}:${service.port}`,
       })),
     );
-    const rows = await Promise.all(
-      this.sources.map(async (from) => {
-        const out = await this.sandbox.inside(
-          from,
-          [
-            this.sandbox.binary("PODSERVER"),
-            "probe",
-            "--timeout",
-            this.opts.timeout ?? "1500ms",
-            ...targets.map((t) => t.text),
-          ],
-          { timeoutMs: 60_000 },
-        );
-        return {
-          from,
-          verdicts: parseProbeOutput(
-            out,
-            targets.map((t) => t.text),
-          ),
-        };
-      }),
+    const rows = await this.probeRows(
+      this.sources,
+      targets.map((t) => t.text),
     );
     const m: Matrix = new Map();
-    for (const { from, verdicts } of rows)
+    for (const [from, verdicts] of rows)
       targets.forEach((t, i) => {
         m.set(cellKey({ from, to: t.to, service: t.service }), verdicts[i] as boolean);
       });
     return m;
+  }
+
+  /**
+   * Sets the labels of matrix namespaces and pods to exactly their base labels plus `extra` (keyed "x" for a
+   * namespace, "x/a" for a pod); objects not named get their base labels back. One kubectl per object that
+   * changes, all at once.
+   */
+  async setLabels(extra: ReadonlyMap<string, Record<string, string>> = new Map()): Promise<void> {
+    const [nsList, pods] = await Promise.all([
+      this.kubectl(["get", "namespaces", "-l", MATRIX_LABEL, "-o", "json"]).then(
+        (o) => JSON.parse(o) as ApiList<{ metadata: ApiMeta }>,
+      ),
+      this.refreshPods(),
+    ]);
+    const jobs: Array<Promise<unknown>> = [];
+    const relabel = (kind: string, meta: ApiMeta, key: string) => {
+      const want = extra.get(key) ?? {};
+      const have = meta.labels ?? {};
+      const args: string[] = [];
+      for (const k of Object.keys(have)) if (!KEEP.has(k) && !(k in want)) args.push(`${k}-`);
+      for (const [k, v] of Object.entries(want)) if (have[k] !== v) args.push(`${k}=${v}`);
+      if (args.length === 0) return;
+      const ns = meta.namespace ? ["-n", meta.namespace] : [];
+      jobs.push(this.kubectl(["label", "--overwrite", ...ns, kind, meta.name, ...args]));
+    };
+    for (const n of nsList.items) relabel("namespace", n.metadata, n.metadata.name);
+    for (const p of pods) relabel("pod", p.metadata, `${p.metadata.namespace}/${p.metadata.name}`);
+    await Promise.all(jobs);
+  }
+
+  /** Back to the start: no NetworkPolicy, base labels, every matrix pod present, extra objects gone. */
+  async reset(): Promise<void> {
+    await this.kubectl(["delete", "networkpolicies", "--all", "-A", "--wait=false"]);
+    await this.kubectl(["delete", "services", "-A", "-l", MATRIX_LABEL, "--ignore-not-found"]);
+    await this.setup();
+    await this.setLabels();
   }
 
   /** The model's answer for one cell. */
