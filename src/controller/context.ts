@@ -14,6 +14,7 @@ import type { ReconcilerManager } from "./framework.ts";
 import type { ClusterInformers } from "./informers.ts";
 import type { ManagementPorts } from "./management-ports.ts";
 import type { PodPortAllocator } from "./pod-port-allocator.ts";
+import type { PolicyIndex } from "./policy-index.ts";
 import type { Verdict } from "./subnet-status.ts";
 
 export interface ControllerOptions {
@@ -42,8 +43,13 @@ export const PODS = "pods";
  */
 export const POD_ANNOTATIONS = "pod-annotations";
 export const SERVICES = "services";
+export const NETWORK_POLICIES = "network-policies";
+export const POLICY_PEERS = "policy-peers";
+export const POLICY_ISOLATION = "policy-isolation";
 
 export class ControllerContext {
+  /** The parsed NetworkPolicies and their peer references (set by the controller before the reconcilers). */
+  policies: PolicyIndex | undefined;
   /** Set by the startup steps, once the join switch exists. */
   mgmtPorts: ManagementPorts | undefined;
   /** Every Subnet's verdict as last judged (by the Subnet reconciler). */
@@ -87,6 +93,19 @@ export class ControllerContext {
 
   requeueService(key: string): void {
     this.queues.add(SERVICES, key);
+  }
+
+  requeuePolicy(key: string): void {
+    this.queues.add(NETWORK_POLICIES, key);
+  }
+
+  requeuePolicyPeer(key: string): void {
+    this.queues.add(POLICY_PEERS, key);
+  }
+
+  /** `ingress`, `egress` or `node/<name>`. */
+  requeueIsolation(key: string): void {
+    this.queues.add(POLICY_ISOLATION, key);
   }
 
   requeuePod(key: string): void {

@@ -1,5 +1,6 @@
 // zstack-ovnkube-controller for one term of leadership: builds the informers, the shared context and one
-// reconciler per kind (Subnets, Nodes, Pods, pod annotations, Services) on the reconciler framework, and runs the
+// reconciler per kind (Subnets, Nodes, Pods, pod annotations, Services, NetworkPolicies and their peers and
+// isolation) on the reconciler framework, and runs the
 // startup steps every reconciler relies on (the cluster router and join switch, the default Subnet). Runs only
 // while this process leads (see supervisor.ts and cli/zstack-ovnkube-controller.ts).
 
@@ -13,10 +14,14 @@ import { ControllerContext, type ControllerOptions } from "./context.ts";
 import { ReconcilerManager } from "./framework.ts";
 import { type ClusterInformers, clusterInformers } from "./informers.ts";
 import { ManagementPorts } from "./management-ports.ts";
+import { NetworkPolicyReconciler } from "./network-policy-reconciler.ts";
 import { NodeReconciler } from "./node-reconciler.ts";
 import { PodAnnotationReconciler } from "./pod-annotation-reconciler.ts";
 import { PodPortAllocator } from "./pod-port-allocator.ts";
 import { PodReconciler } from "./pod-reconciler.ts";
+import { PolicyIndex } from "./policy-index.ts";
+import { PolicyIsolationReconciler } from "./policy-isolation-reconciler.ts";
+import { PolicyPeerReconciler } from "./policy-peer-reconciler.ts";
 import { ServiceReconciler } from "./service-reconciler.ts";
 import { SubnetReconciler } from "./subnet-reconciler.ts";
 
@@ -102,6 +107,8 @@ export class OvnController {
     this.manager.informer("statefulsets", inf.statefulSets);
     this.manager.informer("services", inf.services);
     this.manager.informer("endpointslices", inf.endpointSlices);
+    this.manager.informer("networkpolicies", inf.networkPolicies);
+    this.manager.informer("namespaces", inf.namespaces);
     // The pod allocators follow NB from construction on; what they learn goes to the Subnets' status.
     const podPorts = new PodPortAllocator(o.nb, {
       tunnel: o.tunnel,
@@ -118,6 +125,11 @@ export class OvnController {
     this.manager.register(new PodReconciler(ctx));
     this.manager.register(new PodAnnotationReconciler(ctx));
     this.manager.register(new ServiceReconciler(ctx));
+    // NetworkPolicy: the policy reconciler first, since its policy handlers keep the shared index current.
+    ctx.policies = new PolicyIndex(o.nb, inf.networkPolicies, inf.pods, inf.namespaces);
+    this.manager.register(new NetworkPolicyReconciler(ctx));
+    this.manager.register(new PolicyPeerReconciler(ctx));
+    this.manager.register(new PolicyIsolationReconciler(ctx));
   }
 
   /**

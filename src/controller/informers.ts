@@ -1,7 +1,7 @@
 // The informers the controller's reconcilers share, and the slim copies of the objects they keep: only the
 // fields a reconciler reads, since pods are the bulk of the informer memory.
 
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import { SUBNET_PATH, type Subnet } from "../api/subnet.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
@@ -17,8 +17,14 @@ export interface PodLite extends KubeObject {
     deletionTimestamp?: string;
     /** Name of the owning StatefulSet. */
     statefulSet?: string;
+    labels?: Record<string, string>;
   };
-  spec: { nodeName?: string; hostNetwork?: boolean };
+  spec: {
+    nodeName?: string;
+    hostNetwork?: boolean;
+    /** Named container ports only (what NetworkPolicy named ports resolve against). */
+    namedPorts?: { name: string; protocol: string; port: number }[];
+  };
   status: { phase?: string };
 }
 
@@ -33,12 +39,21 @@ export interface NodeLite extends KubeObject {
 }
 
 export type ServiceObject = V1Service & KubeObject;
+export type NetworkPolicyObject = V1NetworkPolicy & KubeObject;
+
+export interface NamespaceLite extends KubeObject {
+  metadata: { name: string; labels?: Record<string, string> };
+}
 export type EndpointSliceObject = V1EndpointSlice & KubeObject;
 
 /** The label an EndpointSlice names its Service by. */
 export const SERVICE_NAME_LABEL = "kubernetes.io/service-name";
 /** The endpointSlices informer's index: `<namespace>/<service name>`. */
 export const SLICES_BY_SERVICE = "service";
+/** The pods and network policies informers' index by namespace. */
+export const BY_NAMESPACE = "namespace";
+/** The pods informer's index by node name. */
+export const PODS_BY_NODE = "node";
 
 export interface ClusterInformers {
   readonly subnets: Informer<Subnet>;
@@ -47,6 +62,8 @@ export interface ClusterInformers {
   readonly statefulSets: Informer<StatefulSetLite>;
   readonly services: Informer<ServiceObject>;
   readonly endpointSlices: Informer<EndpointSliceObject>;
+  readonly networkPolicies: Informer<NetworkPolicyObject>;
+  readonly namespaces: Informer<NamespaceLite>;
 }
 
 /** The Service key (`<namespace>/<name>`) an EndpointSlice belongs to, if it names one. */
@@ -79,6 +96,20 @@ function slimPod(o: KubeObject): PodLite {
     status?: PodLite["status"];
   };
   const m = p.metadata;
+  const named: { name: string; protocol: string; port: number }[] = [];
+  const containers = (p.spec as { containers?: unknown } | undefined)?.containers;
+  if (Array.isArray(containers))
+    for (const c of containers as {
+      ports?: { name?: unknown; protocol?: unknown; containerPort?: unknown }[];
+    }[])
+      for (const port of Array.isArray(c?.ports) ? c.ports : [])
+        if (typeof port?.name === "string" && typeof port.containerPort === "number")
+          named.push({
+            name: port.name,
+            protocol: typeof port.protocol === "string" ? port.protocol : "TCP",
+            port: port.containerPort,
+          });
+  const labels = m.labels as Record<string, string> | undefined;
   const sts = (m.ownerReferences as { kind: string; name: string; controller?: boolean }[] | undefined)?.find(
     (o) => o.kind === "StatefulSet" && o.controller !== false,
   );
@@ -89,9 +120,14 @@ function slimPod(o: KubeObject): PodLite {
       uid: m.uid,
       ...(sts ? { statefulSet: sts.name } : {}),
       ...(m.annotations ? { annotations: m.annotations } : {}),
+      ...(labels ? { labels } : {}),
       ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
     },
-    spec: { nodeName: p.spec?.nodeName, hostNetwork: p.spec?.hostNetwork },
+    spec: {
+      nodeName: p.spec?.nodeName,
+      hostNetwork: p.spec?.hostNetwork,
+      ...(named.length > 0 ? { namedPorts: named } : {}),
+    },
     status: { phase: p.status?.phase },
   };
 }
@@ -128,6 +164,10 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
       client: api,
       path: "/api/v1/pods",
       transform: slimPod,
+      indexers: {
+        [BY_NAMESPACE]: (p) => [p.metadata.namespace],
+        [PODS_BY_NODE]: (p) => (p.spec.nodeName ? [p.spec.nodeName] : []),
+      },
       logger: log.child({ informer: "pods" }),
     }),
     statefulSets: new Informer<StatefulSetLite>({
@@ -152,6 +192,21 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
         },
       },
       logger: log.child({ informer: "endpointslices" }),
+    }),
+    networkPolicies: new Informer<NetworkPolicyObject>({
+      client: api,
+      path: "/apis/networking.k8s.io/v1/networkpolicies",
+      indexers: { [BY_NAMESPACE]: (p) => [p.metadata?.namespace ?? ""] },
+      logger: log.child({ informer: "networkpolicies" }),
+    }),
+    namespaces: new Informer<NamespaceLite>({
+      client: api,
+      path: "/api/v1/namespaces",
+      transform: (o) => {
+        const m = (o as NamespaceLite).metadata;
+        return { metadata: { name: m.name, ...(m.labels ? { labels: m.labels } : {}) } } as NamespaceLite;
+      },
+      logger: log.child({ informer: "namespaces" }),
     }),
   };
 }

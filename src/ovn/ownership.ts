@@ -39,7 +39,12 @@ export type Kind =
   | "egress-route"
   | "inside-set"
   | "service-lb"
-  | "chassis-vars";
+  | "chassis-vars"
+  | "network-policy"
+  | "network-policy-acl"
+  | "network-policy-named"
+  | "network-policy-peer"
+  | "network-policy-isolation";
 
 export function ownedIds(kind: Kind, id: string, extra: Record<string, string> = {}): Record<string, string> {
   return { [OWNER_KEY]: CONTROLLER, [KIND_KEY]: kind, [ID_KEY]: id, ...extra };

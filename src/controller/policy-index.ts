@@ -1,0 +1,234 @@
+// What the three NetworkPolicy reconcilers share: every policy parsed once per change (with the problem that kept
+// it from being realized, if any), which shared peers each refers to (the reference counts of the peer address
+// sets), and the slim policy view of a pod with its addresses as NB holds them on its port. Kept current by the
+// policy informer's handlers; the reconcilers only read it.
+
+import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
+import { portIps } from "../ipam/lsp-addresses.ts";
+import type { Informer } from "../k8s/informer.ts";
+import { findOwned } from "../ovn/nb-diff.ts";
+import { ownedIds } from "../ovn/ownership.ts";
+import { podPortId } from "../ovn/pod-port.ts";
+import { mgmtPortName } from "../ovn/topology.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { type LabelSelector, parseLabelSelector, selectorMatches } from "../policy/label-selector.ts";
+import { PEER_KEY, peerSetId, peerSetName } from "../policy/nb-names.ts";
+import {
+  type PodPeer,
+  type PolicyModel,
+  type Protocol,
+  parseNetworkPolicy,
+  podPeersOf,
+} from "../policy/policy-model.ts";
+import { type NamedPort, type PolicyPod, peerSelects } from "../policy/selection.ts";
+import { BY_NAMESPACE, type NamespaceLite, type NetworkPolicyObject, type PodLite } from "./informers.ts";
+
+export interface PolicyEntry {
+  readonly model: PolicyModel;
+  /** Set when the policy as written cannot be realized: `model` is then its isolation alone (nothing allowed). */
+  readonly problem?: { field: string; message: string };
+  readonly peers: ReadonlyMap<string, PodPeer>;
+  /** Names of named ports its egress rules use (a pod declaring one may change the policy's rows). */
+  readonly egressPortNames: ReadonlySet<string>;
+  readonly hasIngressBlocks: boolean;
+}
+
+const PROTOCOLS: Record<string, Protocol> = { TCP: "tcp", UDP: "udp", SCTP: "sctp" };
+
+/** The policy view of a pod, or undefined for one that can be in no policy (gone, host network, not scheduled). */
+export function policyPod(p: PodLite | undefined): PolicyPod | undefined {
+  if (!p || p.spec.hostNetwork) return undefined;
+  const namedPorts: NamedPort[] = [];
+  for (const n of p.spec.namedPorts ?? []) {
+    const protocol = PROTOCOLS[n.protocol];
+    if (protocol && Number.isInteger(n.port) && n.port >= 1 && n.port <= 65535)
+      namedPorts.push({ name: n.name, protocol, port: n.port });
+  }
+  return { namespace: p.metadata.namespace, labels: p.metadata.labels ?? {}, hostNetwork: false, namedPorts };
+}
+
+/** Falls back to isolation alone: the directions the policy isolates, with no rule (nothing allowed). */
+function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
+  const namespace = obj.metadata?.namespace;
+  const name = obj.metadata?.name;
+  if (!namespace || !name) return undefined;
+  let podSelector: LabelSelector;
+  try {
+    podSelector = parseLabelSelector(obj.spec?.podSelector, "spec.podSelector");
+  } catch {
+    return undefined;
+  }
+  const types = obj.spec?.policyTypes;
+  const ingress = Array.isArray(types) ? types.includes("Ingress") : true;
+  const egress = Array.isArray(types) ? types.includes("Egress") : (obj.spec?.egress?.length ?? 0) > 0;
+  return {
+    namespace,
+    name,
+    key: `${namespace}/${name}`,
+    podSelector,
+    ...(ingress ? { ingress: [] } : {}),
+    ...(egress ? { egress: [] } : {}),
+  };
+}
+
+function entryOf(obj: NetworkPolicyObject): PolicyEntry | undefined {
+  let model: PolicyModel | undefined;
+  let problem: PolicyEntry["problem"];
+  try {
+    model = parseNetworkPolicy(obj);
+  } catch (e) {
+    const p = (e as { problem?: { field: string; message: string } }).problem;
+    problem = p ?? { field: "", message: String(e) };
+    model = isolationOnly(obj);
+  }
+  if (!model) return undefined;
+  const egressPortNames = new Set<string>();
+  for (const r of model.egress ?? [])
+    if (r.ports !== "all") for (const p of r.ports) if (p.kind === "named") egressPortNames.add(p.name);
+  const hasIngressBlocks = (model.ingress ?? []).some(
+    (r) => r.peers !== "all" && r.peers.some((p) => p.kind === "ipBlock"),
+  );
+  return {
+    model,
+    ...(problem ? { problem } : {}),
+    peers: podPeersOf(model),
+    egressPortNames,
+    hasIngressBlocks,
+  };
+}
+
+export class PolicyIndex {
+  private readonly entries = new Map<string, PolicyEntry>();
+  /** Peer key → the policies referring to it. */
+  private readonly refs = new Map<string, { peer: PodPeer; policies: Set<string> }>();
+
+  constructor(
+    private readonly nb: OvsdbClient<NbTables>,
+    private readonly policies: Informer<NetworkPolicyObject>,
+    private readonly pods: Informer<PodLite>,
+    private readonly namespaces: Informer<NamespaceLite>,
+  ) {}
+
+  /** Re-reads one policy from the informer; returns the peer keys whose references changed. */
+  refresh(key: string): string[] {
+    const old = this.entries.get(key);
+    const obj = this.policies.get(key);
+    const now = obj ? entryOf(obj) : undefined;
+    if (now) this.entries.set(key, now);
+    else this.entries.delete(key);
+    const touched = new Set<string>();
+    for (const k of old?.peers.keys() ?? []) {
+      if (now?.peers.has(k)) continue;
+      const r = this.refs.get(k);
+      r?.policies.delete(key);
+      if (r && r.policies.size === 0) this.refs.delete(k);
+      touched.add(k);
+    }
+    for (const [k, peer] of now?.peers ?? []) {
+      const r = this.refs.get(k) ?? { peer, policies: new Set<string>() };
+      if (!r.policies.has(key)) touched.add(k);
+      r.policies.add(key);
+      this.refs.set(k, r);
+    }
+    return [...touched];
+  }
+
+  get(key: string): PolicyEntry | undefined {
+    return this.entries.get(key);
+  }
+
+  all(): IterableIterator<[string, PolicyEntry]> {
+    return this.entries.entries();
+  }
+
+  inNamespace(ns: string): PolicyEntry[] {
+    const out: PolicyEntry[] = [];
+    for (const e of this.entries.values()) if (e.model.namespace === ns) out.push(e);
+    return out;
+  }
+
+  peer(key: string): PodPeer | undefined {
+    return this.refs.get(key)?.peer;
+  }
+
+  peerKeys(): IterableIterator<string> {
+    return this.refs.keys();
+  }
+
+  peerEntries(): IterableIterator<[string, { peer: PodPeer; policies: Set<string> }]> {
+    return this.refs.entries();
+  }
+
+  namespaceLabels(ns: string): Readonly<Record<string, string>> | undefined {
+    const n = this.namespaces.get(ns);
+    return n ? (n.metadata.labels ?? {}) : undefined;
+  }
+
+  /** The pod's port in NB: its UUID and addresses (what the controller assigned, not what the pod claims). */
+  podPort(p: PodLite): { uuid: string; ips: IpAddress[] } | undefined {
+    const lsp = findOwned(
+      this.nb.cache as never,
+      "Logical_Switch_Port",
+      podPortId(p.metadata.namespace, p.metadata.name),
+    );
+    if (!lsp) return undefined;
+    return { uuid: lsp._uuid, ips: portIps(lsp.addresses as string[]).ips };
+  }
+
+  podsIn(ns: string): PodLite[] {
+    return this.pods.byIndex(BY_NAMESPACE, ns);
+  }
+
+  allPods(): PodLite[] {
+    return this.pods.list();
+  }
+
+  /** The addresses of the pods a peer covers (no host-network pod, none without a port). */
+  peerAddresses(peer: PodPeer): IpAddress[] {
+    const namespaces =
+      "name" in peer.namespaces
+        ? [peer.namespaces.name]
+        : this.namespaces
+            .list()
+            .filter((n) =>
+              selectorMatches((peer.namespaces as { selector: LabelSelector }).selector, n.metadata.labels),
+            )
+            .map((n) => n.metadata.name);
+    const out: IpAddress[] = [];
+    for (const ns of namespaces) {
+      const labels = this.namespaceLabels(ns);
+      for (const p of this.podsIn(ns)) {
+        const pp = policyPod(p);
+        if (!pp || !peerSelects(peer, pp, labels)) continue;
+        out.push(...(this.podPort(p)?.ips ?? []));
+      }
+    }
+    return out;
+  }
+
+  /** A node's management IPs, from its management port in NB. */
+  mgmtIps(node: string): IpAddress[] {
+    const lsp = this.nb.cache.table("Logical_Switch_Port").lookupOne("name", mgmtPortName(node));
+    if (!lsp) return [];
+    return portIps(lsp.addresses).ips;
+  }
+}
+
+/** The desired rows of a peer's address sets, one per cluster family. */
+export function peerSetRows(
+  idx: PolicyIndex,
+  key: string,
+  peer: PodPeer,
+  families: readonly Family[],
+): { name: string; addresses: string[]; external_ids: Record<string, string> }[] {
+  const ips = idx.peerAddresses(peer);
+  return families.map((f) => {
+    const name = peerSetName(key, f);
+    return {
+      name,
+      addresses: [...new Set(ips.filter((ip) => ip.family === f).map(formatIp))].sort(),
+      external_ids: ownedIds("network-policy-peer", peerSetId(name), { [PEER_KEY]: key }),
+    };
+  });
+}

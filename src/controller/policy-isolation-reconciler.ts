@@ -1,0 +1,180 @@
+// Isolation: the port group of each direction holds every pod a policy of that direction selects (with the
+// default deny), and each node's own-node group holds that node's ingress-isolated pods (with the allow from the
+// node's management IP). Keys `ingress`, `egress` and `node/<name>`; one transaction per reconcile.
+
+import type { Informer } from "../k8s/informer.ts";
+import type { ReconcileResult } from "../k8s/workqueue.ts";
+import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
+import { CONTROLLER, KIND_KEY, NODE_KEY, OWNER_KEY } from "../ovn/ownership.ts";
+import { mutateMembers } from "../ovn/set-members.ts";
+import { isolationRows, nodeRows } from "../policy/isolation-acls.ts";
+import { isolationGroupId, nodeGroupId } from "../policy/nb-names.ts";
+import type { Direction } from "../policy/policy-model.ts";
+import { policySelects } from "../policy/selection.ts";
+import { type ControllerContext, type ControllerOptions, POLICY_ISOLATION } from "./context.ts";
+import type { Disposer, Reconciler } from "./framework.ts";
+import { type NodeLite, PODS_BY_NODE, type PodLite } from "./informers.ts";
+import { guardInserts } from "./network-policy-reconciler.ts";
+import { type PolicyIndex, policyPod } from "./policy-index.ts";
+
+const KIND = "network-policy-isolation";
+
+export class PolicyIsolationReconciler implements Reconciler {
+  readonly name = POLICY_ISOLATION;
+  readonly workers = 1;
+  private readonly o: ControllerOptions;
+  private readonly idx: PolicyIndex;
+  private readonly pods: Informer<PodLite>;
+  private readonly nodes: Informer<NodeLite>;
+
+  constructor(private readonly ctx: ControllerContext) {
+    this.o = ctx.o;
+    if (!ctx.policies) throw new Error("the policy index is not set");
+    this.idx = ctx.policies;
+    this.pods = ctx.informers.pods;
+    this.nodes = ctx.informers.nodes;
+  }
+
+  watch(): Disposer[] {
+    const { ctx } = this;
+    const podChanged = (a: PodLite | undefined, b: PodLite | undefined, force = false) => {
+      const pa = policyPod(a);
+      const pb = policyPod(b);
+      if (
+        !force &&
+        a &&
+        b &&
+        JSON.stringify([pa?.labels, !pa, a.spec.nodeName]) ===
+          JSON.stringify([pb?.labels, !pb, b.spec.nodeName])
+      )
+        return;
+      const ns = (b ?? a)?.metadata.namespace ?? "";
+      // Pods of a namespace without policies are in no isolation group, before or after.
+      if (this.idx.inNamespace(ns).length === 0) return;
+      ctx.requeueIsolation("ingress");
+      ctx.requeueIsolation("egress");
+      for (const n of new Set([a?.spec.nodeName, b?.spec.nodeName])) if (n) ctx.requeueIsolation(`node/${n}`);
+    };
+    return [
+      this.pods.addHandlers({
+        onAdd: (p) => podChanged(undefined, p),
+        onUpdate: (a, b) => podChanged(a, b),
+        onDelete: (p) => podChanged(p, undefined),
+      }),
+      this.nodes.addHandlers({
+        onAdd: (n) => ctx.requeueIsolation(`node/${n.metadata.name}`),
+        onDelete: (n) => ctx.requeueIsolation(`node/${n.metadata.name}`),
+      }),
+      this.o.nb.cache.subscribe("Logical_Switch_Port", (events) => {
+        for (const e of events) {
+          const row = e.kind === "add" ? e.row : e.old;
+          const ids = row.external_ids as Readonly<Record<string, string>>;
+          if (ids[OWNER_KEY] !== CONTROLLER) continue;
+          // A node's management address changes its own-node ACL.
+          if (ids[KIND_KEY] === "mgmt-port" && ids[NODE_KEY]) ctx.requeueIsolation(`node/${ids[NODE_KEY]}`);
+          if (ids[KIND_KEY] === "pod-port") {
+            const pod = this.pods.get(ids["zstack.io/pod"] ?? "");
+            if (pod) podChanged(pod, pod, true);
+          }
+        }
+      }),
+      ...(["Port_Group", "ACL"] as const).map((table) =>
+        this.o.nb.cache.subscribe(table, (events) => {
+          for (const e of events) {
+            const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
+            if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== KIND) continue;
+            const id = ids["zstack.io/id"] ?? "";
+            const key = id.startsWith("np-isolation/")
+              ? id.split("/")[1]
+              : id.startsWith("np-node/")
+                ? `node/${id.split("/")[1]}`
+                : undefined;
+            if (key) ctx.requeueIsolation(key);
+          }
+        }),
+      ),
+    ];
+  }
+
+  *startupKeys(): Iterable<string> {
+    yield "ingress";
+    yield "egress";
+    // Own-node groups of nodes gone while we were not running.
+    for (const r of this.o.nb.cache.table("Port_Group").values()) {
+      const ids = r.external_ids;
+      if (ids[OWNER_KEY] === CONTROLLER && ids[KIND_KEY] === KIND && ids[NODE_KEY])
+        yield `node/${ids[NODE_KEY]}`;
+    }
+    for (const n of this.nodes.keys()) yield `node/${n}`;
+  }
+
+  resyncKeys(): Iterable<string> {
+    return ["ingress", "egress", ...this.nodes.keys().map((n) => `node/${n}`)];
+  }
+
+  /** Whether some policy of the direction selects the pod. */
+  private isolated(p: PodLite, dir: Direction): boolean {
+    const pp = policyPod(p);
+    if (!pp) return false;
+    return this.idx
+      .inNamespace(pp.namespace)
+      .some((e) => e.model[dir] !== undefined && policySelects(e.model, pp));
+  }
+
+  private portsOf(pods: Iterable<PodLite>, dir: Direction): string[] {
+    const out = new Set<string>();
+    for (const p of pods) {
+      if (!this.isolated(p, dir)) continue;
+      const port = this.idx.podPort(p);
+      if (port) out.add(port.uuid);
+    }
+    return [...out].sort();
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    let groupId: string;
+    let rows: DesiredRow[];
+    let ports: string[] = [];
+    if (key === "ingress" || key === "egress") {
+      groupId = isolationGroupId(key);
+      const namespaces = new Set(
+        [...this.idx.all()].filter(([, e]) => e.model[key]).map(([, e]) => e.model.namespace),
+      );
+      ports = this.portsOf(
+        [...namespaces].flatMap((ns) => this.idx.podsIn(ns)),
+        key,
+      );
+      rows = isolationRows(key);
+    } else if (key.startsWith("node/")) {
+      const node = key.slice("node/".length);
+      groupId = nodeGroupId(node);
+      if (this.nodes.get(node)) {
+        ports = this.portsOf(this.pods.byIndex(PODS_BY_NODE, node), "ingress");
+        rows = nodeRows(node, this.idx.mgmtIps(node));
+      } else {
+        rows = [];
+      }
+    } else {
+      return undefined;
+    }
+    const { nb } = this.o;
+    const cache = nb.cache as never;
+    const existing = findOwned(cache, "Port_Group", groupId);
+    const desired = rows.map((d) => (d.id === groupId && !existing ? { ...d, row: { ...d.row, ports } } : d));
+    const txn = nb.transaction();
+    const guards = guardInserts(txn, cache, desired);
+    plan(cache, nb.schema, txn as never, desired, {
+      tables: ["Port_Group", "ACL"],
+      groups: [groupId],
+      owns: (id, row) =>
+        (row.external_ids as Record<string, string>)[KIND_KEY] === KIND &&
+        (id === groupId || id.startsWith(`${groupId}/`)),
+    });
+    if (existing && desired.length > 0)
+      mutateMembers(txn, "Port_Group", existing._uuid, "ports", existing.ports as string[], ports);
+    if (txn.size === guards) return undefined;
+    const result = await txn.commit();
+    if (result.alreadyApplied) return { requeueAfterMs: 100 };
+    return undefined;
+  }
+}
