@@ -155,7 +155,7 @@ interface ApiMeta {
 interface ApiPod {
   metadata: ApiMeta;
   spec: { nodeName?: string; hostNetwork?: boolean; containers: Array<{ ports?: ContainerPort[] }> };
-  status: { podIP?: string };
+  status: { podIP?: string; conditions?: Array<{ type: string; status: string }> };
 }
 
 export interface MatrixOptions {
@@ -369,7 +369,10 @@ export class PolicyMatrix {
   async reset(): Promise<void> {
     await this.kubectl(["delete", "networkpolicies", "--all", "-A", "--wait=false"]);
     await this.kubectl(["delete", "services", "-A", "-l", MATRIX_LABEL, "--ignore-not-found"]);
-    await this.setup();
+    const ready = (await this.refreshPods()).filter(
+      (p) => p.status.podIP && p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    );
+    if (ready.length !== this.pods.length) await this.setup();
     await this.setLabels();
   }
 
