@@ -47,38 +47,68 @@ const udp = (port: number | string): NetworkPolicyPort => ({ protocol: "UDP", po
 const cidr = (ip: string) => `${ip}/32`;
 
 /**
- * Components of the sandbox that are not running, with the last emergency line of their log: a crashed
- * ovs-vswitchd (seen once: OVS 3.1 userspace conntrack assertion in conn_update_state) would otherwise read as a
- * matrix of mysterious denials.
+ * Components of the sandbox that are not running, each with the last emergency or error line of its log, so a
+ * crashed daemon does not read as a matrix of mysterious denials.
  */
-async function sandboxTrouble(): Promise<string> {
+async function sandboxTrouble(): Promise<string[]> {
   const status = await sandbox
     .zovn(["status"], 60_000)
     .catch((err: Error & { stdout?: string }) => err.stdout ?? "");
-  const down = status.split("\n").filter((l) => /NOT RUNNING/.test(l));
-  const notes = down.map((line) => {
-    const log = line.trim().split(/\s+/).pop() as string;
-    let last = "";
-    try {
-      last =
-        readFileSync(log, "utf8")
-          .split("\n")
-          .filter((l) => /EMER|ERR/.test(l))
-          .pop() ?? "";
-    } catch {}
-    return `${line.trim()}${last ? `\n    ${last}` : ""}`;
-  });
-  return notes.join("\n");
+  return status
+    .split("\n")
+    .filter((l) => /NOT RUNNING/.test(l))
+    .map((line) => {
+      const log = line.trim().split(/\s+/).pop() as string;
+      let last = "";
+      try {
+        last =
+          readFileSync(log, "utf8")
+            .split("\n")
+            .filter((l) => /EMER|ERR/.test(l))
+            .pop() ?? "";
+      } catch {}
+      return `${line.trim()}${last ? `\n    ${last}` : ""}`;
+    });
 }
+
+/**
+ * ovs-vswitchd 3.1 (Debian 12) aborts in its userspace conntrack under sustained connection churn:
+ * "conntrack.c:1063: assertion conn->conn_type == CT_CONN_TYPE_DEFAULT failed in conn_update_state()", an OVS bug
+ * of the userspace datapath the sandbox runs (no kernel module), seen with no policy at all. Only that abort,
+ * and only ovs-vswitchd, is restarted and the same matrix asserted again; anything else fails the case.
+ */
+const KNOWN_OVS_ABORT =
+  /ovs-vswitchd\s+NOT RUNNING[^\n]*\n\s+\S+\|util\|EMER\|[^|]*conntrack\.c:\d+: assertion conn->conn_type == CT_CONN_TYPE_DEFAULT/;
+/** Per matrix assertion; the file's total is reported at the end. */
+const MAX_OVS_RESTARTS = 2;
+let ovsRestartsTotal = 0;
+
+async function restartAfterKnownAbort(
+  trouble: readonly string[],
+  restarts: number,
+  note: (msg: string) => void,
+): Promise<boolean> {
+  if (trouble.length === 0 || !trouble.every((t) => KNOWN_OVS_ABORT.test(t))) return false;
+  if (restarts >= MAX_OVS_RESTARTS) return false;
+  ovsRestartsTotal++;
+  note(`ovs-vswitchd aborted (OVS 3.1 userspace conntrack bug); restarted:\n${trouble.join("\n")}`);
+  await sandbox.zovn(["up"]);
+  return true;
+}
+
+let diagnostic: (msg: string) => void = (msg) => console.error(msg);
 
 /** Asserts the full matrix against the model of what the apiserver now holds. */
 async function check(what: string): Promise<number> {
-  try {
-    return await matrix.assertMatchesModel(what);
-  } catch (err) {
-    const trouble = await sandboxTrouble();
-    if (trouble) (err as Error).message += `\nsandbox components down:\n${trouble}`;
-    throw err;
+  for (let restarts = 0; ; restarts++) {
+    try {
+      return await matrix.assertMatchesModel(what);
+    } catch (err) {
+      const trouble = await sandboxTrouble();
+      if (await restartAfterKnownAbort(trouble, restarts, diagnostic)) continue;
+      if (trouble.length > 0) (err as Error).message += `\nsandbox components down:\n${trouble.join("\n")}`;
+      throw err;
+    }
   }
 }
 
@@ -93,12 +123,14 @@ describe("NetworkPolicy in the sandbox: full reachability matrices against the A
     await matrix.setup();
   });
   after(async () => {
+    console.error(`ovs-vswitchd restarts after the known OVS 3.1 conntrack abort: ${ovsRestartsTotal}`);
     if (!reuse) await sandbox.zovn(["down", "--purge"]).catch(() => undefined);
   });
-  beforeEach(async () => {
+  beforeEach(async (t) => {
+    diagnostic = (msg) => ("diagnostic" in t ? t.diagnostic(msg) : console.error(msg));
     // A component that crashed during an earlier case (that case failed, naming it) is started again, so the
     // next case judges the policies and not the wreck.
-    if (await sandboxTrouble()) await sandbox.zovn(["up"]);
+    if ((await sandboxTrouble()).length > 0) await sandbox.zovn(["up"]);
     await matrix.reset();
     await check("reset: no policy, base labels (everything allowed)");
   });
