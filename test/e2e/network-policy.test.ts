@@ -457,9 +457,8 @@ describe("NetworkPolicy in the sandbox: full reachability matrices against the A
     let rounds = 0;
     for (let i = 0; i < count; i++) {
       const scenario = randomScenario(seed, i);
-      await matrix.kubectl(["delete", "networkpolicies", "--all", "-A", "--wait=false"]);
       await matrix.setLabels(scenario.labels);
-      await apply(...scenario.policies);
+      await matrix.replacePolicies(scenario.policies);
       try {
         rounds += await check(`scenario ${i}`);
       } catch (err) {
