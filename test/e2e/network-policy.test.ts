@@ -23,7 +23,7 @@ import { sandboxHandle } from "../rig/sandbox-handle.ts";
 const NAME = "zsbnp";
 const sandbox = sandboxHandle(NAME);
 /** How long a matrix may take to agree with the model after a change (a condition wait, not a bound). */
-const CONVERGE_MS = Number(process.env.NP_CONVERGE_MS ?? 30_000);
+const CONVERGE_MS = Number(process.env.NP_CONVERGE_MS ?? 60_000);
 const matrix = new PolicyMatrix(sandbox, { timeout: "1500ms", convergeMs: CONVERGE_MS });
 
 type Spec = NetworkPolicy["spec"];
@@ -102,7 +102,11 @@ let diagnostic: (msg: string) => void = (msg) => console.error(msg);
 async function check(what: string): Promise<number> {
   for (let restarts = 0; ; restarts++) {
     try {
-      return await matrix.assertMatchesModel(what);
+      const t0 = Date.now();
+      const probes = await matrix.assertMatchesModel(what);
+      if (probes > 3)
+        diagnostic(`${what}: agreed with the model after ${probes} probes, ${Date.now() - t0} ms`);
+      return probes;
     } catch (err) {
       const trouble = await sandboxTrouble();
       if (await restartAfterKnownAbort(trouble, restarts, diagnostic)) continue;
