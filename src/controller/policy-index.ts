@@ -60,8 +60,9 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
     return undefined;
   }
   const types = obj.spec?.policyTypes;
-  const ingress = Array.isArray(types) ? types.includes("Ingress") : true;
-  const egress = Array.isArray(types) ? types.includes("Egress") : (obj.spec?.egress?.length ?? 0) > 0;
+  const listed = Array.isArray(types) && types.length > 0;
+  const ingress = listed ? types.includes("Ingress") : true;
+  const egress = listed ? types.includes("Egress") : (obj.spec?.egress?.length ?? 0) > 0;
   return {
     namespace,
     name,
@@ -72,7 +73,8 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
   };
 }
 
-function entryOf(obj: NetworkPolicyObject): PolicyEntry | undefined {
+/** A policy as the reconcilers use it; an unrealizable one becomes its isolation alone, with the problem. */
+export function policyEntry(obj: NetworkPolicyObject): PolicyEntry | undefined {
   let model: PolicyModel | undefined;
   let problem: PolicyEntry["problem"];
   try {
@@ -100,6 +102,8 @@ function entryOf(obj: NetworkPolicyObject): PolicyEntry | undefined {
 
 export class PolicyIndex {
   private readonly entries = new Map<string, PolicyEntry>();
+  /** Namespace → its policies' entries: pod events look only at their namespace's policies. */
+  private readonly byNamespace = new Map<string, Map<string, PolicyEntry>>();
   /** Peer key → the policies referring to it. */
   private readonly refs = new Map<string, { peer: PodPeer; policies: Set<string> }>();
 
@@ -114,9 +118,18 @@ export class PolicyIndex {
   refresh(key: string): string[] {
     const old = this.entries.get(key);
     const obj = this.policies.get(key);
-    const now = obj ? entryOf(obj) : undefined;
-    if (now) this.entries.set(key, now);
-    else this.entries.delete(key);
+    const now = obj ? policyEntry(obj) : undefined;
+    const ns = key.slice(0, key.indexOf("/"));
+    const inNs = this.byNamespace.get(ns) ?? new Map<string, PolicyEntry>();
+    if (now) {
+      this.entries.set(key, now);
+      inNs.set(key, now);
+      this.byNamespace.set(ns, inNs);
+    } else {
+      this.entries.delete(key);
+      inNs.delete(key);
+      if (inNs.size === 0) this.byNamespace.delete(ns);
+    }
     const touched = new Set<string>();
     for (const k of old?.peers.keys() ?? []) {
       if (now?.peers.has(k)) continue;
@@ -143,9 +156,7 @@ export class PolicyIndex {
   }
 
   inNamespace(ns: string): PolicyEntry[] {
-    const out: PolicyEntry[] = [];
-    for (const e of this.entries.values()) if (e.model.namespace === ns) out.push(e);
-    return out;
+    return [...(this.byNamespace.get(ns)?.values() ?? [])];
   }
 
   peer(key: string): PodPeer | undefined {

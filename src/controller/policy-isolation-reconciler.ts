@@ -5,7 +5,7 @@
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
-import { CONTROLLER, KIND_KEY, NODE_KEY, OWNER_KEY } from "../ovn/ownership.ts";
+import { CONTROLLER, ID_KEY, KIND_KEY, NODE_KEY, OWNER_KEY, POD_KEY } from "../ovn/ownership.ts";
 import { mutateMembers } from "../ovn/set-members.ts";
 import { isolationRows, nodeRows } from "../policy/isolation-acls.ts";
 import { isolationGroupId, nodeGroupId } from "../policy/nb-names.ts";
@@ -73,7 +73,7 @@ export class PolicyIsolationReconciler implements Reconciler {
           // A node's management address changes its own-node ACL.
           if (ids[KIND_KEY] === "mgmt-port" && ids[NODE_KEY]) ctx.requeueIsolation(`node/${ids[NODE_KEY]}`);
           if (ids[KIND_KEY] === "pod-port") {
-            const pod = this.pods.get(ids["zstack.io/pod"] ?? "");
+            const pod = this.pods.get(ids[POD_KEY] ?? "");
             if (pod) podChanged(pod, pod, true);
           }
         }
@@ -83,7 +83,7 @@ export class PolicyIsolationReconciler implements Reconciler {
           for (const e of events) {
             const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
             if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== KIND) continue;
-            const id = ids["zstack.io/id"] ?? "";
+            const id = ids[ID_KEY] ?? "";
             const key = id.startsWith("np-isolation/")
               ? id.split("/")[1]
               : id.startsWith("np-node/")

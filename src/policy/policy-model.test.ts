@@ -16,6 +16,9 @@ describe("NetworkPolicy model", () => {
     assert.equal(b.egress?.length, 1);
     const c = np({ podSelector: {}, egress: [] });
     assert.equal(c.egress, undefined);
+    const d = np({ podSelector: {}, policyTypes: [], egress: [{}] });
+    assert.deepEqual(d.ingress, []);
+    assert.equal(d.egress?.length, 1);
   });
 
   it("policyTypes present: exactly the listed directions, rules of others ignored", () => {

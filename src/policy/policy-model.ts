@@ -184,7 +184,8 @@ export function parseNetworkPolicy(obj: unknown): PolicyModel {
   const podSelector = parseLabelSelector(spec.podSelector, "spec.podSelector");
   const typesRaw = spec.policyTypes;
   let types: Set<string>;
-  if (typesRaw === undefined || typesRaw === null) {
+  // An empty list is defaulted like an absent one, as the apiserver does.
+  if (typesRaw === undefined || typesRaw === null || (Array.isArray(typesRaw) && typesRaw.length === 0)) {
     types = new Set(["Ingress"]);
     if (list(spec.egress, "spec.egress").length > 0) types.add("Egress");
   } else {

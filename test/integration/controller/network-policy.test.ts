@@ -1,9 +1,10 @@
 // NetworkPolicies against a real kube-apiserver and NB: a policy becomes its port group, ACLs, named-port set,
 // shared peer set and isolation/own-node membership; a pod relabel, a pod replaced (new address, new named port)
 // and a namespace relabel change only the rows they affect, each affected reconcile in one transaction; two
-// policies share one peer set until the last is gone; a lost reply on the insert leaves one row of each; an
-// deny-all policy isolates with no ACL of its own; a restart with nothing changed
-// writes nothing, and one after a policy was deleted while the controller was down removes its rows.
+// policies share one peer set until the last is gone; a lost reply on the insert leaves one row of each; a
+// deny-all policy isolates with no ACL of its own; a restart with nothing changed writes nothing, and one after a
+// policy was deleted while the controller was down removes its rows. (The apiserver refuses every policy our
+// parser refuses, so the Warning Event path is covered by unit tests: src/controller/policy-index.test.ts.)
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
@@ -241,6 +242,24 @@ test("NetworkPolicies become port groups, ACLs and address sets, and follow pods
   assert.deepEqual(changedRows(before, snapshot()), [`Address_Set/${set(peerSetName(teamPeer, 4))?._uuid}`]);
   await relabel(`/api/v1/namespaces/${NS_B}`, { team: "b" });
   await until("other back", () => (set(peerSetName(teamPeer, 4))?.addresses.length === 1 ? true : undefined));
+
+  // A peer pod replaced under another address (a filler takes the old one): the set follows the new address.
+  await deletePod(NS_B, "other");
+  await until("other out of the set", () =>
+    set(peerSetName(teamPeer, 4))?.addresses.length === 0 ? true : undefined,
+  );
+  await createPod(NS_B, "filler", { app: "none" });
+  await until("filler's port", () => ipOf(NS_B, "filler"));
+  await createPod(NS_B, "other", { app: "client" });
+  const newOtherIp = await until("other's new port", () => ipOf(NS_B, "other"));
+  assert.notEqual(newOtherIp, otherIp);
+  // The team peer is every pod of team=b namespaces: the filler too.
+  const fillerIp = ipOf(NS_B, "filler") as string;
+  await until("the set holds other's new address and the filler's", () =>
+    set(peerSetName(teamPeer, 4))?.addresses.join() === [fillerIp, newOtherIp].sort().join()
+      ? true
+      : undefined,
+  );
 
   // A pod relabelled into the policy's selector: its group, the isolation group and its node's group gain it,
   // and it leaves no peer (it was in none): one write per affected reconcile, nothing written twice.

@@ -1,5 +1,5 @@
-// The NetworkPolicy ACL plan of docs/network-policy.md on a real OVN node (userspace datapath), written by hand
-// so the plan itself is proven before any controller writes it: port groups with to-lport allow-related rules
+// The NetworkPolicy ACL plan of docs/network-policy.md on a real OVN node (userspace datapath), with the rows
+// exactly as src/policy makes them (policy, isolation and own-node rows): port groups with to-lport allow-related rules
 // over a default deny, an egress default deny and allow with apply-after-lb (so a ClusterIP connection is judged
 // by its backend), a named-port address set, an endPort range, an ipBlock with except, ARP through the deny,
 // replies of allowed connections in both directions, and the own-node allow from the management IP.
@@ -10,19 +10,19 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { type IpAddress, parseIp } from "../../../src/ipam/address.ts";
 import { parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { PodAttacher } from "../../../src/node/pod-attachment.ts";
-import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
+import { type DesiredRow, findOwned, plan } from "../../../src/ovn/nb-diff.ts";
+import { ownedIds } from "../../../src/ovn/ownership.ts";
 import { serviceLoadBalancers } from "../../../src/ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
-import {
-  DEFAULT_DENY,
-  NEIGHBOUR_ALLOW,
-  OWN_NODE_ALLOW,
-  POLICY_ALLOW,
-} from "../../../src/policy/acl-priority.ts";
+import { isolationRows, nodeRows } from "../../../src/policy/isolation-acls.ts";
+import { nodeGroupName, peerSetName } from "../../../src/policy/nb-names.ts";
+import { type PolicyInputs, policyRows } from "../../../src/policy/policy-acls.ts";
+import { parseNetworkPolicy, podPeersOf } from "../../../src/policy/policy-model.ts";
 import { parseService } from "../../../src/services/service-model.ts";
 import {
   ETH0,
@@ -135,20 +135,6 @@ async function service(name: string, clusterIP: string, backend: string): Promis
   await txn.commit();
 }
 
-type Acl = { direction: "to-lport" | "from-lport"; priority: number; match: string; action: string };
-const ingress = (priority: number, match: string, action = "allow-related"): Acl => ({
-  direction: "to-lport",
-  priority,
-  match,
-  action,
-});
-const egress = (priority: number, match: string, action = "allow-related"): Acl => ({
-  direction: "from-lport",
-  priority,
-  match,
-  action,
-});
-
 describe("NetworkPolicy ACL plan on a real OVN node", () => {
   let pa: Pod; // egress-isolated client: may reach pb on TCP 8080, 9001-9001 (endPort) and UDP by named port
   let pb: Pod; // ingress-isolated server
@@ -206,78 +192,78 @@ describe("NetworkPolicy ACL plan on a real OVN node", () => {
     for (let i = 0; i < 100 && (await tcp(pa.netns, pb.ip, 8080)) === ""; i++) await sleep(100);
     assert.equal(await tcp(pc.netns, pd.ip, 8080), `pd ${pc.ip}`);
 
-    const groups: { name: string; ports: string[]; acls: Acl[] }[] = [
-      {
-        name: "zovn_np_isolated_ingress",
-        ports: [pb.lsp],
-        acls: [
-          ingress(DEFAULT_DENY, "outport == @zovn_np_isolated_ingress && ip", "drop"),
-          ingress(NEIGHBOUR_ALLOW, "outport == @zovn_np_isolated_ingress && (arp || nd)"),
+    // The rows exactly as src/policy makes them for two policies: b admits a (TCP 8080, 9000-9001, its named UDP
+    // port) and an ipBlock except pc on 7000; a may egress only to b on the same ports.
+    const policyB = parseNetworkPolicy({
+      metadata: { namespace: "np", name: "b" },
+      spec: {
+        podSelector: { matchLabels: { app: "b" } },
+        ingress: [
+          {
+            from: [{ podSelector: { matchLabels: { app: "a" } } }],
+            ports: [{ port: 8080 }, { port: 9000, endPort: 9001 }],
+          },
+          {
+            from: [{ podSelector: { matchLabels: { app: "a" } } }],
+            ports: [{ port: "serve-udp", protocol: "UDP" }],
+          },
+          {
+            from: [{ ipBlock: { cidr: "10.244.0.0/24", except: [`${pc.ip}/32`] } }],
+            ports: [{ port: 7000 }],
+          },
         ],
       },
-      {
-        name: "zovn_np_isolated_egress",
-        ports: [pa.lsp],
-        acls: [
-          egress(DEFAULT_DENY, "inport == @zovn_np_isolated_egress && ip", "drop"),
-          egress(NEIGHBOUR_ALLOW, "inport == @zovn_np_isolated_egress && (arp || nd)"),
-        ],
-      },
-      {
-        name: "zovn_np_node_test",
-        ports: [pb.lsp],
-        acls: [ingress(OWN_NODE_ALLOW, `outport == @zovn_np_node_test && ip4.src == ${MGMT_IP}`)],
-      },
-      {
-        name: "zovn_np_b",
-        ports: [pb.lsp],
-        acls: [
-          ingress(POLICY_ALLOW, "outport == @zovn_np_b && ip4.src == $zovn_np_peer_a_v4 && tcp.dst == 8080"),
-          ingress(
-            POLICY_ALLOW,
-            "outport == @zovn_np_b && ip4.src == $zovn_np_peer_a_v4 && 9000 <= tcp.dst <= 9001",
-          ),
-          ingress(
-            POLICY_ALLOW,
-            "outport == @zovn_np_b && ip4.dst == $zovn_np_named_b_v4 && udp.dst == 8081 && ip4.src == $zovn_np_peer_a_v4",
-          ),
-          ingress(
-            POLICY_ALLOW,
-            `outport == @zovn_np_b && ip4.src == 10.244.0.0/24 && ip4.src != {${pc.ip}} && tcp.dst == 7000`,
-          ),
-        ],
-      },
-      {
-        name: "zovn_np_a",
-        ports: [pa.lsp],
-        acls: [
-          egress(POLICY_ALLOW, "inport == @zovn_np_a && ip4.dst == $zovn_np_peer_b_v4 && tcp.dst == 8080"),
-          egress(
-            POLICY_ALLOW,
-            "inport == @zovn_np_a && ip4.dst == $zovn_np_peer_b_v4 && 9000 <= tcp.dst <= 9001",
-          ),
-          egress(POLICY_ALLOW, "inport == @zovn_np_a && ip4.dst == $zovn_np_named_b_v4 && udp.dst == 8081"),
-        ],
-      },
-    ];
-    nodePg = "zovn_np_node_test";
-    await c.nb.transact((tx) => {
-      for (const [name, ips] of [
-        ["zovn_np_peer_a_v4", [pa.ip]],
-        ["zovn_np_peer_b_v4", [pb.ip]],
-        ["zovn_np_named_b_v4", [pb.ip]],
-      ] as const)
-        tx.insert("Address_Set", { name, addresses: ips } as never);
-      for (const g of groups) {
-        const acls = g.acls.map((a) =>
-          tx.insert("ACL", {
-            ...a,
-            ...(a.direction === "from-lport" ? { options: { "apply-after-lb": "true" } } : {}),
-          } as never),
-        );
-        tx.insert("Port_Group", { name: g.name, ports: g.ports, acls } as never);
-      }
     });
+    const policyA = parseNetworkPolicy({
+      metadata: { namespace: "np", name: "a" },
+      spec: {
+        podSelector: { matchLabels: { app: "a" } },
+        policyTypes: ["Egress"],
+        egress: [
+          {
+            to: [{ podSelector: { matchLabels: { app: "b" } } }],
+            ports: [{ port: 8080 }, { port: 9000, endPort: 9001 }],
+          },
+          {
+            to: [{ podSelector: { matchLabels: { app: "b" } } }],
+            ports: [{ port: "serve-udp", protocol: "UDP" }],
+          },
+        ],
+      },
+    });
+    // pb declares serve-udp as UDP 8081; it is the selected pod of b and the peer of a.
+    const named = (): Map<number, IpAddress[]> => new Map([[8081, [parseIp(pb.ip)]]]);
+    const inputs: PolicyInputs = {
+      families: [4],
+      ingressNamed: named,
+      egressNamed: named,
+      nodeMgmtIps: () => [],
+    };
+    const withPorts = (rows: DesiredRow[], ports: string[]) =>
+      rows.map((r) => (r.table === "Port_Group" ? { ...r, row: { ...r.row, ports } } : r));
+    const peerSets: DesiredRow[] = [policyA, policyB].flatMap((m) =>
+      [...podPeersOf(m)].map(([key, peer]) => ({
+        table: "Address_Set",
+        id: `np-peer/${key}`,
+        row: {
+          name: peerSetName(key, 4),
+          addresses: [(peer.pods.requirements[0]?.values[0] === "a" ? pa : pb).ip],
+          external_ids: ownedIds("network-policy-peer", `np-peer/${key}`),
+        },
+      })),
+    );
+    const rows = [
+      ...peerSets,
+      ...withPorts(policyRows(policyB, inputs).rows, [pb.lsp]),
+      ...withPorts(policyRows(policyA, inputs).rows, [pa.lsp]),
+      ...withPorts(isolationRows("ingress"), [pb.lsp]),
+      ...withPorts(isolationRows("egress"), [pa.lsp]),
+      ...withPorts(nodeRows(NODE, [parseIp(MGMT_IP)]), [pb.lsp]),
+    ];
+    nodePg = nodeGroupName(NODE);
+    const txn = c.nb.transaction();
+    plan(c.nb.cache as never, c.nb.schema, txn as never, rows);
+    await txn.commit();
     await synced();
   });
   after(async () => {
@@ -324,6 +310,29 @@ describe("NetworkPolicy ACL plan on a real OVN node", () => {
     assert.equal(await tcp(pa.netns, "10.96.0.50", 80), `pb ${pa.ip}`);
     assert.equal(await tcp(pa.netns, "10.96.0.51", 80), "");
     assert.equal(await tcp(pc.netns, "10.96.0.51", 80), `pd ${pc.ip}`);
+  });
+
+  test("without apply-after-lb the egress allow sees the ClusterIP, and the connection through it is dropped", async () => {
+    const allows = [...c.nb.cache.table("ACL").values()].filter(
+      (a) =>
+        a.direction === "from-lport" &&
+        a.action === "allow-related" &&
+        a.options["apply-after-lb"] === "true",
+    );
+    assert.ok(allows.length > 0);
+    const setOptions = async (options: Record<string, string>) => {
+      await c.nb.transact((tx) => {
+        for (const a of allows) tx.update("ACL", [["_uuid", "==", a._uuid]], { options } as never);
+      });
+      await synced();
+    };
+    await setOptions({});
+    try {
+      assert.equal(await tcp(pa.netns, "10.96.0.50", 80), "");
+    } finally {
+      await setOptions({ "apply-after-lb": "true" });
+    }
+    assert.equal(await tcp(pa.netns, "10.96.0.50", 80), `pb ${pa.ip}`);
   });
 
   test("ARP passes the default deny of both directions", async () => {

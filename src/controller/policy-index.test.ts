@@ -1,0 +1,72 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { NetworkPolicyObject } from "./informers.ts";
+import { policyEntry, policyPod } from "./policy-index.ts";
+
+const obj = (spec: Record<string, unknown>) =>
+  ({ metadata: { namespace: "ns", name: "p" }, spec }) as unknown as NetworkPolicyObject;
+
+describe("policy entries", () => {
+  it("an unrealizable policy isolates its directions with nothing allowed, and names the field", () => {
+    const e = policyEntry(
+      obj({
+        podSelector: { matchLabels: { app: "x" } },
+        policyTypes: ["Ingress", "Egress"],
+        ingress: [{ from: [{ ipBlock: { cidr: "010.0.0.0/8" } }] }],
+      }),
+    );
+    assert.ok(e);
+    assert.deepEqual(e.model.ingress, []);
+    assert.deepEqual(e.model.egress, []);
+    assert.equal(e.problem?.field, "spec.ingress[0].from[0].ipBlock.cidr");
+    assert.match(e.problem?.message ?? "", /leading zero/);
+    assert.equal(e.peers.size, 0);
+  });
+
+  it("an unrealizable policy without policyTypes isolates ingress, and egress only when it has egress rules", () => {
+    const e = policyEntry(obj({ podSelector: {}, egress: [{ ports: [{ port: 0 }] }] }));
+    assert.deepEqual(e?.model.ingress, []);
+    assert.deepEqual(e?.model.egress, []);
+    assert.match(e?.problem?.field ?? "", /spec\.egress\[0\]\.ports\[0\]\.port/);
+  });
+
+  it("a policy whose podSelector cannot be read selects nothing and is not realized at all", () => {
+    assert.equal(policyEntry(obj({ podSelector: { matchLabels: { "bad key!": "x" } } })), undefined);
+  });
+
+  it("records the egress named ports and whether ingress has ipBlocks, for the event fan-out", () => {
+    const e = policyEntry(
+      obj({
+        podSelector: {},
+        ingress: [{ from: [{ ipBlock: { cidr: "10.0.0.0/8" } }] }],
+        egress: [{ ports: [{ port: "dns" }] }],
+      }),
+    );
+    assert.deepEqual([...(e?.egressPortNames ?? [])], ["dns"]);
+    assert.equal(e?.hasIngressBlocks, true);
+    assert.equal(e?.problem, undefined);
+  });
+});
+
+describe("pod view", () => {
+  it("host-network pods are in no policy; bad named ports are dropped, protocols mapped", () => {
+    const base = { metadata: { name: "a", namespace: "ns", uid: "u", labels: { k: "v" } }, status: {} };
+    assert.equal(policyPod({ ...base, spec: { hostNetwork: true } }), undefined);
+    const p = policyPod({
+      ...base,
+      spec: {
+        namedPorts: [
+          { name: "web", protocol: "TCP", port: 80 },
+          { name: "dns", protocol: "UDP", port: 53 },
+          { name: "bad", protocol: "ICMP", port: 1 },
+          { name: "big", protocol: "TCP", port: 70000 },
+        ],
+      },
+    });
+    assert.deepEqual(p?.namedPorts, [
+      { name: "web", protocol: "tcp", port: 80 },
+      { name: "dns", protocol: "udp", port: 53 },
+    ]);
+    assert.deepEqual(p?.labels, { k: "v" });
+  });
+});
