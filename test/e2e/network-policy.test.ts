@@ -24,7 +24,12 @@ const NAME = "zsbnp";
 const sandbox = sandboxHandle(NAME);
 /** How long a matrix may take to agree with the model after a change (a condition wait, not a bound). */
 const CONVERGE_MS = Number(process.env.NP_CONVERGE_MS ?? 60_000);
-const matrix = new PolicyMatrix(sandbox, { timeout: "1500ms", convergeMs: CONVERGE_MS });
+const matrix = new PolicyMatrix(sandbox, {
+  timeout: "1500ms",
+  convergeMs: CONVERGE_MS,
+  // NP_FLUSH_DP_FLOWS=1 (diagnosis only): drop cached datapath flows before each probe.
+  flushDatapathFlows: process.env.NP_FLUSH_DP_FLOWS === "1",
+});
 
 type Spec = NetworkPolicy["spec"];
 

@@ -164,6 +164,8 @@ export interface MatrixOptions {
   timeout?: string;
   /** How long a disagreeing matrix is re-probed (policies take time to converge) before it fails. */
   convergeMs?: number;
+  /** Diagnosis only: flush the datapath flow cache before every probe too. */
+  flushDatapathFlows?: boolean;
 }
 
 export class PolicyMatrix {
@@ -326,7 +328,12 @@ export class PolicyMatrix {
     // probes in a row (370,000 connections) ran without one. No probe is in flight at that moment, and each
     // cell is a new connection, so what the matrix asserts is unchanged.
     await Promise.all(
-      this.nodes.map((node) => this.sandbox.inside(node, ["ovs-appctl", "dpctl/flush-conntrack"])),
+      this.nodes.map(async (node) => {
+        await this.sandbox.inside(node, ["ovs-appctl", "dpctl/flush-conntrack"]);
+        // Diagnosis only (never on by default): also drop the datapath's cached flows, to tell a stale
+        // megaflow from a wrong OpenFlow table when a matrix disagrees.
+        if (this.opts.flushDatapathFlows) await this.sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
+      }),
     );
     const rows = await Promise.all(
       sources.map(async (from) => {
