@@ -12,16 +12,18 @@ import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, POD_KEY } from "../ovn/ownersh
 import { mutateMembers } from "../ovn/set-members.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
-import { POLICY_KEY } from "../policy/nb-names.ts";
+import { POLICY_KEY, policyGroupId } from "../policy/nb-names.ts";
 import { type PolicyInputs, policyRows } from "../policy/policy-acls.ts";
 import type { IpBlockPeer, PolicyRule, Protocol } from "../policy/policy-model.ts";
 import { blockContains, peerSelects, policySelects, resolveNamedPort } from "../policy/selection.ts";
 import { type ControllerContext, type ControllerOptions, NETWORK_POLICIES } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NetworkPolicyObject, NodeLite, PodLite } from "./informers.ts";
-import { type PolicyIndex, peerSetRows, policyPod } from "./policy-index.ts";
+import { type PolicyEntry, type PolicyIndex, peerSetRows, policyPod } from "./policy-index.ts";
 
 const POLICY_TABLES = ["Address_Set", "Port_Group", "ACL"] as const;
+/** Policies whose rows the start-up bulk write puts in one transaction. */
+const BULK_POLICIES = 100;
 const POLICY_KINDS = new Set(["network-policy", "network-policy-acl", "network-policy-named"]);
 
 /** Guards the insert of each row not in NB yet, so a retry after a lost reply cannot add a second one. */
@@ -226,25 +228,9 @@ export class NetworkPolicyReconciler implements Reconciler {
       );
     const ns = key.slice(0, key.indexOf("/"));
     const txn = nb.transaction();
-    let desired: DesiredRow[] = [];
-    let groupId: string | undefined;
-    let ports: string[] = [];
-    if (entry) {
-      const selected: PodLite[] = [];
-      for (const p of this.idx.podsIn(ns)) {
-        const pp = policyPod(p);
-        if (!pp || !policySelects(entry.model, pp)) continue;
-        const port = this.idx.podPort(p);
-        if (!port) continue;
-        selected.push(p);
-        ports.push(port.uuid);
-      }
-      ports = [...new Set(ports)].sort();
-      const r = policyRows(entry.model, this.inputs(selected, entry.model.egress));
-      groupId = r.groupId;
-      const existing = findOwned(cache, "Port_Group", r.groupId);
-      desired = r.rows.map((d) => (d.id === r.groupId && !existing ? { ...d, row: { ...d.row, ports } } : d));
-    }
+    const { desired, groupId, ports } = entry
+      ? this.desiredOf(entry)
+      : { desired: [] as DesiredRow[], groupId: undefined, ports: [] as string[] };
     const guards = guardInserts(txn, cache, desired);
     const peerGuards = this.ensurePeerSets(txn, entry ? [...entry.peers.keys()] : []);
     plan(cache, nb.schema, txn as never, desired, {
@@ -265,15 +251,71 @@ export class NetworkPolicyReconciler implements Reconciler {
     return undefined;
   }
 
+  /** A policy's rows; its port group carries its ports when NB does not have it yet (else they are mutated). */
+  private desiredOf(entry: PolicyEntry): { desired: DesiredRow[]; groupId: string; ports: string[] } {
+    const cache = this.o.nb.cache as never;
+    const selected: PodLite[] = [];
+    const ports = new Set<string>();
+    for (const p of this.idx.podsIn(entry.model.namespace)) {
+      const pp = policyPod(p);
+      if (!pp || !policySelects(entry.model, pp)) continue;
+      const port = this.idx.podPort(p);
+      if (!port) continue;
+      selected.push(p);
+      ports.add(port.uuid);
+    }
+    const sorted = [...ports].sort();
+    const r = policyRows(entry.model, this.inputs(selected, entry.model.egress));
+    const existing = findOwned(cache, "Port_Group", r.groupId);
+    const desired = r.rows.map((d) =>
+      d.id === r.groupId && !existing ? { ...d, row: { ...d.row, ports: sorted } } : d,
+    );
+    return { desired, groupId: r.groupId, ports: sorted };
+  }
+
+  /**
+   * At start, the rows of every policy that has none in NB yet, BULK_POLICIES policies per transaction instead
+   * of one each (many policies created while no controller ran). A batch that fails is left to the per-policy
+   * reconciles, which find whatever landed and write nothing more.
+   */
+  async bulkSync(): Promise<void> {
+    const { nb, log } = this.o;
+    const cache = nb.cache as never;
+    const todo = [...this.idx.all()].filter(
+      ([k, e]) => !e.problem && this.policies.get(k) && !findOwned(cache, "Port_Group", policyGroupId(k)),
+    );
+    for (let i = 0; i < todo.length; i += BULK_POLICIES) {
+      const batch = todo.slice(i, i + BULK_POLICIES);
+      const txn = nb.transaction();
+      const sets = new Set<string>();
+      for (const [, entry] of batch) {
+        const { desired } = this.desiredOf(entry);
+        guardInserts(txn, cache, desired);
+        plan(cache, nb.schema, txn as never, desired);
+        this.ensurePeerSets(txn, [...entry.peers.keys()], sets);
+      }
+      try {
+        await txn.commit();
+      } catch (err) {
+        log.warn({ err, policies: batch.length }, "bulk write of NetworkPolicies failed; reconciling each");
+      }
+    }
+  }
+
   /** Inserts the peer sets that are missing (with their current contents); the peer reconciler keeps them. */
-  private ensurePeerSets(txn: Transaction, peers: readonly string[]): { guards: number } {
+  private ensurePeerSets(
+    txn: Transaction,
+    peers: readonly string[],
+    inserted = new Set<string>(),
+  ): { guards: number } {
     const table = this.o.nb.cache.table("Address_Set");
     let guards = 0;
     for (const k of peers) {
       const peer = this.idx.peer(k);
       if (!peer) continue;
       for (const row of peerSetRows(this.idx, k, peer, this.families)) {
-        if (table.lookupOne("name", row.name)) continue;
+        if (table.lookupOne("name", row.name) || inserted.has(row.name)) continue;
+        inserted.add(row.name);
         txn.guardAbsent("Address_Set", [["name", "==", row.name]]);
         guards++;
         txn.insert("Address_Set", row as never);

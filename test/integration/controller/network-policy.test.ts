@@ -376,3 +376,88 @@ test("NetworkPolicies become port groups, ACLs and address sets, and follow pods
     1,
   );
 });
+
+test("policies present before the controller starts are written in batches, and a restart writes nothing", async (t) => {
+  const { api, srv } = await useCluster(t);
+  await createNamespace(api, NS);
+  await api.request(`/api/v1/namespaces/${NS}/pods`, {
+    method: "POST",
+    body: {
+      metadata: { name: "p", labels: { app: "c0" } },
+      spec: { containers: [{ name: "c", image: "x" }] },
+    },
+  });
+  // The pod gets its port from a first run; the policies are created while no controller runs.
+  const first = await startInProcess({ api, srv });
+  await until("the pod's port", () =>
+    first.nb.cache.table("Logical_Switch_Port").findOne((r) => r.external_ids[ID_KEY] === podPortId(NS, "p")),
+  );
+  await first.stop();
+  const N = 120;
+  const names = Array.from({ length: N }, (_, i) => `bulk-${i}`);
+  for (let i = 0; i < N; i += 10)
+    await Promise.all(
+      names.slice(i, i + 10).map((name, j) =>
+        api.request(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`, {
+          method: "POST",
+          body: {
+            metadata: { name },
+            spec: {
+              podSelector: {},
+              ingress: [
+                {
+                  from: [{ podSelector: { matchLabels: { app: `c${(i + j) % 10}` } } }],
+                  ports: [{ port: 1000 + i + j }],
+                },
+              ],
+            },
+          },
+        }),
+      ),
+    );
+  const settledWrites = async () => {
+    let last = await writeRecords(srv, "OVN_Northbound");
+    for (;;) {
+      await delay(1500);
+      const now = await writeRecords(srv, "OVN_Northbound");
+      if (now === last) return now;
+      last = now;
+    }
+  };
+  const before = await writeRecords(srv, "OVN_Northbound");
+  let run = await startInProcess({ api, srv });
+  t.after(() => run.stop());
+  await run.synced;
+  const pg = (name: string) => run.nb.cache.table("Port_Group").lookupOne("name", name);
+  await until("every policy's group with the pod and its ACL", () =>
+    names.every(
+      (n) =>
+        pg(policyGroupName(`${NS}/${n}`))?.ports.length === 1 &&
+        pg(policyGroupName(`${NS}/${n}`))?.acls.length === 1,
+    )
+      ? true
+      : undefined,
+  );
+  const afterStart = await settledWrites();
+  // The isolation groups take two writes; the policies (and their ten shared peer sets) ceil(N/100), not one each.
+  const written = afterStart - before;
+  assert.ok(written <= Math.ceil(N / 100) + 4, `${written} NB writes at start for ${N} policies`);
+  const peerSets = [...run.nb.cache.table("Address_Set").values()].filter((r) =>
+    r.name.startsWith("zovn_np_peer_"),
+  );
+  assert.equal(peerSets.length, 10, "one set per distinct peer");
+  const podIp = run.nb.cache
+    .table("Logical_Switch_Port")
+    .findOne((r) => r.external_ids[ID_KEY] === podPortId(NS, "p"))
+    ?.addresses[0]?.split(" ")[1];
+  assert.ok(podIp);
+  assert.deepEqual(
+    peerSets.filter((s) => s.addresses.length > 0).map((s) => s.addresses),
+    [[podIp]],
+    "only the app=c0 peer holds the pod",
+  );
+  await run.stop();
+  run = await startInProcess({ api, srv });
+  await run.synced;
+  assert.equal((await settledWrites()) - afterStart, 0, "no NB write after a restart with no change");
+});
