@@ -119,7 +119,7 @@ async function service(name: string, clusterIP: string, backend: string): Promis
     endpoints: [{ addresses: [backend], nodeName: NODE, conditions: { ready: true } }],
     ports: [{ name: "http", protocol: "TCP", port: 8080 }],
   } as V1EndpointSlice;
-  const { rows } = serviceLoadBalancers(model, [slice], [NODE]);
+  const { rows } = serviceLoadBalancers(model, [slice], [{ node: NODE }]);
   const group = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
   assert.ok(group);
   const txn = c.nb.transaction();
