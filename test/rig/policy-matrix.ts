@@ -170,7 +170,7 @@ export interface MatrixOptions {
 
 export class PolicyMatrix {
   readonly pods: string[] = [];
-  readonly nodes: string[];
+  private nodeNames?: string[];
   /** Each node's source addresses as a pod sees them (node IP and the management IP its traffic leaves by). */
   private nodeAddresses = new Map<string, string[]>();
   private podIPs = new Map<string, string>();
@@ -179,8 +179,13 @@ export class PolicyMatrix {
     private readonly sandbox: SandboxHandle,
     private readonly opts: MatrixOptions = {},
   ) {
-    this.nodes = sandbox.ctx().topo.nodes.map((n) => n.name);
     for (const ns of NAMESPACES) for (const p of POD_NAMES) this.pods.push(`${ns}/${p}`);
+  }
+
+  /** The sandbox's nodes, read once it is up (the matrix is built before the sandbox starts). */
+  get nodes(): string[] {
+    this.nodeNames ??= this.sandbox.ctx().topo.nodes.map((n) => n.name);
+    return this.nodeNames;
   }
 
   get sources(): string[] {
@@ -330,8 +335,8 @@ export class PolicyMatrix {
     await Promise.all(
       this.nodes.map(async (node) => {
         await this.sandbox.inside(node, ["ovs-appctl", "dpctl/flush-conntrack"]);
-        // Diagnosis only (never on by default): also drop the datapath's cached flows, to tell a stale
-        // megaflow from a wrong OpenFlow table when a matrix disagrees.
+        // Also drop the datapath's cached flows (see the e2e's options): a stale megaflow is then never
+        // mistaken for a wrong OpenFlow table.
         if (this.opts.flushDatapathFlows) await this.sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
       }),
     );
