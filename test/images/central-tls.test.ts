@@ -197,7 +197,7 @@ describe("the OVN central image with TLS, one replica", () => {
 });
 
 describe("the OVN central image with TLS, three NB replicas", () => {
-  test("the Raft cluster forms over ssl: from the StatefulSet names; a write over ssl: reaches every member", async () => {
+  test("the Raft cluster forms over ssl: from the StatefulSet names; a write over ssl: reaches every member and, through northd, SB", async () => {
     addNetns(HUB);
     execFileSync("ip", ["-n", HUB, "link", "add", "br0", "type", "bridge"]);
     execFileSync("ip", ["-n", HUB, "link", "set", "br0", "up"]);
@@ -300,6 +300,30 @@ describe("the OVN central image with TLS, three NB replicas", () => {
     assert.ok(good.ok, JSON.stringify(good));
     const other = probe(all, { cert: pki.otherClientCert, key: pki.otherClientKey }, MEMBER_NETNS[0]);
     assert.equal(other.ok, false);
+
+    // northd follows the Raft NB over ssl: (the chart's HA northd gets every member) into an SB beside it.
+    const ns0 = MEMBER_NETNS[0] as string;
+    startRole("sb", { ZOVN_REPLICAS: "1", ZOVN_DB_DIR: "/var/lib/ovn/tls-sb", ...SSL_ENV }, ns0, true);
+    startRole(
+      "northd",
+      { ZOVN_NB_ADDRESS: all, ZOVN_SB_ADDRESS: "ssl:127.0.0.1:6642", ...SSL_ENV },
+      ns0,
+      true,
+    );
+    await until("the Raft NB's switch as a datapath in SB (northd over ssl:)", () =>
+      inNetns(
+        "ovn-sbctl",
+        [
+          ...clientFlags(),
+          "--db=ssl:127.0.0.1:6642",
+          "--bare",
+          "--columns=external_ids",
+          "list",
+          "Datapath_Binding",
+        ],
+        ns0,
+      ).out.includes("name=raft-tls-test"),
+    );
     assertDaemonsRun();
   });
 });
