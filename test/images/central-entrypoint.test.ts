@@ -142,6 +142,129 @@ describe("zstack-ovn-central nb|sb", () => {
   });
 });
 
+// Three files standing in for the chart's Secret mount: the entrypoint checks only that they exist and can be
+// read (ovsdb-server and ovn-northd load them; central-tls.test.ts runs them with real certificates).
+const sslDir = freshDir("ssl");
+const SSL: Record<string, string> = {
+  ZOVN_SSL_KEY: join(sslDir, "tls.key"),
+  ZOVN_SSL_CERT: join(sslDir, "tls.crt"),
+  ZOVN_SSL_CA: join(sslDir, "ca.crt"),
+};
+for (const f of Object.values(SSL)) writeFileSync(f, "PEM\n");
+const SSL_FLAGS = `--private-key=${SSL.ZOVN_SSL_KEY} --certificate=${SSL.ZOVN_SSL_CERT} --ca-cert=${SSL.ZOVN_SSL_CA}`;
+
+describe("zstack-ovn-central with TLS (ZOVN_SSL_*)", () => {
+  test("one replica serves pssl: only, with the three files", () => {
+    const dir = freshDir("tls-single");
+    const r = dryRun("sb", { ZOVN_REPLICAS: "1", ZOVN_DB_DIR: dir, ...SSL });
+    assert.equal(r.code, 0, r.err);
+    assert.equal(
+      r.lines[2],
+      "exec ovsdb-server --no-chdir --pidfile=/var/run/ovn/ovnsb_db.pid --unixctl=/var/run/ovn/ovnsb_db.ctl " +
+        `--remote=punix:/var/run/ovn/ovnsb_db.sock --remote=pssl:6642 ${SSL_FLAGS} ` +
+        `-vconsole:info -vsyslog:off -vfile:off ${dir}/ovnsb_db.db`,
+    );
+    assert.doesNotMatch(r.lines.join("\n"), /ptcp/);
+  });
+
+  test("Raft members create and join over ssl:", () => {
+    const env = { ZOVN_REPLICAS: "3", ZOVN_SERVICE: "ovn-nb-db-peers", POD_NAMESPACE: "kube-system", ...SSL };
+    const first = dryRun("nb", { ...env, ZOVN_DB_DIR: freshDir("tls-r0"), POD_NAME: "ovn-nb-db-0" });
+    assert.equal(first.code, 0, first.err);
+    assert.match(
+      first.lines[1] ?? "",
+      / ssl:ovn-nb-db-0\.ovn-nb-db-peers\.kube-system\.svc:6643$/,
+      "create-cluster's local address",
+    );
+    const dir = freshDir("tls-r2");
+    const other = dryRun("nb", { ...env, ZOVN_DB_DIR: dir, POD_NAME: "ovn-nb-db-2" });
+    assert.equal(other.code, 0, other.err);
+    assert.equal(
+      other.lines[1],
+      `ovsdb-tool join-cluster ${dir}/ovnnb_db.db OVN_Northbound ssl:ovn-nb-db-2.ovn-nb-db-peers.kube-system.svc:6643 ` +
+        "ssl:ovn-nb-db-0.ovn-nb-db-peers.kube-system.svc:6643",
+    );
+    assert.match(other.lines[2] ?? "", new RegExp(`--remote=pssl:6641 ${SSL_FLAGS} `));
+  });
+
+  test("northd connects over ssl: with its certificate, by default to the local servers", () => {
+    const r = dryRun("northd", SSL);
+    assert.equal(r.code, 0, r.err);
+    assert.equal(
+      r.lines[1],
+      "exec ovn-northd --no-chdir --ovnnb-db=ssl:127.0.0.1:6641 --ovnsb-db=ssl:127.0.0.1:6642 " +
+        `${SSL_FLAGS} --pidfile=/var/run/ovn/ovn-northd.pid --unixctl=/var/run/ovn/ovn-northd.ctl ` +
+        "-vconsole:info -vsyslog:off -vfile:off",
+    );
+    const listed = dryRun("northd", {
+      ...SSL,
+      ZOVN_NB_ADDRESS: "ssl:ovn-nb-0.ovn-nb:6641,ssl:[fd00::1]:6641",
+      ZOVN_SB_ADDRESS: "ssl:10.0.0.5:6642",
+    });
+    assert.equal(listed.code, 0, listed.err);
+  });
+
+  test("a Raft member whose database was made over tcp: is not started with TLS (and the reverse)", () => {
+    const dir = freshDir("tls-switch");
+    const db = join(dir, "ovnnb_db.db");
+    const made = spawnSync("ovsdb-tool", [
+      "create-cluster",
+      db,
+      "/usr/share/ovn/ovn-nb.ovsschema",
+      "tcp:nb-0.nb:6643",
+    ]);
+    assert.equal(made.status, 0, made.stderr?.toString());
+    const env = { ZOVN_REPLICAS: "3", ZOVN_DB_DIR: dir, POD_NAME: "nb-0", ZOVN_SERVICE: "nb" };
+    const r = dryRun("nb", { ...env, ...SSL });
+    assert.equal(r.code, 2);
+    assert.match(r.err, /Raft member at tcp:nb-0\.nb:6643, but this start wants ssl:/);
+    assert.equal(dryRun("nb", env).code, 0, "without TLS it starts as before");
+  });
+
+  const refused: [string, Record<string, string>, RegExp][] = [
+    [
+      "a certificate without its key and CA",
+      { ZOVN_SSL_CERT: SSL.ZOVN_SSL_CERT as string },
+      /ZOVN_SSL_CERT set but ZOVN_SSL_KEY ZOVN_SSL_CA missing/,
+    ],
+    [
+      "a CA file that is not there",
+      { ...SSL, ZOVN_SSL_CA: "/nonexistent/ca.crt" },
+      /ZOVN_SSL_CA: no readable file \/nonexistent\/ca\.crt/,
+    ],
+    ["a directory as the key", { ...SSL, ZOVN_SSL_KEY: sslDir }, /ZOVN_SSL_KEY: no readable file/],
+    [
+      "a relative certificate path",
+      { ...SSL, ZOVN_SSL_CERT: "tls.crt" },
+      /ZOVN_SSL_CERT='tls\.crt' is not valid/,
+    ],
+    [
+      "a key path with a flag after it",
+      { ...SSL, ZOVN_SSL_KEY: `${SSL.ZOVN_SSL_KEY} --remote=ptcp:1` },
+      /ZOVN_SSL_KEY=/,
+    ],
+  ];
+  for (const [what, env, message] of refused) {
+    for (const role of ["nb", "northd"]) {
+      test(`${role} refuses ${what}, naming it, and runs nothing`, () => {
+        const r = dryRun(role, { ZOVN_DB_DIR: freshDir("tls-refused"), ...env });
+        assert.equal(r.code, 2);
+        assert.match(r.err, message);
+        assert.deepEqual(r.lines, []);
+      });
+    }
+  }
+
+  test("northd refuses tcp: remotes with TLS, and ssl: remotes without it", () => {
+    const tcp = dryRun("northd", { ...SSL, ZOVN_SB_ADDRESS: "tcp:10.0.0.5:6642" });
+    assert.equal(tcp.code, 2);
+    assert.match(tcp.err, /ZOVN_SB_ADDRESS='tcp:10\.0\.0\.5:6642' is not valid \(want ssl:HOST:PORT/);
+    const ssl = dryRun("northd", { ZOVN_NB_ADDRESS: "ssl:10.0.0.5:6641" });
+    assert.equal(ssl.code, 2);
+    assert.match(ssl.err, /ZOVN_NB_ADDRESS=.*ssl: needs ZOVN_SSL_KEY, ZOVN_SSL_CERT and ZOVN_SSL_CA/);
+  });
+});
+
 describe("zstack-ovn-central northd", () => {
   test("connects to every listed NB and SB member", () => {
     const r = dryRun("northd", {

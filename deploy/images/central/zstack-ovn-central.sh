@@ -16,8 +16,16 @@
 #   ZOVN_DB_PORT      nb/sb: the client port (default 6641 nb, 6642 sb)
 #   ZOVN_RAFT_PORT    nb/sb: the Raft port (default 6643 nb, 6644 sb)
 #   ZOVN_DB_DIR       nb/sb: where the database file lives (default /var/lib/ovn)
-#   ZOVN_NB_ADDRESS   northd: NB remotes, comma separated tcp:HOST:PORT (default tcp:127.0.0.1:6641)
-#   ZOVN_SB_ADDRESS   northd: SB remotes, likewise (default tcp:127.0.0.1:6642)
+#   ZOVN_NB_ADDRESS   northd: NB remotes, comma separated tcp:HOST:PORT, or ssl:HOST:PORT with TLS
+#                     (default tcp:127.0.0.1:6641, or ssl:127.0.0.1:6641 with TLS)
+#   ZOVN_SB_ADDRESS   northd: SB remotes, likewise (default tcp:127.0.0.1:6642, or ssl:127.0.0.1:6642)
+#   ZOVN_SSL_KEY      TLS: the private key (PEM) of ZOVN_SSL_CERT
+#   ZOVN_SSL_CERT     TLS: the certificate (PEM) this process shows its peers, as server and as client
+#   ZOVN_SSL_CA       TLS: the CA certificate (PEM) a peer's certificate must chain to
+#
+# TLS: set all three ZOVN_SSL_* (for example the chart's Secret mounted at /etc/zstack-ovn/ssl), or none. With
+# them, NB and SB serve only pssl: on their client ports, Raft members talk ssl: to each other, and northd
+# connects over ssl:; a client must show a certificate signed by the same CA. Without them, plain TCP.
 set -euo pipefail
 
 die_usage() {
@@ -65,14 +73,14 @@ is_host() {
 	for label in $h; do is_dns_label "$label" || return 1; done
 	[[ $h != *. && $h != .* && $h != *..* ]]
 }
-# Comma-separated tcp:HOST:PORT remotes.
+# Comma-separated $scheme:HOST:PORT remotes (scheme: tcp, or ssl with TLS).
 is_remotes() {
 	local r rest
 	[[ -n $1 && $1 != *, && $1 != ,* && $1 != *,,* ]] || return 1
 	local IFS=,
 	for r in $1; do
-		[[ $r == tcp:* ]] || return 1
-		rest=${r#tcp:}
+		[[ $r == "$scheme":* ]] || return 1
+		rest=${r#"$scheme":}
 		is_port "${rest##*:}" || return 1
 		is_host "${rest%:*}" || return 1
 	done
@@ -83,14 +91,38 @@ need() { # need NAME VALUE CHECK: the value or exit 2 naming the variable
 	"$3" "$2" || die_usage "$1='$2' is not valid (${4:-see zstack-ovn-central --help})"
 }
 
+# TLS: all three files or none. Each is an absolute path to a readable file; a missing one is named.
+scheme=tcp listen=ptcp ssl=()
+ssl_set=() ssl_unset=()
+for v in ZOVN_SSL_KEY ZOVN_SSL_CERT ZOVN_SSL_CA; do
+	if [[ -n ${!v:-} ]]; then ssl_set+=("$v"); else ssl_unset+=("$v"); fi
+done
+if ((${#ssl_set[@]} > 0)); then
+	((${#ssl_unset[@]} == 0)) ||
+		die_usage "TLS needs ZOVN_SSL_KEY, ZOVN_SSL_CERT and ZOVN_SSL_CA; ${ssl_set[*]} set but ${ssl_unset[*]} missing"
+	for v in "${ssl_set[@]}"; do
+		need "$v" "${!v}" is_dir "want an absolute path of letters, digits and _ . / -"
+		[[ -f ${!v} && -r ${!v} ]] || die_usage "$v: no readable file ${!v}"
+	done
+	scheme=ssl listen=pssl
+	ssl=(--private-key="$ZOVN_SSL_KEY" --certificate="$ZOVN_SSL_CERT" --ca-cert="$ZOVN_SSL_CA")
+fi
+
 if [[ $role == northd ]]; then
-	nb=${ZOVN_NB_ADDRESS:-tcp:127.0.0.1:6641}
-	sb=${ZOVN_SB_ADDRESS:-tcp:127.0.0.1:6642}
-	need ZOVN_NB_ADDRESS "$nb" is_remotes "want tcp:HOST:PORT[,tcp:HOST:PORT...]"
-	need ZOVN_SB_ADDRESS "$sb" is_remotes "want tcp:HOST:PORT[,tcp:HOST:PORT...]"
+	nb=${ZOVN_NB_ADDRESS:-$scheme:127.0.0.1:6641}
+	sb=${ZOVN_SB_ADDRESS:-$scheme:127.0.0.1:6642}
+	want="want $scheme:HOST:PORT[,$scheme:HOST:PORT...]"
+	if [[ $scheme == ssl ]]; then
+		want+=" (TLS is on: ZOVN_SSL_* are set)"
+	else
+		want+=" (ssl: needs ZOVN_SSL_KEY, ZOVN_SSL_CERT and ZOVN_SSL_CA)"
+	fi
+	need ZOVN_NB_ADDRESS "$nb" is_remotes "$want"
+	need ZOVN_SB_ADDRESS "$sb" is_remotes "$want"
 	run mkdir -p /var/run/ovn
-	launch ovn-northd --no-chdir --ovnnb-db="$nb" --ovnsb-db="$sb" --pidfile=/var/run/ovn/ovn-northd.pid \
-		--unixctl=/var/run/ovn/ovn-northd.ctl -vconsole:info -vsyslog:off -vfile:off
+	launch ovn-northd --no-chdir --ovnnb-db="$nb" --ovnsb-db="$sb" "${ssl[@]}" \
+		--pidfile=/var/run/ovn/ovn-northd.pid --unixctl=/var/run/ovn/ovn-northd.ctl \
+		-vconsole:info -vsyslog:off -vfile:off
 fi
 
 case $role in
@@ -112,7 +144,8 @@ need ZOVN_DB_DIR "$dir" is_dir "want an absolute path of letters, digits and _ .
 db=$dir/$file.db
 
 common=(--no-chdir --pidfile="/var/run/ovn/$file.pid" --unixctl="/var/run/ovn/$file.ctl"
-	--remote="punix:/var/run/ovn/$file.sock" --remote="ptcp:$db_port" -vconsole:info -vsyslog:off -vfile:off)
+	--remote="punix:/var/run/ovn/$file.sock" --remote="$listen:$db_port" "${ssl[@]}"
+	-vconsole:info -vsyslog:off -vfile:off)
 
 if ((replicas == 1)); then
 	run mkdir -p "$dir" /var/run/ovn
@@ -136,14 +169,20 @@ if [[ -n ${POD_NAMESPACE:-} ]]; then
 	need POD_NAMESPACE "$POD_NAMESPACE" is_dns_label "want a namespace name"
 	suffix+=.$POD_NAMESPACE.svc
 fi
-self=tcp:$pod$suffix:$raft_port
+self=$scheme:$pod$suffix:$raft_port
 
 run mkdir -p "$dir" /var/run/ovn
 if [[ ! -e $db ]]; then
 	if ((ordinal == 0)); then
 		run ovsdb-tool create-cluster "$db" "$schema" "$self"
 	else
-		run ovsdb-tool join-cluster "$db" "$db_name" "$self" "tcp:$set_name-0$suffix:$raft_port"
+		run ovsdb-tool join-cluster "$db" "$db_name" "$self" "$scheme:$set_name-0$suffix:$raft_port"
 	fi
+elif ovsdb-tool db-is-clustered "$db" 2>/dev/null; then
+	# A member's Raft address is in its database: turning TLS on or off does not change it, so say so
+	# rather than serve Raft on the old scheme.
+	had=$(ovsdb-tool db-local-address "$db")
+	[[ $had == "$scheme":* ]] || die_usage "$db is a Raft member at $had, but this start wants $scheme: \
+(ZOVN_SSL_* set: ssl, unset: tcp); start from empty volumes to change TLS on a Raft cluster (docs/deployment.md)"
 fi
 launch ovsdb-server "${common[@]}" "$db"

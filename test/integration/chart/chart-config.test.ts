@@ -3,13 +3,18 @@
 // silently fall back to a default), and the programs' own loaders parse the values without a problem.
 
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
 import { loadNodeConfig, NODE_SETTINGS } from "../../../src/agent/config.ts";
 import {
   CONTROLLER_SETTINGS,
   ConfigError,
   loadControllerConfig,
 } from "../../../src/config/controller-config.ts";
+import { repoRoot } from "../../../src/sandbox/repo.ts";
 import { helmTemplate, objectsOf } from "../../rig/chart-tools.ts";
 
 interface EnvVar {
@@ -27,6 +32,7 @@ const SERVICE_VARS: Record<string, string> = {
 };
 const FIELDS: Record<string, string> = {
   "metadata.name": "zstack-ovnkube-controller-abc",
+  "metadata.namespace": "kube-system",
   "spec.nodeName": "node-1",
 };
 
@@ -34,9 +40,13 @@ async function containerEnv(
   valuesFile: string | undefined,
   kind: string,
   container: string,
+  sets: string[] = [],
+  name?: string,
 ): Promise<NodeJS.ProcessEnv> {
-  const objs = objectsOf(await helmTemplate(valuesFile));
-  const obj = objs.find((o) => o.kind === kind) as unknown as {
+  const objs = objectsOf(await helmTemplate(valuesFile, sets));
+  const obj = objs.find(
+    (o) => o.kind === kind && (name === undefined || (o.metadata as { name: string }).name === name),
+  ) as unknown as {
     spec: { template: { spec: { containers: Array<{ name: string; env: EnvVar[] }> } } };
   };
   const c = obj.spec.template.spec.containers.find((x) => x.name === container);
@@ -87,6 +97,27 @@ describe("the chart's environment for the programs", () => {
     });
   }
 
+  it("standalone with ovn.ssl: the controller gets ssl: remotes and the Secret's files, the node agent ssl: for ovn-controller", async () => {
+    const tls = ["ovn.ssl.enabled=true", "ovn.ssl.secretName=ovn-certs"];
+    const env = await containerEnv("values-standalone-ha.yaml", "Deployment", "controller", tls);
+    const known = new Set(CONTROLLER_SETTINGS.map((s) => s.env));
+    assert.deepEqual(
+      zstackVars(env).filter((v) => !known.has(v)),
+      [],
+    );
+    const { config } = loadControllerConfig({ env, argv: [] });
+    assert.equal(config.ovn.nbdbAddress, "ssl:10.96.0.20:6641");
+    assert.deepEqual(config.ovn.ssl, {
+      enabled: true,
+      verifyHostname: false,
+      caCert: "/etc/zstack-ovn/ssl/ca.crt",
+      clientCert: "/etc/zstack-ovn/ssl/tls.crt",
+      clientKey: "/etc/zstack-ovn/ssl/tls.key",
+    });
+    const nodeEnv = await containerEnv("values-standalone-ha.yaml", "DaemonSet", "node", tls);
+    assert.equal(loadNodeConfig(nodeEnv, []).sbdbAddress, "ssl:10.96.0.21:6642");
+  });
+
   it("external: the node agent accepts it; the controller of this release refuses external mode, and only that", async () => {
     const nodeEnv = await containerEnv("values-external.yaml", "DaemonSet", "node");
     assert.match(loadNodeConfig(nodeEnv, []).sbdbAddress, /^ssl:172\.20\.0\.11:6642,/);
@@ -101,4 +132,71 @@ describe("the chart's environment for the programs", () => {
       },
     );
   });
+});
+
+// The central StatefulSets run the image's entrypoint; it reads only the variables it documents and refuses a
+// bad one, so running it (--dry-run) with the rendered environment shows the chart and the entrypoint agree.
+describe("the chart's environment for the zstack-ovn-central entrypoint", () => {
+  const ENTRYPOINT = join(repoRoot, "deploy", "images", "central", "zstack-ovn-central.sh");
+  // Stand-ins for the Secret the chart mounts at /etc/zstack-ovn/ssl.
+  const sslDir = mkdtempSync(join(tmpdir(), "zovn-chart-ssl-"));
+  for (const f of ["tls.key", "tls.crt", "ca.crt"]) writeFileSync(join(sslDir, f), "PEM\n");
+  after(() => rmSync(sslDir, { recursive: true, force: true }));
+  const TLS = ["ovn.ssl.enabled=true", "ovn.ssl.secretName=ovn-certs"];
+  // The entrypoint's header comment lists the environment it reads.
+  const header = readFileSync(ENTRYPOINT, "utf8").split("\nset -euo pipefail")[0] as string;
+
+  const dryRun = (role: string, env: NodeJS.ProcessEnv) => {
+    const dbDir = mkdtempSync(join(tmpdir(), "zovn-chart-db-"));
+    try {
+      const withFiles: Record<string, string> = {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        ZOVN_DB_DIR: dbDir,
+      };
+      for (const [k, v] of Object.entries(env))
+        if (v !== undefined) withFiles[k] = v.replace(/^\/etc\/zstack-ovn\/ssl\//, `${sslDir}/`);
+      const r = spawnSync("bash", [ENTRYPOINT, role, "--dry-run"], { env: withFiles, encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+      return r.stdout;
+    } finally {
+      rmSync(dbDir, { recursive: true, force: true });
+    }
+  };
+
+  for (const [mode, replicas] of [
+    ["values-standalone.yaml", 1],
+    ["values-standalone-ha.yaml", 3],
+  ] as const) {
+    for (const tls of [false, true]) {
+      it(`${mode}${tls ? " with ovn.ssl" : ""}: NB and SB start as ${replicas === 1 ? "standalone servers" : "Raft members"} over ${tls ? "ssl" : "tcp"}`, async () => {
+        for (const [sts, port, raft] of [
+          ["ovn-nb-db", 6641, 6643],
+          ["ovn-sb-db", 6642, 6644],
+        ] as const) {
+          const env = await containerEnv(mode, "StatefulSet", "ovsdb", tls ? TLS : [], sts);
+          const zovn = Object.keys(env).filter((k) => k.startsWith("ZOVN_"));
+          const documented = zovn.filter((k) => new RegExp(`^#\\s+${k}\\s`, "m").test(header));
+          assert.deepEqual(zovn, documented, "every ZOVN_* the chart sets is one the entrypoint documents");
+          // The pod's own name; the namespace came from the downward API (FIELDS).
+          env.POD_NAME = `${sts}-1`;
+          const out = dryRun(sts === "ovn-nb-db" ? "nb" : "sb", env);
+          const scheme = tls ? "ssl" : "tcp";
+          assert.match(out, new RegExp(`--remote=p${scheme}:${port} `));
+          if (tls)
+            assert.match(
+              out,
+              /--private-key=\S+\/tls\.key --certificate=\S+\/tls\.crt --ca-cert=\S+\/ca\.crt/,
+            );
+          if (replicas === 3)
+            assert.match(
+              out,
+              new RegExp(
+                `join-cluster \\S+ \\S+ ${scheme}:${sts}-1\\.${sts}-peers\\.kube-system\\.svc:${raft} ${scheme}:${sts}-0\\.`,
+              ),
+            );
+          else assert.doesNotMatch(out, /cluster/);
+        }
+      });
+    }
+  }
 });

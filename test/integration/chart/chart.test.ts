@@ -33,9 +33,28 @@ let schemaDir: string;
 const find = (objs: Obj[], kind: string, name: string): Tree =>
   objs.find((o) => o.kind === kind && (o.metadata as { name: string }).name === name);
 
+/** TLS in Standalone: the HA layout with the Secret named, and the single one with the PEM texts in the values. */
+const TLS_RENDERS = {
+  "standalone-ha-tls": [
+    "values-standalone-ha.yaml",
+    ["ovn.ssl.enabled=true", "ovn.ssl.secretName=ovn-certs"],
+  ],
+  "standalone-tls-pem": [
+    "values-standalone.yaml",
+    [
+      "ovn.ssl.enabled=true",
+      "ovn.ssl.caCert=CA PEM",
+      "ovn.ssl.clientCert=CERT PEM",
+      "ovn.ssl.clientKey=KEY PEM",
+    ],
+  ],
+} as const;
+
 before(async () => {
   for (const mode of [undefined, ...MODES])
     rendered.set(mode ?? "default", await helmTemplate(mode ? `values-${mode}.yaml` : undefined));
+  for (const [name, [file, sets]] of Object.entries(TLS_RENDERS))
+    rendered.set(name, await helmTemplate(file, [...sets]));
   kube = await startKubeApiserver();
   schemaDir = await kubeSchemaDir(kube);
 });
@@ -58,7 +77,7 @@ describe("Helm chart", () => {
       ]);
   });
 
-  for (const mode of ["default", ...MODES]) {
+  for (const mode of ["default", ...MODES, ...Object.keys(TLS_RENDERS)]) {
     it(`renders ${mode}: every object valid against the apiserver's schemas (kubeconform, strict)`, async () => {
       const r = await kubeconform(rendered.get(mode) as string, schemaDir);
       assert.deepEqual(r.problems, []);
@@ -147,6 +166,72 @@ describe("Helm chart", () => {
     assert.ok(find(objs, "PodDisruptionBudget", "zstack-ovnkube-controller"));
   });
 
+  for (const name of Object.keys(TLS_RENDERS)) {
+    it(`${name}: every OVN client and server gets the Secret and ssl:`, () => {
+      const objs = objectsOf(rendered.get(name) as string);
+      const secret = name === "standalone-ha-tls" ? "ovn-certs" : "zstack-ovn-ssl";
+      const pem = find(objs, "Secret", "zstack-ovn-ssl");
+      if (secret === "zstack-ovn-ssl")
+        assert.deepEqual(Object.keys(pem?.data ?? {}).sort(), ["ca.crt", "tls.crt", "tls.key"]);
+      else assert.equal(pem, undefined, "a named Secret is used, not created");
+      type Container = {
+        name: string;
+        command?: string[];
+        env?: Array<{ name: string; value?: string }>;
+        volumeMounts?: Array<{ name: string; mountPath: string }>;
+      };
+      const podOf = (kind: string, n: string): { containers: Container[]; volumes: Tree[] } =>
+        find(objs, kind, n)?.spec.template.spec;
+      const envOf = (c: Container) => new Map((c.env ?? []).map((e) => [e.name, e.value]));
+      const mounted = (pod: { volumes: Tree[] }, c: Container) => {
+        assert.equal(
+          pod.volumes.find((v: Tree) => v.name === "ovn-ssl")?.secret.secretName,
+          secret,
+          `${c.name}: the Secret`,
+        );
+        assert.ok(
+          c.volumeMounts?.some((m) => m.name === "ovn-ssl" && m.mountPath === "/etc/zstack-ovn/ssl"),
+          `${c.name} mounts it`,
+        );
+      };
+      for (const sts of ["ovn-nb-db", "ovn-sb-db"]) {
+        const pod = podOf("StatefulSet", sts);
+        const c = pod.containers[0] as Container;
+        mounted(pod, c);
+        const env = envOf(c);
+        assert.deepEqual(
+          ["ZOVN_SSL_KEY", "ZOVN_SSL_CERT", "ZOVN_SSL_CA"].map((k) => env.get(k)),
+          ["/etc/zstack-ovn/ssl/tls.key", "/etc/zstack-ovn/ssl/tls.crt", "/etc/zstack-ovn/ssl/ca.crt"],
+        );
+      }
+      const northd = podOf("Deployment", "ovn-northd");
+      const nc = northd.containers[0] as Container;
+      mounted(northd, nc);
+      assert.ok(nc.command?.includes("--ovnnb-db=ssl:$(OVN_NB_DB_SERVICE_HOST):$(OVN_NB_DB_SERVICE_PORT)"));
+      assert.ok(nc.command?.includes("--ovnsb-db=ssl:$(OVN_SB_DB_SERVICE_HOST):$(OVN_SB_DB_SERVICE_PORT)"));
+      assert.ok(nc.command?.includes("--certificate=/etc/zstack-ovn/ssl/tls.crt"));
+      const ctl = podOf("Deployment", "zstack-ovnkube-controller");
+      const cc = ctl.containers[0] as Container;
+      mounted(ctl, cc);
+      assert.equal(envOf(cc).get("ZSTACK_OVN_SSL_ENABLED"), "true");
+      assert.match(envOf(cc).get("ZSTACK_OVN_NBDB_ADDRESS") ?? "", /^ssl:/);
+      const ds = podOf("DaemonSet", "zstack-ovnkube-node");
+      const ovnController = ds.containers.find((c) => c.name === "ovn-controller") as Container;
+      mounted(ds, ovnController);
+      for (const flag of ["--private-key=", "--certificate=", "--ca-cert="])
+        assert.ok(
+          ovnController.command?.some((a) => a.startsWith(flag)),
+          `ovn-controller ${flag}`,
+        );
+      const agent = ds.containers.find((c) => c.name === "node") as Container;
+      assert.match(
+        envOf(agent).get("ZSTACK_OVN_SBDB_ADDRESS") ?? "",
+        /^ssl:/,
+        "ovn-remote for ovn-controller",
+      );
+    });
+  }
+
   it("external: no OVN central, ZStack's addresses and TLS from the named Secret", () => {
     const objs = objectsOf(rendered.get("external") as string);
     assert.equal(objs.filter((o) => o.kind === "StatefulSet").length, 0);
@@ -229,7 +314,30 @@ describe("Helm chart", () => {
     ],
     ["shared gateway mode (not built)", ["gateway.mode=shared"], undefined, /at '\/gateway\/mode'/],
     ["an MTU below 576", ["network.mtu=500"], undefined, /at '\/network\/mtu'/],
-    ["TLS without certificates", ["ovn.ssl.enabled=true"], undefined, /at '\/ovn\/ssl'/],
+    [
+      "TLS without a Secret name or certificates",
+      ["ovn.ssl.enabled=true"],
+      undefined,
+      /at '\/ovn\/ssl\/secretName': minLength/,
+    ],
+    [
+      "TLS with only part of the PEM texts",
+      ["ovn.ssl.enabled=true", "ovn.ssl.caCert=CA", "ovn.ssl.clientCert=CERT"],
+      undefined,
+      /at '\/ovn\/ssl\/clientKey': minLength/,
+    ],
+    [
+      "TLS with a tcp: remote",
+      ["ovn.sbdbAddress=tcp:172.20.0.11:6642"],
+      "values-external.yaml",
+      /at '\/ovn\/sbdbAddress': 'tcp:172\.20\.0\.11:6642' does not match/,
+    ],
+    [
+      "ssl: remotes without TLS",
+      ["ovn.ssl.enabled=false"],
+      "values-external.yaml",
+      /at '\/ovn\/nbdbAddress': 'ssl:172\.20\.0\.11:6641,/,
+    ],
     ["DPDK without the host's OVS", ["dpdk.enabled=true"], undefined, /at '\/node\/hostOVS'/],
     // Values that once rendered into the YAML unchecked: a newline added fields to the pod, a space broke the
     // image name, "/" mounted the host's root into the node agent.

@@ -60,6 +60,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   value: /etc/zstack-ovn/ssl/tls.key
 {{- end }}
 {{- end }}
+{{/* The same three files for the zstack-ovn-central entrypoint (NB, SB, Raft and northd use tls.crt both as
+     server and as client certificate). */}}
+{{- define "zovn.centralSslEnv" -}}
+{{- if .Values.ovn.ssl.enabled }}
+- name: ZOVN_SSL_KEY
+  value: /etc/zstack-ovn/ssl/tls.key
+- name: ZOVN_SSL_CERT
+  value: /etc/zstack-ovn/ssl/tls.crt
+- name: ZOVN_SSL_CA
+  value: /etc/zstack-ovn/ssl/ca.crt
+{{- end }}
+{{- end }}
 {{- define "zovn.sslMount" -}}
 {{- if .Values.ovn.ssl.enabled }}
 - name: ovn-ssl
