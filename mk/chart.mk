@@ -10,7 +10,9 @@ manifests: binaries
 test-chart: deps binaries
 	@hack/run-tests.sh $(CHART_TEST_FILES)
 
-# Regenerates the "Chart values" table of docs/configuration.md from values.schema.json and values.yaml.
+# Regenerates the generated tables of docs/configuration.md: chart values from values.schema.json and values.yaml,
+# the controller's and the node agent's settings from their settings tables.
 .PHONY: docs-chart
 docs-chart: deps
 	node --import tsx tools/chart-values-doc.ts
+	node --import tsx tools/settings-doc.ts
