@@ -27,11 +27,10 @@ const CONVERGE_MS = Number(process.env.NP_CONVERGE_MS ?? 60_000);
 const matrix = new PolicyMatrix(sandbox, {
   timeout: "1500ms",
   convergeMs: CONVERGE_MS,
-  // Cached datapath flows are dropped before each probe round. ovs-vswitchd 3.1's userspace datapath (the
-  // sandbox's) kept megaflows of deleted allow ACLs for over a minute while the NB rows and ovn-controller's
-  // OpenFlow tables were already right (dropping the cached flows fixed every such cell). That open datapath
-  // defect is recorded in docs/network-policy.md ("Known datapath defect"); this test judges the flows
-  // ovn-controller programs. NP_FLUSH_DP_FLOWS=0 shows the defect.
+  // Cached datapath flows are dropped before each probe round. The sandbox's OVS 3.1.0 userspace datapath keeps
+  // the old action on one of two overlapping megaflows after an ACL change (its revalidator modifies the flow found
+  // by key, not by UFID; fixed upstream in OVS 3.1.3 and 3.2.0): docs/network-policy.md, "Stale datapath flows".
+  // This test judges the flows ovn-controller programs. NP_FLUSH_DP_FLOWS=0 shows the defect.
   flushDatapathFlows: process.env.NP_FLUSH_DP_FLOWS !== "0",
 });
 
