@@ -675,12 +675,17 @@ export class PodPortAllocator {
     const doomed = uid === undefined ? rows : rows.filter((r) => r.external_ids[POD_UID_KEY] === uid);
     if (doomed.length === 0) return false;
     const txn = this.nb.transaction();
+    // An address another row of the owner keeps (a write applied twice) keeps its memberships too.
+    const keeps = new Set(rows.filter((r) => !doomed.includes(r)).flatMap((r) => heldIps(r)));
     for (const p of doomed) {
       unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
       const node = p.options["requested-chassis"];
       const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
       if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
-      this.withdraw(txn, heldIps(p));
+      this.withdraw(
+        txn,
+        heldIps(p).filter((ip) => !keeps.has(ip)),
+      );
     }
     // Outcome unknown on a throw: nothing is freed, and the retry finds the port or finds it gone.
     await txn.commit();
