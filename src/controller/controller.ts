@@ -19,7 +19,7 @@ import { NodeReconciler } from "./node-reconciler.ts";
 import { PodAnnotationReconciler } from "./pod-annotation-reconciler.ts";
 import { PodPortAllocator } from "./pod-port-allocator.ts";
 import { PodReconciler } from "./pod-reconciler.ts";
-import { PolicyIndex } from "./policy-index.ts";
+import { PolicyIndex, policyAddressHolders } from "./policy-index.ts";
 import { PolicyIsolationReconciler } from "./policy-isolation-reconciler.ts";
 import { PolicyPeerReconciler } from "./policy-peer-reconciler.ts";
 import { ServiceReconciler } from "./service-reconciler.ts";
@@ -114,6 +114,8 @@ export class OvnController {
       tunnel: o.tunnel,
       log: o.log,
       onObservation: (x) => this.subnetReconciler.observed(x),
+      // A freed address leaves the NetworkPolicy peer and named-port sets in the port's delete.
+      addressHolders: policyAddressHolders(o.nb),
     });
     // They follow NB until the term ends, however it ends (a start that fails included); a new term gets new ones.
     this.manager.term.addEventListener("abort", () => podPorts.close(), { once: true });

@@ -19,7 +19,13 @@ import { blockContains, peerSelects, policySelects, resolveNamedPort } from "../
 import { type ControllerContext, type ControllerOptions, NETWORK_POLICIES } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NetworkPolicyObject, NodeLite, PodLite } from "./informers.ts";
-import { type PolicyEntry, type PolicyIndex, peerSetRows, policyPod } from "./policy-index.ts";
+import {
+  notRealizedMessage,
+  type PolicyEntry,
+  type PolicyIndex,
+  peerSetRows,
+  policyPod,
+} from "./policy-index.ts";
 
 const POLICY_TABLES = ["Address_Set", "Port_Group", "ACL"] as const;
 /** Policies whose rows the start-up bulk write puts in one transaction. */
@@ -224,7 +230,7 @@ export class NetworkPolicyReconciler implements Reconciler {
           ...(obj.metadata?.uid ? { uid: obj.metadata.uid } : {}),
         },
         "NetworkPolicyNotRealized",
-        `${entry.problem.field}: ${entry.problem.message}; the pods it selects are isolated with nothing allowed`,
+        notRealizedMessage(entry.problem),
       );
     const ns = key.slice(0, key.indexOf("/"));
     const txn = nb.transaction();

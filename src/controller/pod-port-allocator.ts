@@ -28,6 +28,7 @@ import type { OvsdbClient } from "../ovsdb/client.ts";
 import { certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { setHas } from "../ovsdb/set-index.ts";
+import { byUuid } from "../ovsdb/transaction.ts";
 
 export const ANNOTATION_IP = "network.zstack.io/ip_address";
 export const ANNOTATION_MAC = "network.zstack.io/mac_address";
@@ -44,7 +45,19 @@ export interface PodSpecInfo {
   readonly node?: string;
   readonly annotations?: Readonly<Record<string, string>>;
   readonly statefulSet?: string;
+  /**
+   * Ids of the port groups a new port joins in the transaction that inserts it (its NetworkPolicy isolation), so
+   * it never exists in NB without them; groups not in NB yet are left to their reconciler. An existing port's
+   * groups are not touched here.
+   */
+  readonly portGroups?: readonly string[];
 }
+
+/**
+ * Address sets of ours that hold pod addresses as privileges (NetworkPolicy peer and named-port sets): the uuid of
+ * each set holding one of `ips`, with the ones it holds.
+ */
+export type AddressHolders = (ips: readonly string[]) => ReadonlyMap<string, readonly string[]>;
 
 export type EnsureResult =
   | {
@@ -145,6 +158,12 @@ export class PodPortAllocator {
       onObservation?: (o: Observation) => void;
       /** How long ensure and remove wait for NB to be connected (default NB_READY_WAIT_MS). */
       readyWaitMs?: number;
+      /**
+       * Sets whose pod addresses leave them in the transaction that frees the address (the port's delete), and
+       * that a fresh address leaves in the transaction that hands it out, in case a set still holds it: a new
+       * pod never inherits a peer-set membership of the pod that had its address before.
+       */
+      addressHolders?: AddressHolders;
       log?: Logger;
     } = { tunnel: "vxlan" },
   ) {
@@ -485,9 +504,19 @@ export class PodPortAllocator {
       // wait is a refusal, so the reservation is released and the pod tried again.
       txn.wait("Logical_Switch", [["_uuid", "==", ls._uuid]], ["name"], "==", [{ name: ls.name as string }]);
       const guards = txn.size;
-      plan(cache, this.nb.schema, txn as never, [
+      const planned = plan(cache, this.nb.schema, txn as never, [
         podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
       ]);
+      if (!existing) {
+        // The new port joins its isolation groups in its own insert (by named uuid): no NB state has it without.
+        const ref = planned.refOf("Logical_Switch_Port", id);
+        for (const g of pod.portGroups ?? []) {
+          const pg = findOwned(cache, "Port_Group", g);
+          if (pg && ref !== undefined)
+            txn.mutate("Port_Group", byUuid(pg._uuid), [["ports", "insert", [ref]]]);
+        }
+      }
+      if (fresh) this.withdraw(txn, ips);
       for (const extra of extras)
         unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", extra._uuid);
       // The pod's address joins its node's address set, which the node's egress policy matches on.
@@ -531,6 +560,13 @@ export class PodPortAllocator {
   private releaseAll(owner: string, subnet: string, ips: readonly string[]): void {
     const sn = this.subnets.get(subnet);
     if (sn) for (const ip of ips) sn.allocator.release(ip, owner);
+  }
+
+  /** Takes the addresses out of every set that holds them as a pod's privilege. */
+  private withdraw(txn: ReturnType<OvsdbClient<NbTables>["transaction"]>, ips: readonly string[]): void {
+    if (ips.length === 0 || !this.opts.addressHolders) return;
+    for (const [uuid, held] of this.opts.addressHolders(ips))
+      txn.mutate("Address_Set", byUuid(uuid), [["addresses", "delete", [...held]]]);
   }
 
   private addressSetMutation(
@@ -639,11 +675,17 @@ export class PodPortAllocator {
     const doomed = uid === undefined ? rows : rows.filter((r) => r.external_ids[POD_UID_KEY] === uid);
     if (doomed.length === 0) return false;
     const txn = this.nb.transaction();
+    // An address another row of the owner keeps (a write applied twice) keeps its memberships too.
+    const keeps = new Set(rows.filter((r) => !doomed.includes(r)).flatMap((r) => heldIps(r)));
     for (const p of doomed) {
       unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", p._uuid);
       const node = p.options["requested-chassis"];
       const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
       if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
+      this.withdraw(
+        txn,
+        heldIps(p).filter((ip) => !keeps.has(ip)),
+      );
     }
     // Outcome unknown on a throw: nothing is freed, and the retry finds the port or finds it gone.
     await txn.commit();

@@ -213,6 +213,8 @@ export class PodReconciler implements Reconciler {
         ...(pod.metadata.statefulSet ? { statefulSet: pod.metadata.statefulSet } : {}),
         ...(pod.spec.nodeName ? { node: pod.spec.nodeName } : {}),
         ...(pod.metadata.annotations ? { annotations: pod.metadata.annotations } : {}),
+        // Its NetworkPolicy isolation lands with the port; the policy reconcilers keep it from then on.
+        ...(this.ctx.policies ? { portGroups: this.ctx.policies.portGroupsOf(pod) } : {}),
       },
       subnet,
     );

@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { EVERYTHING } from "../policy/label-selector.ts";
+import { podPortGroupIds } from "../policy/membership.ts";
+import { isolationGroupId } from "../policy/nb-names.ts";
+import { policySelects } from "../policy/selection.ts";
 import type { NetworkPolicyObject } from "./informers.ts";
-import { policyEntry, policyPod } from "./policy-index.ts";
+import { notRealizedMessage, policyEntry, policyPod } from "./policy-index.ts";
 
 const obj = (spec: Record<string, unknown>) =>
   ({ metadata: { namespace: "ns", name: "p" }, spec }) as unknown as NetworkPolicyObject;
@@ -30,8 +34,30 @@ describe("policy entries", () => {
     assert.match(e?.problem?.field ?? "", /spec\.egress\[0\]\.ports\[0\]\.port/);
   });
 
-  it("a policy whose podSelector cannot be read selects nothing and is not realized at all", () => {
-    assert.equal(policyEntry(obj({ podSelector: { matchLabels: { "bad key!": "x" } } })), undefined);
+  it("a policy whose podSelector cannot be read isolates its whole namespace and names the field", () => {
+    const e = policyEntry(
+      obj({ podSelector: { matchLabels: { "bad key!": "x" } }, ingress: [{ from: [{ podSelector: {} }] }] }),
+    );
+    assert.ok(e);
+    assert.deepEqual(e.model.podSelector, EVERYTHING);
+    assert.deepEqual(e.model.ingress, []);
+    assert.equal(e.model.egress, undefined);
+    assert.equal(e.peers.size, 0);
+    assert.match(e.problem?.field ?? "", /^spec\.podSelector\.matchLabels/);
+    // Every pod of the namespace is selected, none of another.
+    const pod = (namespace: string) => ({
+      namespace,
+      labels: { app: "x" },
+      hostNetwork: false,
+      namedPorts: [],
+    });
+    assert.equal(policySelects(e.model, pod("ns")), true);
+    assert.equal(policySelects(e.model, pod("other")), false);
+    assert.deepEqual(podPortGroupIds([e.model], pod("ns"), "n1").includes(isolationGroupId("ingress")), true);
+    // The Warning Event names the field and says what is realized instead.
+    const msg = notRealizedMessage(e.problem as { field: string; message: string });
+    assert.match(msg, /^spec\.podSelector\.matchLabels\["bad key!"\]: /);
+    assert.match(msg, /every pod of the namespace is isolated with nothing allowed/);
   });
 
   it("records the egress named ports and whether ingress has ipBlocks, for the event fan-out", () => {

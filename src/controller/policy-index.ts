@@ -7,12 +7,18 @@ import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
 import { portIps } from "../ipam/lsp-addresses.ts";
 import type { Informer } from "../k8s/informer.ts";
 import { findOwned } from "../ovn/nb-diff.ts";
-import { ownedIds } from "../ovn/ownership.ts";
+import { CONTROLLER, KIND_KEY, OWNER_KEY, ownedIds } from "../ovn/ownership.ts";
 import { podPortId } from "../ovn/pod-port.ts";
 import { mgmtPortName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
-import { type LabelSelector, parseLabelSelector, selectorMatches } from "../policy/label-selector.ts";
+import {
+  EVERYTHING,
+  type LabelSelector,
+  parseLabelSelector,
+  selectorMatches,
+} from "../policy/label-selector.ts";
+import { podPortGroupIds } from "../policy/membership.ts";
 import { PEER_KEY, peerSetId, peerSetName } from "../policy/nb-names.ts";
 import {
   type PodPeer,
@@ -23,6 +29,7 @@ import {
 } from "../policy/policy-model.ts";
 import { type NamedPort, type PolicyPod, peerSelects } from "../policy/selection.ts";
 import { BY_NAMESPACE, type NamespaceLite, type NetworkPolicyObject, type PodLite } from "./informers.ts";
+import type { AddressHolders } from "./pod-port-allocator.ts";
 
 export interface PolicyEntry {
   readonly model: PolicyModel;
@@ -48,7 +55,10 @@ export function policyPod(p: PodLite | undefined): PolicyPod | undefined {
   return { namespace: p.metadata.namespace, labels: p.metadata.labels ?? {}, hostNetwork: false, namedPorts };
 }
 
-/** Falls back to isolation alone: the directions the policy isolates, with no rule (nothing allowed). */
+/**
+ * Falls back to isolation alone: the directions the policy isolates, with no rule (nothing allowed); a podSelector
+ * that cannot be read selects every pod of the namespace.
+ */
 function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
   const namespace = obj.metadata?.namespace;
   const name = obj.metadata?.name;
@@ -57,7 +67,8 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
   try {
     podSelector = parseLabelSelector(obj.spec?.podSelector, "spec.podSelector");
   } catch {
-    return undefined;
+    // Which pods it meant cannot be known: it isolates them all (nothing it could have allowed is opened).
+    podSelector = EVERYTHING;
   }
   const types = obj.spec?.policyTypes;
   const listed = Array.isArray(types) && types.length > 0;
@@ -71,6 +82,14 @@ function isolationOnly(obj: NetworkPolicyObject): PolicyModel | undefined {
     ...(ingress ? { ingress: [] } : {}),
     ...(egress ? { egress: [] } : {}),
   };
+}
+
+/** The text of the Warning Event NetworkPolicyNotRealized: the field refused, and what is realized instead. */
+export function notRealizedMessage(problem: { field: string; message: string }): string {
+  const what = problem.field.startsWith("spec.podSelector")
+    ? "its podSelector cannot be read, so every pod of the namespace is isolated with nothing allowed"
+    : "the pods it selects are isolated with nothing allowed";
+  return `${problem.field}: ${problem.message}; ${what}`;
 }
 
 /** A policy as the reconcilers use it; an unrealizable one becomes its isolation alone, with the problem. */
@@ -187,6 +206,15 @@ export class PolicyIndex {
     return { uuid: lsp._uuid, ips: portIps(lsp.addresses as string[]).ips };
   }
 
+  /** The port groups the pod's port belongs to (ids), by the same selection the policy reconcilers apply. */
+  portGroupsOf(p: PodLite): string[] {
+    return podPortGroupIds(
+      this.inNamespace(p.metadata.namespace).map((e) => e.model),
+      policyPod(p),
+      p.spec.nodeName,
+    );
+  }
+
   podsIn(ns: string): PodLite[] {
     return this.pods.byIndex(BY_NAMESPACE, ns);
   }
@@ -224,6 +252,30 @@ export class PolicyIndex {
     if (!lsp) return [];
     return portIps(lsp.addresses).ips;
   }
+}
+
+const POD_ADDRESS_SET_KINDS = new Set(["network-policy-peer", "network-policy-named"]);
+const POD_ADDRESS_INDEX = "zstack.io/np-pod-address";
+
+/**
+ * Which of our NetworkPolicy peer and named-port sets hold given addresses (by a cache index on their members,
+ * no scan): what the pod port allocator takes out when it frees or hands out an address.
+ */
+export function policyAddressHolders(nb: OvsdbClient<NbTables>): AddressHolders {
+  return (ips) => {
+    const table = nb.cache.table("Address_Set");
+    if (!table.hasIndex(POD_ADDRESS_INDEX))
+      table.addIndex(POD_ADDRESS_INDEX, (r) =>
+        r.external_ids[OWNER_KEY] === CONTROLLER && POD_ADDRESS_SET_KINDS.has(r.external_ids[KIND_KEY] ?? "")
+          ? r.addresses
+          : undefined,
+      );
+    const out = new Map<string, string[]>();
+    for (const ip of new Set(ips))
+      for (const r of table.lookup(POD_ADDRESS_INDEX, ip))
+        out.set(r._uuid, [...(out.get(r._uuid) ?? []), ip]);
+    return out;
+  };
 }
 
 /** The desired rows of a peer's address sets, one per cluster family. */

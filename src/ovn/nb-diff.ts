@@ -54,6 +54,8 @@ export interface PlanSummary {
   relinked: string[];
   /** True when the transaction got no operation from this plan. */
   readonly empty: boolean;
+  /** A desired row's uuid, or its named-uuid when this plan inserts it (for references later in the transaction). */
+  refOf(table: string, id: string): string | NamedUuid | undefined;
 }
 
 const ID_INDEX = "zstack.io/id";
@@ -104,6 +106,7 @@ export function plan(
   desired: readonly DesiredRow[],
   scope?: Scope,
 ): PlanSummary {
+  const refs = new Map<string, string | NamedUuid>(); // table\0id -> uuid or named-uuid
   const summary: PlanSummary = {
     inserted: [],
     updated: [],
@@ -112,8 +115,8 @@ export function plan(
     get empty() {
       return this.inserted.length + this.updated.length + this.deleted.length + this.relinked.length === 0;
     },
+    refOf: (table, id) => refs.get(`${table}\0${id}`),
   };
-  const refs = new Map<string, string | NamedUuid>(); // table\0id -> uuid or named-uuid
   const wanted = new Set<string>();
 
   const resolveParent = (p: ParentRef): string | NamedUuid | undefined => {

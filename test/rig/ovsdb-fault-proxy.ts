@@ -29,6 +29,12 @@ export interface OvsdbFaultProxy {
    * "uuid" member unknown to its insert). Everything else passes through to the real server.
    */
   refuseInsertUuid(): void;
+  /**
+   * Holds back the transact requests that `match` accepts (they do not reach the server; their senders wait for
+   * the reply) until the returned function is called, which forwards them in order. Others pass meanwhile: a
+   * reconciler whose writes are slow, while the rest of the controller goes on.
+   */
+  holdTransactions(match: (ops: readonly Record<string, unknown>[]) => boolean): () => void;
   /** Resets every open connection. */
   cut(): void;
   /** New connections are closed at once until accept() is called. */
@@ -51,6 +57,7 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
   let refusing = false;
   let noInsertUuid = false;
   let held: { client: net.Socket; text: string }[] | undefined;
+  const holds: { match: (ops: readonly Record<string, unknown>[]) => boolean; queue: (() => void)[] }[] = [];
 
   const listener = net.createServer((client) => {
     if (refusing) {
@@ -95,6 +102,17 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
           const ops = (msg.params as unknown[]).slice(1) as Record<string, unknown>[];
           const i = rules.findIndex((r) => r.match(ops));
           if (i >= 0) doomed = { id: msg.id, rule: rules.splice(i, 1)[0] as Rule };
+        }
+        if (msg.method === "transact" && Array.isArray(msg.params)) {
+          const ops = (msg.params as unknown[]).slice(1) as Record<string, unknown>[];
+          const hold = holds.find((h) => h.match(ops));
+          if (hold) {
+            const text = JSON.stringify(msg);
+            hold.queue.push(() => {
+              if (!server.destroyed) server.write(text);
+            });
+            continue;
+          }
         }
         server.write(JSON.stringify(msg));
       }
@@ -154,6 +172,15 @@ export async function startOvsdbFaultProxy(upstream: string): Promise<OvsdbFault
         const out = held ?? [];
         held = undefined;
         for (const m of out) if (!m.client.destroyed) m.client.write(m.text);
+      };
+    },
+    holdTransactions: (match) => {
+      const hold = { match, queue: [] as (() => void)[] };
+      holds.push(hold);
+      return () => {
+        const i = holds.indexOf(hold);
+        if (i >= 0) holds.splice(i, 1);
+        for (const send of hold.queue.splice(0)) send();
       };
     },
     cut,
