@@ -7,7 +7,7 @@ import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
 import { portIps } from "../ipam/lsp-addresses.ts";
 import type { Informer } from "../k8s/informer.ts";
 import { findOwned } from "../ovn/nb-diff.ts";
-import { ownedIds } from "../ovn/ownership.ts";
+import { ownedIds, SERVICE_SNAT_IP_KEY } from "../ovn/ownership.ts";
 import { podPortId } from "../ovn/pod-port.ts";
 import { mgmtPortName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
@@ -218,11 +218,16 @@ export class PolicyIndex {
     return out;
   }
 
-  /** A node's management IPs, from its management port in NB. */
+  /**
+   * A node's management IPs, from its management port in NB: the node's own sources. Its service SNAT address
+   * (the source of Service connections that entered the node from elsewhere) is left out, so neither the
+   * own-node allow nor an ipBlock expansion admits those.
+   */
   mgmtIps(node: string): IpAddress[] {
     const lsp = this.nb.cache.table("Logical_Switch_Port").lookupOne("name", mgmtPortName(node));
     if (!lsp) return [];
-    return portIps(lsp.addresses).ips;
+    const snat = lsp.external_ids[SERVICE_SNAT_IP_KEY];
+    return portIps(lsp.addresses).ips.filter((ip) => formatIp(ip) !== snat);
   }
 }
 
