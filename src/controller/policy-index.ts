@@ -226,9 +226,17 @@ export class PolicyIndex {
   mgmtIps(node: string): IpAddress[] {
     const lsp = this.nb.cache.table("Logical_Switch_Port").lookupOne("name", mgmtPortName(node));
     if (!lsp) return [];
-    const snat = lsp.external_ids[SERVICE_SNAT_IP_KEY];
-    return portIps(lsp.addresses).ips.filter((ip) => formatIp(ip) !== snat);
+    return ownNodeIps(lsp);
   }
+}
+
+/** The addresses of a management port that are the node's own sources: all but its service SNAT address. */
+export function ownNodeIps(lsp: {
+  readonly addresses: readonly string[];
+  readonly external_ids: Readonly<Record<string, string>>;
+}): IpAddress[] {
+  const snat = lsp.external_ids[SERVICE_SNAT_IP_KEY];
+  return portIps(lsp.addresses).ips.filter((ip) => formatIp(ip) !== snat);
 }
 
 /** The desired rows of a peer's address sets, one per cluster family. */
