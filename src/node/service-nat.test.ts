@@ -94,7 +94,7 @@ describe("service NAT ruleset", () => {
     });
     assert.deepEqual(chainOf(text, "nat_postrouting"), [
       "type nat hook postrouting priority srcnat; policy accept;",
-      "meta nfproto ipv4 meta mark & 0x2000 != 0 snat ip to 100.64.0.9",
+      'meta nfproto ipv4 meta mark & 0x2000 != 0 oifname "zovn-mgmt" snat ip to 100.64.0.9',
       "meta mark & 0x6000 != 0 masquerade",
     ]);
     // NodePort, externalIP and clusterIP share the chain that marks by source.

@@ -18,7 +18,8 @@
 //   Masquerade is marked per source: the node's own connections (source a local address: kubelet, host
 //   processes, node -> Service) keep the management address, which NetworkPolicy treats as the node itself;
 //   connections that entered the node (outside clients, other nodes' hosts, pods through the management port)
-//   are SNATed to the node's service SNAT address, which no own-node allow or ipBlock expansion holds.
+//   are SNATed to the node's service SNAT address when they go to a pod (out of the management port), which no
+//   own-node allow or ipBlock expansion holds; to a host-network endpoint they are masqueraded as before.
 
 import { createHash } from "node:crypto";
 import { familyBits, formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
@@ -417,13 +418,15 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
       ...nat,
       "  }",
     );
+  // Only towards pods (the management port): a connection DNATed to a host-network endpoint leaves another
+  // interface and is masqueraded to that interface's address, whose replies come back to this node.
   const snat: string[] = [];
   for (const family of [4, 6] as const) {
     const ip = snatIps.find((a) => a.family === family);
     if (!ip) continue;
     const ipk = family === 4 ? "ip" : "ip6";
     snat.push(
-      `    meta nfproto ${family === 4 ? "ipv4" : "ipv6"} meta mark & 0x${SERVICE_SNAT_MARK.toString(16)} != 0 snat ${ipk} to ${formatIp(ip)}`,
+      `    meta nfproto ${family === 4 ? "ipv4" : "ipv6"} meta mark & 0x${SERVICE_SNAT_MARK.toString(16)} != 0 oifname ${dev} snat ${ipk} to ${formatIp(ip)}`,
     );
   }
   lines.push(

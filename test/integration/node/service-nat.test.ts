@@ -79,7 +79,12 @@ const SERVICES: NatServicePort[] = [
     externalIPs: [ip(EXTERNAL_IP)],
     externalTrafficLocal: true,
   }),
-  port("t/host/tcp", { clusterIPs: [ip("10.96.0.12")], endpoints: [HOST_EP], localEndpoints: [] }),
+  port("t/host/tcp", {
+    clusterIPs: [ip("10.96.0.12")],
+    nodePort: 30082,
+    endpoints: [HOST_EP],
+    localEndpoints: [],
+  }),
   port("t/empty/tcp", { clusterIPs: [ip("10.96.0.13")], nodePort: 30083, endpoints: [], localEndpoints: [] }),
   port("t/sticky/tcp", {
     clusterIPs: [ip("10.96.0.14")],
@@ -261,6 +266,12 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
 
   test("the node reaches a host-network endpoint through a clusterIP, masqueraded to its node IP", async () => {
     const r = await dial(nodeNetns, "10.96.0.12", 80);
+    assert.equal(r.who, "ext", r.stderr);
+    assert.equal(r.peer, NODE_IP);
+  });
+
+  test("external client → NodePort of a host-network endpoint: masqueraded to the node IP, not the service SNAT address", async () => {
+    const r = await dial(c.ext.path, NODE_IP, 30082);
     assert.equal(r.who, "ext", r.stderr);
     assert.equal(r.peer, NODE_IP);
   });
