@@ -1,8 +1,8 @@
 // A node's place in the topology: its management port on the join switch (address from the join CIDR), the
 // address set of its pods and its egress reroute policy. The management port holds a second join address, the
 // node's service SNAT address: the node agent SNATs Service connections that entered the node to it, so that
-// NetworkPolicy's own-node allow (the management address only) does not admit them. The join allocator is rebuilt from the management
-// ports on the join switch, like the pod allocators from the pod ports.
+// NetworkPolicy's own-node allow (the management address only) does not admit them. The join allocator is
+// rebuilt from the management ports on the join switch, like the pod allocators from the pod ports.
 
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
@@ -74,7 +74,7 @@ export class ManagementPorts {
       if (!p) continue;
       const snat = p.external_ids[SERVICE_SNAT_IP_KEY];
       for (const address of heldIps(p)) {
-        const owner = node && address === snat ? snatOwner(node) : `node/${node}`;
+        const owner = address === snat ? snatOwner(node ?? "") : `node/${node}`;
         entries.push({
           address,
           holder: node ? { owner, foreign: false } : { owner: p.name, foreign: true },
