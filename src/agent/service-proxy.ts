@@ -108,6 +108,7 @@ export class ServiceProxy {
   /** plans: recomputes; applies: nft transactions; failures: failed applies. */
   readonly stats = { plans: 0, applies: 0, failures: 0 };
   private nodeIps: readonly IpAddress[] = [];
+  private serviceSnatIps: readonly IpAddress[] = [];
   private applied: string | undefined;
   private ready = false;
   private stopped = false;
@@ -228,6 +229,17 @@ export class ServiceProxy {
     this.schedule();
   }
 
+  /**
+   * The node's service SNAT address(es) from the controller's annotation: the source of Service connections
+   * that entered the node, so NetworkPolicy does not take them for the node's own.
+   */
+  setServiceSnatIps(ips: readonly IpAddress[]): void {
+    const key = (l: readonly IpAddress[]) => l.map((ip) => `${ip.family}/${ip.value}`).join(",");
+    if (key(ips) === key(this.serviceSnatIps)) return;
+    this.serviceSnatIps = [...ips];
+    this.schedule();
+  }
+
   /** The ServiceCIDR routes are recomputed too when what they must stay clear of changes. */
   guardChanged(): void {
     if (this.serviceCidrs.hasSynced()) this.recomputeCidrs();
@@ -291,7 +303,12 @@ export class ServiceProxy {
       zone,
     );
     for (const r of plan.refused) this.opts.log.warn(r, "not serving a healthCheckNodePort");
-    const spec = { mgmtIfname: this.opts.mgmtIfname, nodeIps: this.nodeIps, ports: plan.ports };
+    const spec = {
+      mgmtIfname: this.opts.mgmtIfname,
+      nodeIps: this.nodeIps,
+      serviceSnatIps: this.serviceSnatIps,
+      ports: plan.ports,
+    };
     const script = serviceRuleset(spec);
     if (script !== this.applied) {
       // Replacing the table would forget which endpoint each client sticks to: carry the entries over.

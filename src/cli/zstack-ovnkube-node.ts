@@ -13,7 +13,7 @@ import { ServiceProxy } from "../agent/service-proxy.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
 import { installCniBinary, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
-import { formatIp, type IpAddress } from "../ipam/address.ts";
+import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
@@ -216,6 +216,7 @@ async function main(): Promise<number> {
     );
     if (!ann) return;
     mgmtAnnotation = ann;
+    services.setServiceSnatIps(ann.serviceSnatIp ? [parseIp(ann.serviceSnatIp)] : []);
     applyMgmt();
   };
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });

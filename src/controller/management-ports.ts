@@ -1,13 +1,15 @@
 // A node's place in the topology: its management port on the join switch (address from the join CIDR), the
-// address set of its pods and its egress reroute policy. The join allocator is rebuilt from the management
-// ports on the join switch, like the pod allocators from the pod ports.
+// address set of its pods and its egress reroute policy. The management port holds a second join address, the
+// node's service SNAT address: the node agent SNATs Service connections that entered the node to it, so that
+// NetworkPolicy's own-node allow (the management address only) does not admit them. The join allocator is
+// rebuilt from the management ports on the join switch, like the pod allocators from the pod ports.
 
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses } from "../ipam/mac.ts";
 import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
-import { isOurs, KIND_KEY, NODE_KEY } from "../ovn/ownership.ts";
+import { isOurs, KIND_KEY, NODE_KEY, SERVICE_SNAT_IP_KEY } from "../ovn/ownership.ts";
 import {
   type ClusterNetworks,
   egressPlaceholder,
@@ -32,7 +34,11 @@ export interface MgmtPort {
   readonly ip: string; // with prefix
   readonly mac: string;
   readonly gateway: string;
+  /** Without prefix. */
+  readonly serviceSnatIp: string;
 }
+
+const snatOwner = (node: string) => `node/${node}/service-snat`;
 
 export class ManagementPorts {
   private allocator: SubnetAllocator;
@@ -66,10 +72,12 @@ export class ManagementPorts {
       const p = ports.get(uuid);
       const node = p?.external_ids[NODE_KEY];
       if (!p) continue;
+      const snat = p.external_ids[SERVICE_SNAT_IP_KEY];
       for (const address of heldIps(p)) {
+        const owner = address === snat ? snatOwner(node ?? "") : `node/${node}`;
         entries.push({
           address,
-          holder: node ? { owner: `node/${node}`, foreign: false } : { owner: p.name, foreign: true },
+          holder: node ? { owner, foreign: false } : { owner: p.name, foreign: true },
         });
       }
     }
@@ -81,11 +89,17 @@ export class ManagementPorts {
     const res = this.allocator.allocate(`node/${node}`);
     if (!res.ok) throw new Error(`node ${node}: no management address: ${res.message}`);
     const ip = res.addresses[0] as string;
+    const snatRes = this.allocator.allocate(snatOwner(node));
+    if (!snatRes.ok) {
+      if (!res.reused) this.allocator.release(ip, `node/${node}`);
+      throw new Error(`node ${node}: no service SNAT address: ${snatRes.message}`);
+    }
+    const serviceSnatIp = snatRes.addresses[0] as string;
     const existing = findOwned(this.nb.cache as never, "Logical_Switch_Port", `node/${node}/mgmt`);
     const mac =
       (existing?.addresses as readonly string[] | undefined)?.[0]?.split(" ")[0] ?? macForAddresses(res.ips);
     const prefix = this.net.joinCIDR.slice(this.net.joinCIDR.indexOf("/") + 1);
-    const mgmt = { name: node, mgmtIP: `${ip}/${prefix}`, mgmtMAC: mac };
+    const mgmt = { name: node, mgmtIP: `${ip}/${prefix}`, mgmtMAC: mac, serviceSnatIP: serviceSnatIp };
     const txn = this.nb.transaction();
     // The address set holds the pods whose port asks for this node, whoever wrote them and whenever: pods
     // that landed before the set existed (a new or re-registered node) are in it from its creation on.
@@ -117,11 +131,14 @@ export class ManagementPorts {
       try {
         await txn.commit();
       } catch (e) {
-        if (!res.reused && certainlyNotApplied(e)) this.allocator.release(ip, `node/${node}`);
+        if (certainlyNotApplied(e)) {
+          if (!res.reused) this.allocator.release(ip, `node/${node}`);
+          if (!snatRes.reused) this.allocator.release(serviceSnatIp, snatOwner(node));
+        }
         throw e;
       }
     }
-    return { name: mgmtPortName(node), ip: mgmt.mgmtIP, mac, gateway: this.net.joinGateway };
+    return { name: mgmtPortName(node), ip: mgmt.mgmtIP, mac, gateway: this.net.joinGateway, serviceSnatIp };
   }
 
   private podsByChassis() {
@@ -166,9 +183,15 @@ export class ManagementPorts {
     const txn = this.nb.transaction();
     const summary = plan(this.nb.cache as never, this.nb.schema, txn as never, [], nodeScope(node));
     // Nothing left in NB: an earlier remove landed although its reply was lost; its address goes now.
-    if (summary.empty) return this.allocator.releaseOwner(`node/${node}`).length > 0;
+    if (summary.empty)
+      return (
+        this.allocator.releaseOwner(`node/${node}`).length +
+          this.allocator.releaseOwner(snatOwner(node)).length >
+        0
+      );
     await txn.commit();
     this.allocator.releaseOwner(`node/${node}`);
+    this.allocator.releaseOwner(snatOwner(node));
     return true;
   }
 }

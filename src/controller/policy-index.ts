@@ -7,7 +7,7 @@ import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
 import { portIps } from "../ipam/lsp-addresses.ts";
 import type { Informer } from "../k8s/informer.ts";
 import { findOwned } from "../ovn/nb-diff.ts";
-import { CONTROLLER, KIND_KEY, OWNER_KEY, ownedIds } from "../ovn/ownership.ts";
+import { CONTROLLER, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_SNAT_IP_KEY } from "../ovn/ownership.ts";
 import { podPortId } from "../ovn/pod-port.ts";
 import { mgmtPortName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
@@ -246,11 +246,15 @@ export class PolicyIndex {
     return out;
   }
 
-  /** A node's management IPs, from its management port in NB. */
+  /**
+   * A node's management IPs, from its management port in NB: the node's own sources. Its service SNAT address
+   * (the source of Service connections that entered the node from elsewhere) is left out, so neither the
+   * own-node allow nor an ipBlock expansion admits those.
+   */
   mgmtIps(node: string): IpAddress[] {
     const lsp = this.nb.cache.table("Logical_Switch_Port").lookupOne("name", mgmtPortName(node));
     if (!lsp) return [];
-    return portIps(lsp.addresses).ips;
+    return ownNodeIps(lsp);
   }
 }
 
@@ -276,6 +280,15 @@ export function policyAddressHolders(nb: OvsdbClient<NbTables>): AddressHolders 
         out.set(r._uuid, [...(out.get(r._uuid) ?? []), ip]);
     return out;
   };
+}
+
+/** The addresses of a management port that are the node's own sources: all but its service SNAT address. */
+export function ownNodeIps(lsp: {
+  readonly addresses: readonly string[];
+  readonly external_ids: Readonly<Record<string, string>>;
+}): IpAddress[] {
+  const snat = lsp.external_ids[SERVICE_SNAT_IP_KEY];
+  return portIps(lsp.addresses).ips.filter((ip) => formatIp(ip) !== snat);
 }
 
 /** The desired rows of a peer's address sets, one per cluster family. */

@@ -24,6 +24,8 @@ describe("management port", () => {
 
   test("the annotation the controller writes parses; anything malformed is treated as not there yet", () => {
     assert.deepEqual(parseMgmtPortAnnotation(JSON.stringify(v), EXPECT), v);
+    const withSnat = { ...v, serviceSnatIp: "100.64.0.3" };
+    assert.deepEqual(parseMgmtPortAnnotation(JSON.stringify(withSnat), EXPECT), withSnat);
     for (const bad of [
       undefined,
       "",
@@ -55,6 +57,13 @@ describe("management port", () => {
       [{ gateway: "0.0.0.0" }, /gateway 0\.0\.0\.0 is not a host address/],
       [{ gateway: "192.168.1.1" }, /gateway 192\.168\.1\.1 is not a host address/],
       [{ gateway: "100.64.0.2" }, /both 100\.64\.0\.2/],
+      [
+        { serviceSnatIp: "10.244.0.9" },
+        /serviceSnatIp 10\.244\.0\.9 is not a host address of the join network/,
+      ],
+      [{ serviceSnatIp: "100.64.0.2" }, /serviceSnatIp 100\.64\.0\.2 is also the ip or the gateway/],
+      [{ serviceSnatIp: "100.64.0.1" }, /also the ip or the gateway/],
+      [{ serviceSnatIp: "100.64.0.3 table 5" }, /serviceSnatIp/],
     ];
     for (const [change, why] of cases) {
       const reasons: string[] = [];

@@ -42,6 +42,11 @@ export interface MgmtPortAnnotation {
   mac: string;
   /** The join switch's router address, e.g. 100.64.0.1. */
   gateway: string;
+  /**
+   * The node's service SNAT address on the join network (no prefix), e.g. 100.64.0.3: the source of Service
+   * connections that entered the node. Absent from a controller that predates it.
+   */
+  serviceSnatIp?: string;
 }
 
 /** What the controller's annotation for this node must say: its port's name, an address on the join network. */
@@ -73,7 +78,7 @@ export function parseMgmtPortAnnotation(
     return refuse("is not JSON");
   }
   if (typeof v !== "object" || v === null) return refuse("is not a JSON object");
-  const { name, ip, mac, gateway } = v as Record<string, unknown>;
+  const { name, ip, mac, gateway, serviceSnatIp } = v as Record<string, unknown>;
   const wantName = mgmtPortName(expect.node);
   if (name !== wantName) return refuse(`names port ${JSON.stringify(name)}, not this node's ${wantName}`);
   if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string")
@@ -96,11 +101,23 @@ export function parseMgmtPortAnnotation(
     if (!hosts(gw))
       return refuse(`gateway ${formatIp(gw)} is not a host address of the join network ${formatCidr(join)}`);
     if (ipEquals(addr, gw)) return refuse(`ip and gateway are both ${formatIp(gw)}`);
+    let snat: IpAddress | undefined;
+    if (serviceSnatIp !== undefined) {
+      if (typeof serviceSnatIp !== "string") return refuse("serviceSnatIp must be a string");
+      snat = parseIp(serviceSnatIp, "serviceSnatIp");
+      if (!hosts(snat))
+        return refuse(
+          `serviceSnatIp ${formatIp(snat)} is not a host address of the join network ${formatCidr(join)}`,
+        );
+      if (ipEquals(snat, addr) || ipEquals(snat, gw))
+        return refuse(`serviceSnatIp ${formatIp(snat)} is also the ip or the gateway`);
+    }
     return {
       name: wantName,
       ip: `${formatIp(addr)}/${prefix}`,
       mac: parseRequestedMac(mac),
       gateway: formatIp(gw),
+      ...(snat ? { serviceSnatIp: formatIp(snat) } : {}),
     };
   } catch (e) {
     if (e instanceof InvalidInputError) return refuse(e.message);

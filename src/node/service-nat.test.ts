@@ -14,6 +14,11 @@ import {
 const MGMT = parseInterfaceName("zovn-mgmt");
 const ip = (t: string) => parseIp(t);
 const ep = (a: string, port: number) => ({ ip: ip(a), port });
+/** The two rules that mark a connection for masquerade: the node's own, or one that entered the node. */
+const MARKS = [
+  "fib saddr type local meta mark set meta mark | 0x4000",
+  "fib saddr type != local meta mark set meta mark | 0x2000",
+];
 
 function svcPort(over: Partial<NatServicePort> = {}): NatServicePort {
   return {
@@ -70,8 +75,8 @@ describe("service NAT ruleset", () => {
   test("a clusterIP spreads over every endpoint with numgen and masquerades node-originated traffic", () => {
     const text = serviceRuleset(spec(svcPort()));
     const all = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
-    assert.equal(all[0], "meta mark set meta mark | 0x4000");
-    const vmap = /^numgen random mod 2 vmap \{ 0 : goto (\w+), 1 : goto (\w+) \}$/.exec(all[1] ?? "");
+    assert.deepEqual(all.slice(0, 2), MARKS);
+    const vmap = /^numgen random mod 2 vmap \{ 0 : goto (\w+), 1 : goto (\w+) \}$/.exec(all[2] ?? "");
     assert.ok(vmap, all.join("\n"));
     assert.deepEqual(chainOf(text, vmap[1]!), ["meta l4proto 6 dnat ip to 10.244.0.5:8080"]);
     assert.deepEqual(chainOf(text, vmap[2]!), ["meta l4proto 6 dnat ip to 10.244.1.5:8080"]);
@@ -79,7 +84,40 @@ describe("service NAT ruleset", () => {
       text,
       /type nat hook output priority -100;[^}]*ip daddr \. meta l4proto \. th dport vmap @vips_v4/,
     );
-    assert.match(text, /type nat hook postrouting priority srcnat;[^}]*meta mark & 0x4000 != 0 masquerade/);
+    assert.match(text, /type nat hook postrouting priority srcnat;[^}]*meta mark & 0x6000 != 0 masquerade/);
+  });
+
+  test("connections that entered the node are SNATed to the service SNAT address, the node's own are masqueraded", () => {
+    const text = serviceRuleset({
+      ...spec(svcPort({ nodePort: 30080 })),
+      serviceSnatIps: [ip("100.64.0.9")],
+    });
+    assert.deepEqual(chainOf(text, "nat_postrouting"), [
+      "type nat hook postrouting priority srcnat; policy accept;",
+      'meta nfproto ipv4 meta mark & 0x2000 != 0 oifname "zovn-mgmt" snat ip to 100.64.0.9',
+      "meta mark & 0x6000 != 0 masquerade",
+    ]);
+    // NodePort, externalIP and clusterIP share the chain that marks by source.
+    assert.deepEqual(chainOf(text, target(text, "6 . 30080")).slice(0, 2), MARKS);
+  });
+
+  test("without a service SNAT address every marked connection is masqueraded", () => {
+    const text = serviceRuleset(spec(svcPort({ nodePort: 30080 })));
+    assert.deepEqual(chainOf(text, "nat_postrouting"), [
+      "type nat hook postrouting priority srcnat; policy accept;",
+      "meta mark & 0x6000 != 0 masquerade",
+    ]);
+  });
+
+  test("a service SNAT address that is not a parsed address is refused", () => {
+    assert.throws(
+      () =>
+        serviceRuleset({
+          ...spec(svcPort()),
+          serviceSnatIps: ["100.64.0.9; flush ruleset" as unknown as IpAddress],
+        }),
+      /service NAT: .* is not a parsed IP address/,
+    );
   });
 
   test("a port with no endpoint is rejected before NAT: TCP reset, else ICMP unreachable, on every address", () => {
@@ -133,9 +171,9 @@ describe("service NAT ruleset", () => {
   test("internalTrafficPolicy Local: the clusterIP goes to this node's endpoints only", () => {
     const text = serviceRuleset(spec(svcPort({ internalTrafficLocal: true })));
     const body = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
-    assert.equal(body.length, 2);
-    assert.equal(body[0], "meta mark set meta mark | 0x4000");
-    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(body[1]!)![1]!), [
+    assert.equal(body.length, 3);
+    assert.deepEqual(body.slice(0, 2), MARKS);
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(body[2]!)![1]!), [
       "meta l4proto 6 dnat ip to 10.244.0.5:8080",
     ]);
   });
@@ -145,7 +183,7 @@ describe("service NAT ruleset", () => {
     const all = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
     const sticky = all.filter((l) => /^ip saddr @\w+_a[0-9a-f]{12} goto \w+_e\d$/.test(l));
     assert.equal(sticky.length, 2);
-    assert.match(all[3]!, /^numgen random/);
+    assert.match(all[4]!, /^numgen random/);
     const set = /^ip saddr @(\w+) goto (\w+)$/.exec(sticky[0]!)!;
     assert.match(
       text,
@@ -254,11 +292,11 @@ describe("service NAT ruleset", () => {
       ],
     });
     const v6 = chainOf(text, target(text, "fd00:96::10 . 6 . 80"));
-    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v6[1]!)![1]!), [
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v6[2]!)![1]!), [
       "meta l4proto 6 dnat ip6 to [fd00:244::5]:8080",
     ]);
     const v4 = chainOf(text, target(text, "10.96.0.10 . 6 . 80"));
-    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v4[1]!)![1]!), [
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(v4[2]!)![1]!), [
       "meta l4proto 6 dnat ip to 10.244.0.5:8080",
     ]);
     assert.match(text, /set node_ips_v6 \{\n {4}type ipv6_addr\n {4}elements = \{ fd00::11 \}/);

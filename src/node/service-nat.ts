@@ -15,6 +15,11 @@
 //   masquerade), `_ext` (ETP Local: pods via the management port and the node itself get `_all`, outside
 //   clients get `_loc`: this node's endpoints, no masquerade, so the pod sees the client's address), and one
 //   chain per endpoint that DNATs (and records the client for session affinity).
+//   Masquerade is marked per source: the node's own connections (source a local address: kubelet, host
+//   processes, node -> Service) keep the management address, which NetworkPolicy treats as the node itself;
+//   connections that entered the node (outside clients, other nodes' hosts, pods through the management port)
+//   are SNATed to the node's service SNAT address when they go to a pod (out of the management port), which no
+//   own-node allow or ipBlock expansion holds; to a host-network endpoint they are masqueraded as before.
 
 import { createHash } from "node:crypto";
 import { familyBits, formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
@@ -23,8 +28,10 @@ import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
 export const SERVICE_NFT_TABLE = "zstack_ovn_svc";
-/** The packet mark bit that asks the postrouting chain to masquerade a DNATed connection. */
+/** The packet mark bit that asks the postrouting chain to masquerade a DNATed connection of the node's own. */
 export const MASQUERADE_MARK = 0x4000;
+/** The mark bit for a DNATed connection that entered the node: SNAT to the service SNAT address. */
+export const SERVICE_SNAT_MARK = 0x2000;
 /** Kubernetes caps sessionAffinityConfig.clientIP.timeoutSeconds at a day. */
 export const MAX_AFFINITY_TIMEOUT_SECONDS = 86_400;
 
@@ -78,6 +85,12 @@ export interface ServiceNatSpec {
   /** The node's InternalIPs: NodePorts answer on these. */
   nodeIps: readonly IpAddress[];
   ports: readonly NatServicePort[];
+  /**
+   * The node's service SNAT address per family (on the join network, routed back to the management port by
+   * OVN, never configured on an interface): the source of masqueraded connections that entered the node. A
+   * family without one masquerades them to the management address, as before.
+   */
+  serviceSnatIps?: readonly IpAddress[] | undefined;
   /**
    * Affinity entries to carry over, by set name (read back from the table being replaced): replacing the table
    * would otherwise forget every client's endpoint whenever any Service changes.
@@ -284,7 +297,12 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     }
     const lbChain = (name: string, eps: readonly NatEndpoint[], masquerade: boolean) => {
       const rules: string[] = [];
-      if (masquerade) rules.push(`    meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`);
+      if (masquerade)
+        // A packet arriving with a local source is a martian the kernel drops after DNAT (accept_local=0).
+        rules.push(
+          `    fib saddr type local meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`,
+          `    fib saddr type != local meta mark set meta mark | 0x${SERVICE_SNAT_MARK.toString(16)}`,
+        );
       const targets = eps.map((e) => `${s}_e${index.get(endpointKey(e))}`);
       if (timeout !== undefined)
         for (const [i, t] of targets.entries())
@@ -335,6 +353,7 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
   if (why) throw new TypeError(`service NAT: management interface ${JSON.stringify(spec.mgmtIfname)} ${why}`);
   const dev = JSON.stringify(spec.mgmtIfname);
   const nodeIps = spec.nodeIps.map(checkedIp);
+  const snatIps = (spec.serviceSnatIps ?? []).map(checkedIp);
   const t = SERVICE_NFT_TABLE;
   const lines = [`table inet ${t}`, `delete table inet ${t}`, `table inet ${t} {`];
   const nat: string[] = [];
@@ -399,10 +418,22 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
       ...nat,
       "  }",
     );
+  // Only towards pods (the management port): a connection DNATed to a host-network endpoint leaves another
+  // interface and is masqueraded to that interface's address, whose replies come back to this node.
+  const snat: string[] = [];
+  for (const family of [4, 6] as const) {
+    const ip = snatIps.find((a) => a.family === family);
+    if (!ip) continue;
+    const ipk = family === 4 ? "ip" : "ip6";
+    snat.push(
+      `    meta nfproto ${family === 4 ? "ipv4" : "ipv6"} meta mark & 0x${SERVICE_SNAT_MARK.toString(16)} != 0 oifname ${dev} snat ${ipk} to ${formatIp(ip)}`,
+    );
+  }
   lines.push(
     "  chain nat_postrouting {",
     "    type nat hook postrouting priority srcnat; policy accept;",
-    `    meta mark & 0x${MASQUERADE_MARK.toString(16)} != 0 masquerade`,
+    ...snat,
+    `    meta mark & 0x${(MASQUERADE_MARK | SERVICE_SNAT_MARK).toString(16)} != 0 masquerade`,
     "  }",
     "}",
   );

@@ -13,6 +13,8 @@ export const POD_UID_KEY = "zstack.io/pod-uid";
 export const POD_KEY = "zstack.io/pod";
 export const SUBNET_KEY = "zstack.io/subnet";
 export const NODE_KEY = "zstack.io/node";
+/** On a node's management port: which of its addresses is the service SNAT address (not the node's own). */
+export const SERVICE_SNAT_IP_KEY = "zstack.io/service-snat-ip";
 /** The StatefulSet owning a pod: its port outlives the pod while the StatefulSet still wants that ordinal. */
 export const STATEFULSET_KEY = "zstack.io/statefulset";
 /**

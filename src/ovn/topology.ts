@@ -13,7 +13,7 @@ import { formatIp, ipFromValue, parseIp } from "../ipam/address.ts";
 import { cidrLast, parseCidr } from "../ipam/cidr.ts";
 import { macFromIPv4 as macFromIPv4Address } from "../ipam/mac.ts";
 import type { DesiredRow, Scope } from "./nb-diff.ts";
-import { KIND_KEY, NODE_KEY, ownedIds, SUBNET_KEY } from "./ownership.ts";
+import { KIND_KEY, NODE_KEY, ownedIds, SERVICE_SNAT_IP_KEY, SUBNET_KEY } from "./ownership.ts";
 
 export const CLUSTER_ROUTER = "zovn-cluster-router";
 export const JOIN_SWITCH = "zovn-join";
@@ -44,6 +44,11 @@ export interface NodeTopology {
   /** Management port address on the join switch, with prefix, e.g. 100.64.0.2/16. */
   readonly mgmtIP: string;
   readonly mgmtMAC: string;
+  /**
+   * The node's service SNAT address on the join switch (no prefix): the source the node agent gives Service
+   * connections that entered the node. Held by the management port too, so OVN routes replies to the node.
+   */
+  readonly serviceSnatIP?: string | undefined;
 }
 
 export function subnetSwitchName(subnet: string): string {
@@ -248,9 +253,12 @@ export function nodeRows(n: NodeTopology, podAddresses?: readonly string[]): Des
       id: `node/${n.name}/mgmt`,
       row: {
         name: mgmtPortName(n.name),
-        addresses: [`${n.mgmtMAC} ${mgmtIp}`],
+        addresses: [`${n.mgmtMAC} ${mgmtIp}${n.serviceSnatIP ? ` ${n.serviceSnatIP}` : ""}`],
         options: { "requested-chassis": n.name },
-        external_ids: ownedIds("mgmt-port", `node/${n.name}/mgmt`, tag),
+        external_ids: ownedIds("mgmt-port", `node/${n.name}/mgmt`, {
+          ...tag,
+          ...(n.serviceSnatIP ? { [SERVICE_SNAT_IP_KEY]: n.serviceSnatIP } : {}),
+        }),
       },
       parent: { table: "Logical_Switch", id: "join", column: "ports" },
     },

@@ -596,6 +596,77 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     c.done();
   });
 
+  it("NodePort, externalTrafficPolicy Cluster under NetworkPolicy: the pod sees the receiving node's service SNAT address, so deny-all ingress drops the NodePort while the pod's own node still reaches it, and allow-all admits it", async () => {
+    const annotation = async (node: string) => {
+      const text = await kubectl([
+        "get",
+        "node",
+        node,
+        "-o",
+        String.raw`jsonpath={.metadata.annotations.network\.zstack\.io/mgmt-port}`,
+      ]);
+      const v = JSON.parse(text) as { ip: string; serviceSnatIp?: string };
+      assert.ok(v.serviceSnatIp, `${node}'s annotation has a service SNAT address: ${text}`);
+      return { mgmt: v.ip.split("/")[0]!, snat: v.serviceSnatIp };
+    };
+    // No stale cached flow or conntrack entry may answer for the ACLs (see docs/network-policy.md).
+    const fresh = async () => {
+      for (const node of ["node1", "node2", "node3"]) {
+        await sandbox.inside(node, ["ovs-appctl", "dpctl/flush-conntrack"]);
+        await sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
+      }
+    };
+    const npPolicy = (name: string, spec: object) => ({
+      apiVersion: "networking.k8s.io/v1",
+      kind: "NetworkPolicy",
+      metadata: { name, namespace: "default", labels: { [LABEL]: "1" } },
+      spec: { podSelector: { matchLabels: { app: "np" } }, ...spec },
+    });
+    const c = new Checks();
+    const addrs = { node1: await annotation("node1"), node2: await annotation("node2") };
+    // np-1 runs on node1: through node2 the reply crosses the overlay back to node2's management port.
+    for (const node of ["node1", "node2"] as const)
+      await c.check(`ext → ${node}: the pod sees ${node}'s service SNAT address`, async () => {
+        const batch = await reachesExactly("ext", "tcp", `${nodeIP(node)}:${NP_TCP}`, ["np-1"], { count: 5 });
+        const seen = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
+        assert.deepEqual([...seen], [addrs[node].snat], describeTally(batch));
+      });
+    const npIp = await podIP("np-1");
+    try {
+      await apply([npPolicy("np-deny-ingress", { policyTypes: ["Ingress"] })]);
+      await c.check("deny-all: ext → node1 and node2 NodePort unanswered", async () => {
+        await eventually("the NodePort is closed", PROPAGATION_MS, async () => {
+          await fresh();
+          for (const node of ["node1", "node2"]) {
+            const batch = await dialMany(sandbox, "ext", "tcp", `${nodeIP(node)}:${NP_TCP}`, {
+              count: 3,
+              timeout: "1s",
+            });
+            if (batch.some((a) => a.ok)) throw new Error(`via ${node}: ${describeTally(batch)}`);
+          }
+          return true;
+        });
+      });
+      await c.check(
+        "deny-all: node1 (the pod's own node, the kubelet path) still reaches the pod",
+        async () => {
+          await fresh();
+          const batch = await reachesExactly("node1", "tcp", `${npIp}:8080`, ["np-1"], { count: 5 });
+          const seen = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
+          assert.deepEqual([...seen], [addrs.node1.mgmt], describeTally(batch));
+        },
+      );
+      await apply([npPolicy("np-allow-ingress", { ingress: [{}] })]);
+      await c.check("deny-all + allow-all: ext → node2 NodePort answered again", async () => {
+        await fresh();
+        await reachesExactly("ext", "tcp", `${nodeIP("node2")}:${NP_TCP}`, ["np-1"], { count: 5 });
+      });
+    } finally {
+      await kubectl(["delete", "networkpolicy", "-n", "default", "-l", `${LABEL}=1`, "--ignore-not-found"]);
+    }
+    c.done();
+  });
+
   it("NodePort, externalTrafficPolicy Local: only local endpoints answer, the client address is preserved, and the health check port says 200 only where endpoints are", async () => {
     const c = new Checks();
     for (const [node, pod] of [

@@ -30,9 +30,18 @@ test("each node gets its own management address, port, address set and egress po
   const m1 = await nn.ensure("node1");
   const m2 = await nn.ensure("node2");
   assert.equal(m1.ip, "100.64.0.2/16");
-  assert.equal(m2.ip, "100.64.0.3/16");
+  assert.equal(m1.serviceSnatIp, "100.64.0.3");
+  assert.equal(m2.ip, "100.64.0.4/16");
+  assert.equal(m2.serviceSnatIp, "100.64.0.5");
   assert.equal(m1.gateway, "100.64.0.1");
   await c.echo();
+  const lsp1 = c.cache.table("Logical_Switch_Port").findOne((r) => r.name === "zovn-mgmt-node1");
+  assert.deepEqual(
+    lsp1?.addresses,
+    [`${m1.mac} 100.64.0.2 100.64.0.3`],
+    "OVN routes both addresses to the node",
+  );
+  assert.equal(lsp1?.external_ids["zstack.io/service-snat-ip"], "100.64.0.3");
   const lr = c.cache.table("Logical_Router").findOne((r) => r.name === CLUSTER_ROUTER);
   assert.equal(lr?.policies.length, 2);
 
@@ -44,7 +53,7 @@ test("each node gets its own management address, port, address set and egress po
   assert.deepEqual(await nn2.ensure("node2"), m2, "same address after a restart");
   assert.deepEqual(await nn2.ensure("node1"), m1);
   assert.equal(await writeRecords(srv, "OVN_Northbound"), before, "no write after a restart with no changes");
-  assert.equal((await nn2.ensure("node3")).ip, "100.64.0.4/16");
+  assert.equal((await nn2.ensure("node3")).ip, "100.64.0.6/16");
 
   assert.equal(await nn2.remove("node1"), true);
   await c2.echo();
@@ -54,7 +63,9 @@ test("each node gets its own management address, port, address set and egress po
     c2.cache.table("Logical_Switch_Port").findOne((r) => r.name === "zovn-mgmt-node1"),
     undefined,
   );
-  assert.equal((await nn2.ensure("node4")).ip, "100.64.0.2/16", "node1's address is free again");
+  const m4 = await nn2.ensure("node4");
+  assert.equal(m4.ip, "100.64.0.2/16", "node1's address is free again");
+  assert.equal(m4.serviceSnatIp, "100.64.0.3", "and its service SNAT address");
 });
 
 test("a node's address set holds its pods' addresses whenever it is written: pods that landed before the set, a Node re-registered while its pods remain, stale entries", async (t) => {

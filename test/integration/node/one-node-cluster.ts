@@ -41,7 +41,13 @@ export const NET: ClusterNetworks = {
   joinGateway: "100.64.0.1",
 };
 export const SUBNET: SubnetTopology = { name: "default", cidrs: ["10.244.0.0/16"], gateways: ["10.244.0.1"] };
-export const MGMT = { ip: "100.64.0.2/16", mac: macFromIPv4("100.64.0.2"), lsp: mgmtPortName(NODE) };
+export const MGMT = {
+  ip: "100.64.0.2/16",
+  mac: macFromIPv4("100.64.0.2"),
+  lsp: mgmtPortName(NODE),
+  /** The node's service SNAT address, held by the management port as the controller writes it. */
+  serviceSnatIp: "100.64.0.3",
+};
 
 export const ETH0: InterfaceName = parseInterfaceName("eth0");
 
@@ -109,7 +115,7 @@ export async function startOneNodeCluster(
     desiredTopology(
       NET,
       [SUBNET, ...(opts.subnets ?? [])],
-      [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac }],
+      [{ name: NODE, mgmtIP: MGMT.ip, mgmtMAC: MGMT.mac, serviceSnatIP: MGMT.serviceSnatIp }],
     ),
     topologyScope,
   );

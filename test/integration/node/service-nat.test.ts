@@ -7,8 +7,9 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { ownNodeIps } from "../../../src/controller/policy-index.ts";
 import { formatIp, parseIp } from "../../../src/ipam/address.ts";
-import { parseCidr } from "../../../src/ipam/cidr.ts";
+import { cidrContains, parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
@@ -21,6 +22,12 @@ import {
   serviceRuleset,
   serviceTablePresent,
 } from "../../../src/node/service-nat.ts";
+import { type DesiredRow, plan } from "../../../src/ovn/nb-diff.ts";
+import { podPortName } from "../../../src/ovn/pod-port.ts";
+import { nodeRows as isolationAclNodeRows, isolationRows } from "../../../src/policy/isolation-acls.ts";
+import { isolationGroup, nodeGroupName } from "../../../src/policy/nb-names.ts";
+import { policyRows } from "../../../src/policy/policy-acls.ts";
+import { parseNetworkPolicy } from "../../../src/policy/policy-model.ts";
 import {
   ETH0,
   EXT_IP,
@@ -37,6 +44,8 @@ import {
 
 const POD_IP = "10.244.0.20";
 const MGMT_IP = MGMT.ip.split("/")[0]!;
+/** The source of Service connections that entered the node: not the node's own for NetworkPolicy. */
+const SNAT_IP = MGMT.serviceSnatIp;
 const EXTERNAL_IP = "192.168.251.10";
 const LB_IP = "192.168.251.11";
 // LB IPs with loadBalancerSourceRanges: the external host only; the pod network only; the node's network.
@@ -70,7 +79,12 @@ const SERVICES: NatServicePort[] = [
     externalIPs: [ip(EXTERNAL_IP)],
     externalTrafficLocal: true,
   }),
-  port("t/host/tcp", { clusterIPs: [ip("10.96.0.12")], endpoints: [HOST_EP], localEndpoints: [] }),
+  port("t/host/tcp", {
+    clusterIPs: [ip("10.96.0.12")],
+    nodePort: 30082,
+    endpoints: [HOST_EP],
+    localEndpoints: [],
+  }),
   port("t/empty/tcp", { clusterIPs: [ip("10.96.0.13")], nodePort: 30083, endpoints: [], localEndpoints: [] }),
   port("t/sticky/tcp", {
     clusterIPs: [ip("10.96.0.14")],
@@ -108,7 +122,12 @@ const SERVICES: NatServicePort[] = [
   }),
 ];
 
-const SPEC = { mgmtIfname: parseInterfaceName(MGMT_IFNAME), nodeIps: [ip(NODE_IP)], ports: SERVICES };
+const SPEC = {
+  mgmtIfname: parseInterfaceName(MGMT_IFNAME),
+  nodeIps: [ip(NODE_IP)],
+  serviceSnatIps: [ip(SNAT_IP)],
+  ports: SERVICES,
+};
 
 const chassis = (sbRemote: string): NodeSetupConfig["chassis"] => ({
   ovnRemote: sbRemote,
@@ -212,14 +231,16 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     // The pod's port is bound once ovn-controller has installed its flows.
     for (let i = 0; i < 200 && (await dial(nodeNetns, POD_IP, 8080)).who !== "pod"; i++) await sleep(50);
   });
+  let cleanupPolicy: (() => Promise<void>) | undefined;
   after(async () => {
+    await cleanupPolicy?.();
     for (const fn of cleanups.reverse()) await fn();
   });
 
-  test("external client → NodePort, externalTrafficPolicy Cluster: reaches the pod, which sees the management IP", async () => {
+  test("external client → NodePort, externalTrafficPolicy Cluster: reaches the pod, which sees the service SNAT address", async () => {
     const r = await dial(c.ext.path, NODE_IP, 30080);
     assert.equal(r.who, "pod", r.stderr);
-    assert.equal(r.peer, MGMT_IP);
+    assert.equal(r.peer, SNAT_IP, "OVN routes the reply to the management port, which holds the address");
   });
 
   test("external client → NodePort, externalTrafficPolicy Local: the pod sees the client's own address", async () => {
@@ -234,7 +255,7 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     assert.equal(e.peer, EXT_IP);
     const lb = await dial(c.ext.path, LB_IP, 80);
     assert.equal(lb.who, "pod", lb.stderr);
-    assert.equal(lb.peer, MGMT_IP);
+    assert.equal(lb.peer, SNAT_IP);
   });
 
   test("the node reaches a clusterIP: DNAT on the host to the pod through the management port", async () => {
@@ -249,10 +270,16 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     assert.equal(r.peer, NODE_IP);
   });
 
-  test("a pod reaching an ETP Local NodePort is treated as in-cluster: masqueraded, and it reaches itself", async () => {
+  test("external client → NodePort of a host-network endpoint: masqueraded to the node IP, not the service SNAT address", async () => {
+    const r = await dial(c.ext.path, NODE_IP, 30082);
+    assert.equal(r.who, "ext", r.stderr);
+    assert.equal(r.peer, NODE_IP);
+  });
+
+  test("a pod reaching an ETP Local NodePort is treated as in-cluster: SNATed (not as the node), and it reaches itself", async () => {
     const r = await dial(podNetns, NODE_IP, 30081);
     assert.equal(r.who, "pod", r.stderr);
-    assert.equal(r.peer, MGMT_IP);
+    assert.equal(r.peer, SNAT_IP);
   });
 
   test("no endpoints: the connection is refused (TCP reset), from the node and from outside", async () => {
@@ -362,5 +389,105 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     await c.node.exec("nft", ["delete", "table", "inet", SERVICE_NFT_TABLE]);
     assert.equal(await serviceTablePresent({ netns: nodeNetns }), false);
     await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
+  });
+
+  test("NetworkPolicy: under deny-all ingress a NodePort from outside is dropped while the node still reaches the pod; an ipBlock of the node's address does not admit it; allow-all does", async () => {
+    const lsp = c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === MGMT.lsp);
+    assert.ok(lsp);
+    // What the controller's policy index takes as the node's own: the management address alone.
+    const own = ownNodeIps(lsp);
+    assert.deepEqual(own.map(formatIp), [MGMT_IP]);
+    const podLsp = c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === podPortName("t", "web"));
+    assert.ok(podLsp, "the pod's port");
+    const policy = (name: string, spec: Record<string, unknown>) =>
+      policyRows(parseNetworkPolicy({ metadata: { namespace: "t", name }, spec }), {
+        families: [4],
+        ingressNamed: () => new Map(),
+        egressNamed: () => new Map(),
+        nodeMgmtIps: (b) => (cidrContains(b.cidr, ip(NODE_IP)) ? own : []),
+      });
+    const deny = policy("deny", { podSelector: {}, policyTypes: ["Ingress"] });
+    const block = policy("node-block", {
+      podSelector: {},
+      ingress: [{ from: [{ ipBlock: { cidr: `${NODE_IP}/32` } }] }],
+    });
+    const allow = policy("allow", { podSelector: {}, ingress: [{}] });
+    const groups = [deny, block, allow].map((p) => p.groupName);
+    const write = async (rows: DesiredRow[]) => {
+      const txn = c.nb.transaction();
+      plan(c.nb.cache as never, c.nb.schema, txn as never, rows);
+      await txn.commit();
+      await c.nb.echo();
+    };
+    const join = async (names: readonly string[]) => {
+      await c.nb.transact((tx) => {
+        for (const name of names)
+          tx.mutate("Port_Group", [["name", "==", name]], [["ports", "insert", [podLsp._uuid]]]);
+      });
+    };
+    const drop = async (names: readonly string[]) => {
+      await c.nb.transact((tx) => {
+        for (const name of names) tx.delete("Port_Group", [["name", "==", name]]);
+      });
+    };
+    // Each probe round starts from new connections and flows (stale megaflows of the userspace datapath).
+    const fresh = async () => {
+      await c.node.appctl("dpctl/flush-conntrack");
+      await c.node.appctl("dpctl/del-flows");
+    };
+    /** Probes until the NodePort gives `want` (ovn-controller installs the ACLs in its own time). */
+    const nodePortUntil = async (want: boolean) => {
+      const started = Date.now();
+      for (;;) {
+        await fresh();
+        const r = await dial(c.ext.path, NODE_IP, 30080);
+        if ((r.who === "pod") === want) return r;
+        if (Date.now() - started > 120_000)
+          assert.fail(
+            `NodePort ${want ? "still refused" : "still open"} after 120 s: ${r.stdout} ${r.stderr}`,
+          );
+        await sleep(500);
+      }
+    };
+    const isolationGroups = [isolationGroup("ingress"), nodeGroupName(NODE)];
+    cleanupPolicy = () => drop([...groups, ...isolationGroups]);
+    await write([...isolationRows("ingress"), ...isolationAclNodeRows(NODE, own), ...deny.rows]);
+    await join([...isolationGroups, deny.groupName]);
+
+    const t0 = Date.now();
+    await nodePortUntil(false);
+    console.log(`deny-all in force on the NodePort after ${Date.now() - t0} ms`);
+    // The kubelet path: the node to the pod directly and through a clusterIP (masqueraded to the management IP).
+    await fresh();
+    const direct = await dial(nodeNetns, POD_IP, 8080);
+    assert.equal(direct.who, "pod", direct.stderr);
+    assert.equal(direct.peer, MGMT_IP);
+    const viaService = await dial(nodeNetns, "10.96.0.10", 80);
+    assert.equal(viaService.who, "pod", viaService.stderr);
+    assert.equal(viaService.peer, MGMT_IP);
+    // A pod reaching the NodePort is not the node either.
+    assert.notEqual((await dial(podNetns, NODE_IP, 30080)).who, "pod");
+
+    // An ipBlock holding the node's address admits the node's own sources, not what entered through it.
+    await write(block.rows);
+    await join([block.groupName]);
+    const nodeOwn = await c.nb.echo().then(async () => {
+      // The block's ACL is in NB with the management address only.
+      const acls = [...c.nb.cache.table("ACL").values()].filter((a) => a.match.includes(`${NODE_IP}/32`));
+      assert.equal(acls.length, 1);
+      assert.match(acls[0]!.match, new RegExp(MGMT_IP.replaceAll(".", "\\.")));
+      assert.doesNotMatch(acls[0]!.match, new RegExp(SNAT_IP.replaceAll(".", "\\.")));
+      return acls[0]!.match;
+    });
+    await fresh();
+    await sleep(3000);
+    const viaBlock = await dial(c.ext.path, NODE_IP, 30080);
+    assert.notEqual(viaBlock.who, "pod", `the ipBlock ${nodeOwn} admitted the NodePort`);
+
+    // An allow-all ingress policy lets the NodePort through again.
+    await write(allow.rows);
+    await join([allow.groupName]);
+    const open = await nodePortUntil(true);
+    assert.equal(open.peer, SNAT_IP);
   });
 });
