@@ -15,6 +15,7 @@ import { localRemote } from "../../src/sandbox/ovn-central.ts";
 import { eventually, type SandboxHandle } from "../../test/rig/sandbox-handle.ts";
 
 const HAND_GROUP = "bench_np_hand";
+const HAND_SET = "bench_np_hand_set";
 /** Per-dial deadline: a dropped SYN costs this long, so it bounds how late a deny → allow flip is seen. */
 const DIAL_TIMEOUT = "100ms";
 
@@ -27,6 +28,10 @@ export interface FlipResult {
   rawOpenMs: number[];
   /** ovn-nbctl acl-del issued → first refused dial, ms. */
   rawCloseMs: number[];
+  /** The client's address added to an address set by hand (an ACL already refers to it) → first answer, ms. */
+  rawSetOpenMs: number[];
+  /** ... and removed → first refused dial, ms. */
+  rawSetCloseMs: number[];
 }
 
 class Prober {
@@ -127,7 +132,14 @@ export async function probeFlip(
       body: { metadata: { labels: { role: value } } },
     });
   await api.request("/api/v1/namespaces/default/pods/np-client"); // the connection, before any clock starts
-  const result: FlipResult = { openMs: [], closeMs: [], rawOpenMs: [], rawCloseMs: [] };
+  const result: FlipResult = {
+    openMs: [],
+    closeMs: [],
+    rawOpenMs: [],
+    rawCloseMs: [],
+    rawSetOpenMs: [],
+    rawSetCloseMs: [],
+  };
   const prober = new Prober(sandbox, "default/np-client", `${serverIp}:8080`);
   try {
     for (let r = 0; r < rounds; r++) {
@@ -163,8 +175,37 @@ export async function probeFlip(
           `  raw round ${r + 1}: acl-add → open ${open.toFixed(0)} ms; acl-del → closed ${close.toFixed(0)} ms`,
         );
       }
+      // What the controller's relabel changes: a member of an address set an ACL already refers to.
+      await nbctl(["create", "Address_Set", `name=${HAND_SET}`]);
+      const setMatch = `outport == @${HAND_GROUP} && ip4.src == $${HAND_SET} && tcp.dst == 8080`;
+      await nbctl([
+        "--type=port-group",
+        "acl-add",
+        HAND_GROUP,
+        "to-lport",
+        "1001",
+        setMatch,
+        "allow-related",
+      ]);
+      const member = `"${clientIp}"`;
+      for (let r = 0; r < rounds; r++) {
+        await prober.settled(false);
+        let t0 = performance.now();
+        await nbctl(["add", "Address_Set", HAND_SET, "addresses", member]);
+        const open = (await prober.first(true, t0, 60_000)) - t0;
+        result.rawSetOpenMs.push(open);
+        await prober.settled(true);
+        t0 = performance.now();
+        await nbctl(["remove", "Address_Set", HAND_SET, "addresses", member]);
+        const close = (await prober.first(false, t0, 30_000)) - t0;
+        result.rawSetCloseMs.push(close);
+        log(
+          `  raw' round ${r + 1}: set add → open ${open.toFixed(0)} ms; set remove → closed ${close.toFixed(0)} ms`,
+        );
+      }
     } finally {
       await nbctl(["--if-exists", "pg-del", HAND_GROUP]).catch(() => undefined);
+      await nbctl(["--if-exists", "destroy", "Address_Set", HAND_SET]).catch(() => undefined);
     }
   } finally {
     prober.stop();
