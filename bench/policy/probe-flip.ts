@@ -32,13 +32,19 @@ export interface FlipResult {
   rawSetOpenMs: number[];
   /** ... and removed → first refused dial, ms. */
   rawSetCloseMs: number[];
+  /** Times the probe did not settle until cached datapath flows were dropped. */
+  flushes: number;
 }
 
 class Prober {
   private readonly child: ChildProcess;
   readonly lines: Array<{ t: number; ok: boolean }> = [];
 
-  constructor(sandbox: SandboxHandle, from: string, addr: string) {
+  constructor(
+    private readonly sandbox: SandboxHandle,
+    from: string,
+    addr: string,
+  ) {
     const argv = execArgv(sandbox.layout, sandbox.ctx().topo, from, [
       sandbox.binary("PODSERVER"),
       "dial",
@@ -64,12 +70,27 @@ class Prober {
     }).catch(() => Number.NaN);
   }
 
-  /** Waits until the last `n` dials all had outcome `ok`. */
+  /** How often `settled` had to drop the nodes' cached datapath flows (docs/network-policy.md, stale flows). */
+  flushes = 0;
+
+  /**
+   * Waits until the last `n` dials all had outcome `ok`. When they do not within 60 s, the userspace datapath's
+   * cached flows are dropped on every node (as the e2e does before each probe round) and it waits again.
+   */
   async settled(ok: boolean, n = 10): Promise<void> {
-    await eventually(`the last ${n} dials ${ok ? "answered" : "failed"}`, 120_000, async () => {
+    const what = `the last ${n} dials ${ok ? "answered" : "failed"}`;
+    const test = async () => {
       const tail = this.lines.slice(-n);
       return tail.length === n && tail.every((l) => l.ok === ok) ? true : undefined;
-    });
+    };
+    try {
+      await eventually(what, 60_000, test);
+    } catch {
+      this.flushes++;
+      for (const node of ["node1", "node2", "node3"])
+        await this.sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
+      await eventually(`${what} (after dropping cached datapath flows)`, 60_000, test);
+    }
   }
 
   stop(): void {
@@ -139,6 +160,7 @@ export async function probeFlip(
     rawCloseMs: [],
     rawSetOpenMs: [],
     rawSetCloseMs: [],
+    flushes: 0,
   };
   const prober = new Prober(sandbox, "default/np-client", `${serverIp}:8080`);
   try {
@@ -208,6 +230,7 @@ export async function probeFlip(
       await nbctl(["--if-exists", "destroy", "Address_Set", HAND_SET]).catch(() => undefined);
     }
   } finally {
+    result.flushes = prober.flushes;
     prober.stop();
     api.close();
   }
