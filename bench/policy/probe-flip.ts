@@ -16,6 +16,7 @@ import { eventually, type SandboxHandle } from "../../test/rig/sandbox-handle.ts
 
 const HAND_GROUP = "bench_np_hand";
 const HAND_SET = "bench_np_hand_set";
+const NODES = ["node1", "node2"];
 /** Per-dial deadline: a dropped SYN costs this long, so it bounds how late a deny → allow flip is seen. */
 const DIAL_TIMEOUT = "100ms";
 
@@ -83,14 +84,23 @@ class Prober {
       const tail = this.lines.slice(-n);
       return tail.length === n && tail.every((l) => l.ok === ok) ? true : undefined;
     };
+    // ovs-vswitchd 3.1's userspace conntrack aborts under a steady stream of new connections unless its table
+    // is flushed now and then (docs/network-policy.md, e2e); untimed, before the outcome settles.
+    await this.onNodes(["dpctl/flush-conntrack"]);
     try {
       await eventually(what, 60_000, test);
     } catch {
       this.flushes++;
-      for (const node of ["node1", "node2", "node3"])
-        await this.sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
+      await this.onNodes(["dpctl/del-flows"]);
       await eventually(`${what} (after dropping cached datapath flows)`, 60_000, test);
     }
+  }
+
+  private async onNodes(command: readonly string[]): Promise<void> {
+    for (const node of NODES)
+      await this.sandbox.inside(node, ["ovs-appctl", ...command]).catch((e: Error) => {
+        throw new Error(`${node}: ovs-appctl ${command.join(" ")}: ${e.message} (has ovs-vswitchd aborted?)`);
+      });
   }
 
   stop(): void {
