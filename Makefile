@@ -9,7 +9,7 @@ help:
 	@echo "make sandbox   bring up the sandbox cluster with the plugin and a demo workload"
 	@echo "make images    build the container images (OCI archives, no Docker needed; docs/images.md)"
 	@echo "make sandbox-down | lint | format | typecheck | models | binaries | cni"
-	@echo "make bench-ovsdb | bench-controller | bench-cni | bench-services   (benchmarks, not part of make test)"
+	@echo "make bench-ovsdb | bench-controller | bench-cni | bench-services | bench-policy   (benchmarks, not part of make test)"
 
 deps:
 	@hack/install-deps.sh

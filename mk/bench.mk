@@ -18,3 +18,9 @@ bench-cni: deps
 .PHONY: bench-services
 bench-services: deps binaries
 	node --import tsx bench/services.ts $(BENCH_ARGS)
+
+# NetworkPolicy: 100 namespaces x 10 pods with 1,000 policies into NB beside a raw baseline, pod relabel fan-out,
+# probe flip in a sandbox (zsbnpbench), restart with no change. --quick: 20 namespaces; --no-sandbox skips the flip.
+.PHONY: bench-policy
+bench-policy: deps binaries
+	node --import tsx bench/policy.ts $(BENCH_ARGS)

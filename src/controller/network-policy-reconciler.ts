@@ -12,7 +12,7 @@ import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, POD_KEY } from "../ovn/ownersh
 import { mutateMembers } from "../ovn/set-members.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
-import { POLICY_KEY, policyGroupId } from "../policy/nb-names.ts";
+import { POLICY_KEY, peerSetName, policyGroupId } from "../policy/nb-names.ts";
 import { type PolicyInputs, policyRows } from "../policy/policy-acls.ts";
 import type { IpBlockPeer, PolicyRule, Protocol } from "../policy/policy-model.ts";
 import { blockContains, peerSelects, policySelects, resolveNamedPort } from "../policy/selection.ts";
@@ -319,6 +319,9 @@ export class NetworkPolicyReconciler implements Reconciler {
     for (const k of peers) {
       const peer = this.idx.peer(k);
       if (!peer) continue;
+      // The common case: every set exists; computing a set's contents walks the pods it covers.
+      const names = this.families.map((f) => peerSetName(k, f));
+      if (names.every((n) => table.lookupOne("name", n) || inserted.has(n))) continue;
       for (const row of peerSetRows(this.idx, k, peer, this.families)) {
         if (table.lookupOne("name", row.name) || inserted.has(row.name)) continue;
         inserted.add(row.name);

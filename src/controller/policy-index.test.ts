@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { formatIp } from "../ipam/address.ts";
 import { EVERYTHING } from "../policy/label-selector.ts";
 import { podPortGroupIds } from "../policy/membership.ts";
 import { isolationGroupId } from "../policy/nb-names.ts";
 import { policySelects } from "../policy/selection.ts";
 import type { NetworkPolicyObject } from "./informers.ts";
-import { notRealizedMessage, policyEntry, policyPod } from "./policy-index.ts";
+import { lspIps, notRealizedMessage, policyEntry, policyPod } from "./policy-index.ts";
 
 const obj = (spec: Record<string, unknown>) =>
   ({ metadata: { namespace: "ns", name: "p" }, spec }) as unknown as NetworkPolicyObject;
@@ -94,5 +95,17 @@ describe("pod view", () => {
       { name: "dns", protocol: "udp", port: 53 },
     ]);
     assert.deepEqual(p?.labels, { k: "v" });
+  });
+});
+
+describe("port addresses", () => {
+  it("parses a port row's addresses once and follows a replaced row", () => {
+    const row = { addresses: ["0a:58:0a:f4:00:05 10.244.0.5"] };
+    const first = lspIps(row);
+    assert.deepEqual(first.map(formatIp), ["10.244.0.5"]);
+    assert.equal(lspIps(row), first, "the same row object: the same parsed value");
+    const replaced = { addresses: ["0a:58:0a:f4:00:09 10.244.0.9"] };
+    assert.deepEqual(lspIps(replaced).map(formatIp), ["10.244.0.9"]);
+    assert.deepEqual(lspIps(row).map(formatIp), ["10.244.0.5"]);
   });
 });
