@@ -76,6 +76,7 @@ outputs=(
 	"KUBE_CONTROLLER_MANAGER=$k8s_dir/kube-controller-manager"
 	"KUBE_SCHEDULER=$k8s_dir/kube-scheduler"
 	"KUBECTL=$k8s_dir/kubectl"
+	"KUBELET=$k8s_dir/kubelet"
 	"ETCD=$etcd_dir/etcd"
 	"CNI_DRIVER=$fixtures_dir/cni-driver"
 	"PODSERVER=$fixtures_dir/podserver"
@@ -178,6 +179,21 @@ build() {
 	log "built $label in $((SECONDS - start))s"
 }
 
+# The same stamping as Kubernetes' own hack/lib/version.sh, so `--version`, /version and kubectl's
+# skew check report the real release instead of v0.0.0-master.
+[[ $k8s_version =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected Kubernetes version $k8s_version"
+k8s_ldflags() {
+	[[ $k8s_version =~ ^v([0-9]+)\.([0-9]+)\. ]]
+	local major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} build_date pkg ldflags="-s -w"
+	build_date=$(cd "$fixtures/k8s" && "$GO" list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
+	for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+		ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major"
+		ldflags+=" -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=archive -X $pkg.gitCommit="
+		ldflags+=" -X $pkg.buildDate=${build_date:-1970-01-01T00:00:00Z}"
+	done
+	echo "$ldflags"
+}
+
 if ! all_present "$fixtures_dir" cni-driver podserver cnitool; then
 	build fixtures "$fixtures_dir" "$fixtures/cmd" "-s -w" "" \
 		./cni-driver ./podserver github.com/containernetworking/cni/cnitool
@@ -191,19 +207,16 @@ if ! all_present "$etcd_dir" etcd; then
 fi
 
 if ! all_present "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl; then
-	# The same stamping as Kubernetes' own hack/lib/version.sh, so `--version`, /version and
-	# kubectl's skew check report the real release instead of v0.0.0-master.
-	[[ $k8s_version =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected Kubernetes version $k8s_version"
-	build_date=$(cd "$fixtures/k8s" && "$GO" list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
-	ldflags="-s -w"
-	for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-		ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=${BASH_REMATCH[1]}"
-		ldflags+=" -X $pkg.gitMinor=${BASH_REMATCH[2]} -X $pkg.gitTreeState=archive -X $pkg.gitCommit="
-		ldflags+=" -X $pkg.buildDate=${build_date:-1970-01-01T00:00:00Z}"
-	done
-	build "kubernetes $k8s_version" "$k8s_dir" "$fixtures/k8s" "$ldflags" "" \
+	build "kubernetes $k8s_version" "$k8s_dir" "$fixtures/k8s" "$(k8s_ldflags)" "" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+fi
+
+if ! all_present "$k8s_dir" kubelet; then
+	# The real-node sandbox (`zovn sandbox up --kubelet`) runs it. A step of its own, so a cache that
+	# already holds the control plane only compiles what the kubelet adds (about 3.5 min on 2 cores).
+	build "kubelet $k8s_version" "$k8s_dir" "$fixtures/k8s" "$(k8s_ldflags)" kubelet \
+		k8s.io/kubernetes/cmd/kubelet
 fi
 
 if ! all_present "$helm_dir" helm; then

@@ -12,3 +12,12 @@ images-print:
 
 test-images: images
 	@hack/run-tests.sh $(sort $(wildcard test/images/*.test.ts))
+
+# The pause and busybox images of the real-node sandbox (`zovn sandbox up --kubelet`, docs/sandbox.md):
+# built from the pinned Kubernetes module's pause.c and Debian's busybox-static, cached like the others.
+.PHONY: node-images node-images-print
+node-images:
+	@hack/build-node-images.sh
+
+node-images-print:
+	@hack/build-node-images.sh --print
