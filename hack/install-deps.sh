@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 debs=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 ethtool iputils-ping
       netcat-openbsd tcpdump openssl nftables util-linux procps
-      containerd runc) # containerd and runc: the real-node sandbox (zovn sandbox up --kubelet)
+      containerd runc containernetworking-plugins) # the real-node sandbox (zovn sandbox up --kubelet)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -27,8 +27,9 @@ import { upSummary } from "../sandbox/up-summary.ts";
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
   demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--timeout SECONDS]
-        bring the sandbox up (idempotent); prints the time until all nodes are Ready
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet] [--timeout SECONDS]
+        bring the sandbox up (idempotent); prints the time until all nodes are Ready;
+        --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
   kubectl ARGS...         kubectl against the sandbox apiserver
@@ -110,6 +111,7 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       encap: { type: "string" },
       "node-agent": { type: "boolean" },
       "no-node-agent": { type: "boolean" },
+      kubelet: { type: "boolean" },
       timeout: { type: "string" },
     },
   });
@@ -130,6 +132,10 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
   if (values["node-agent"] !== undefined || values["no-node-agent"] !== undefined) {
     spec.nodeAgent = values["no-node-agent"] !== true;
     explicit.add("nodeAgent");
+  }
+  if (values.kubelet !== undefined) {
+    spec.kubelet = values.kubelet;
+    explicit.add("kubelet");
   }
   const progress = new Progress();
   // Loaded on demand: the Kubernetes client is large, and the relay process needs none of it.

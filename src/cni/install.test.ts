@@ -40,13 +40,14 @@ describe("installing the CNI plugin", () => {
     assert.deepEqual(await readdir(binDir), ["zstack-ovn-cni"]);
   });
 
-  it("writes 10-zstack-ovn.conflist for cniVersion 1.1.0 with one zstack-ovn-cni plugin", async () => {
+  it("writes 10-zstack-ovn.conflist offering 1.1.0 in cniVersions and 1.0.0 to older libcni, with one zstack-ovn-cni plugin", async () => {
     const netDir = join(dir, "etc", "cni", "net.d");
     const path = await writeConflist(netDir, { socketPath: "/run/zovn/n1/cni.sock", mtu: 1400 });
     assert.equal(path, join(netDir, CONFLIST_NAME));
     assert.equal((await stat(path)).mode & 0o777, 0o644);
     const list = parseConfList(await readFile(path, "utf8"));
-    assert.equal(list.cniVersion, "1.1.0");
+    // containerd 1.6's libcni reads cniVersion alone and cannot parse a 1.1.0 result.
+    assert.equal(list.cniVersion, "1.0.0");
     assert.deepEqual(list.cniVersions, ["0.4.0", "1.0.0", "1.1.0"]);
     assert.equal(list.name, "zstack-ovn");
     assert.deepEqual(list.plugins, [
@@ -60,6 +61,11 @@ describe("installing the CNI plugin", () => {
     const list = parseConfList(await readFile(await writeConflist(netDir, { cniVersion: "1.0.0" }), "utf8"));
     assert.equal(list.cniVersion, "1.0.0");
     assert.deepEqual(list.cniVersions, ["0.4.0", "1.0.0"]);
+    const oldest = parseConfList(
+      await readFile(await writeConflist(join(dir, "net.d-0.4"), { cniVersion: "0.4.0" }), "utf8"),
+    );
+    assert.equal(oldest.cniVersion, "0.4.0");
+    assert.deepEqual(oldest.cniVersions, ["0.4.0"]);
   });
 
   it("leaves the default socket path and an absent MTU out of the conflist", async () => {

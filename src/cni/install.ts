@@ -105,19 +105,26 @@ export interface ConflistOptions {
   pluginType?: string;
   /** The file name; default 10-zstack-ovn.conflist. */
   fileName?: string;
-  /** Default 1.1.0; an older one for runtimes whose libcni cannot read 1.1.0 results. */
+  /** The newest version offered (default 1.1.0); an older one keeps every runtime below it. */
   cniVersion?: CniVersion;
 }
+
+/**
+ * What a runtime whose libcni predates `cniVersions` (before 1.2: containerd 1.6 and 1.7) reads: it takes
+ * `cniVersion` alone and cannot parse a 1.1.0 result, so that field says 1.0.0 and newer runtimes pick 1.1.0
+ * from `cniVersions`.
+ */
+export const COMPAT_CONFLIST_VERSION: CniVersion = "1.0.0";
 
 export function buildConflist(opts: ConflistOptions = {}): ConfList {
   const plugin: Record<string, unknown> & { type: string } = { type: opts.pluginType ?? CNI_BINARY_NAME };
   if (opts.socketPath && opts.socketPath !== DEFAULT_SERVER_SOCKET) plugin.serverSocket = opts.socketPath;
   if (opts.mtu !== undefined) plugin.mtu = opts.mtu;
-  const cniVersion = opts.cniVersion ?? LATEST_VERSION;
+  const newest = opts.cniVersion ?? LATEST_VERSION;
   return {
-    cniVersion,
-    // Runtimes whose libcni knows cniVersions pick the newest version they share with us from here.
-    cniVersions: SUPPORTED_VERSIONS.filter((v) => versionAtLeast(cniVersion, v)),
+    cniVersion: versionAtLeast(newest, COMPAT_CONFLIST_VERSION) ? COMPAT_CONFLIST_VERSION : newest,
+    // Runtimes whose libcni knows cniVersions (1.2 and later) pick the newest version they share with us.
+    cniVersions: SUPPORTED_VERSIONS.filter((v) => versionAtLeast(newest, v)),
     name: opts.networkName ?? DEFAULT_NETWORK_NAME,
     plugins: [plugin],
   };

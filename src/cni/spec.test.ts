@@ -223,7 +223,8 @@ describe("versions", () => {
 describe("configuration list", () => {
   it("parses the conflist the agent writes", () => {
     const list = parseConfList(JSON.stringify(buildConflist({ socketPath: "/run/x.sock", mtu: 1400 })));
-    assert.equal(list.cniVersion, "1.1.0");
+    assert.equal(list.cniVersion, "1.0.0");
+    assert.deepEqual(list.cniVersions, ["0.4.0", "1.0.0", "1.1.0"]);
     assert.equal(list.name, "zstack-ovn");
     assert.deepEqual(list.plugins, [{ type: "zstack-ovn-cni", serverSocket: "/run/x.sock", mtu: 1400 }]);
   });

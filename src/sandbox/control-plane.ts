@@ -74,6 +74,8 @@ export function apiserverArgs(topo: Topology, pki: Pki, listen?: ApiserverListen
     "--enable-admission-plugins=NodeRestriction",
     "--allow-privileged=true",
     "--kubelet-preferred-address-types=InternalIP,Hostname",
+    `--kubelet-client-certificate=${pki.cert("apiserver-kubelet-client").cert}`,
+    `--kubelet-client-key=${pki.cert("apiserver-kubelet-client").key}`,
     "--profiling=false",
   ];
 }

@@ -5,6 +5,7 @@
 
 import { existsSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { instanceCgroup, processesInCgroup, removeCgroup } from "./cgroups.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { unmountBelow } from "./mount-namespace.ts";
 import { deleteNetns, isMountPoint, NETNS_DIR, readMountInfo } from "./netns.ts";
@@ -24,17 +25,24 @@ export interface DownReport {
   processes: number;
   netns: string[];
   mounts: string[];
+  cgroups: string[];
 }
 
+/**
+ * The recorded processes, every process in the instance's namespaces, and (real nodes) every process in its
+ * cgroup subtree: containers run in their own network and mount namespaces, but always below the node's
+ * cgroupRoot.
+ */
 function sandboxProcesses(
   layout: Layout,
-  prefix: string,
+  name: string,
   recorded: readonly ProcessIdentity[],
 ): ProcessIdentity[] {
-  const ns = findNamespaces(prefix, layout.nsDir);
+  const ns = findNamespaces(`${name}-`, layout.nsDir);
   const found = processesIn(new Set(ns.netns.values()), new Set(ns.mountNs.values()));
+  const inCgroups = processesInCgroup(instanceCgroup(name));
   const byPid = new Map<number, ProcessIdentity>();
-  for (const p of [...recorded.filter(isAlive), ...found]) byPid.set(p.pid, p);
+  for (const p of [...recorded.filter(isAlive), ...found, ...inCgroups]) byPid.set(p.pid, p);
   return [...byPid.values()];
 }
 
@@ -45,12 +53,14 @@ export async function sandboxDown(opts: DownOptions, progress: Progress): Promis
   try {
     const state = loadState(layout);
     const recorded = state?.daemons ?? [];
-    // Node simulators first, so none of them starts a pod process while the rest are being stopped.
-    const simulators = recorded.filter((d) => d.name.endsWith("/kubelet-sim") && isAlive(d));
+    // Node simulators and kubelets first, so none of them starts a pod while the rest are being stopped.
+    const simulators = recorded.filter(
+      (d) => (d.name.endsWith("/kubelet-sim") || d.name.endsWith("/kubelet")) && isAlive(d),
+    );
     await terminate(simulators);
     let killed = simulators.length;
     for (let pass = 0; pass < 3; pass++) {
-      const procs = sandboxProcesses(layout, prefix, recorded);
+      const procs = sandboxProcesses(layout, opts.name, recorded);
       if (procs.length === 0) break;
       await terminate(procs);
       killed += procs.length;
@@ -72,7 +82,8 @@ export async function sandboxDown(opts: DownOptions, progress: Progress): Promis
         mounts.push(...(await unmountBelow(NETNS_DIR)));
       }
     }
-    progress.note(`removed ${netns.length} netns and ${mounts.length} mounts`);
+    const cgroups = removeCgroup(instanceCgroup(opts.name));
+    progress.note(`removed ${netns.length} netns, ${mounts.length} mounts and ${cgroups.length} cgroups`);
 
     const stillMounted = readMountInfo().filter((m) => m.mountPoint.startsWith(`${layout.root}/`));
     if (stillMounted.length > 0) {
@@ -88,7 +99,7 @@ export async function sandboxDown(opts: DownOptions, progress: Progress): Promis
     }
     lock?.release();
     if (opts.purge) rmSync(layout.root, { recursive: true, force: true });
-    return { processes: killed, netns, mounts };
+    return { processes: killed, netns, mounts, cgroups };
   } finally {
     lock?.release();
   }

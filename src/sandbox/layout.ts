@@ -21,6 +21,13 @@ export interface NodeDirs {
   ovsLogs: string;
   ovnLogs: string;
   podLogs: string;
+  /** Real-node mode (`up --kubelet`): containerd's and the kubelet's own directories, and /var/log/containers. */
+  containerdRoot: string;
+  containerdOpt: string;
+  kubeletRoot: string;
+  containerLogLinks: string;
+  /** Files holding the kernel settings the kubelet expects, bound over /proc/sys inside the node. */
+  sysctlFakes: string;
 }
 
 export interface Layout {
@@ -70,6 +77,11 @@ export function layoutFor(name: string, baseDir: string = DEFAULT_BASE_DIR): Lay
         ovsLogs: join(logs, "openvswitch"),
         ovnLogs: join(logs, "ovn"),
         podLogs: join(logs, "pods"),
+        containerdRoot: join(dir, "containerd"),
+        containerdOpt: join(dir, "containerd-opt"),
+        kubeletRoot: join(dir, "kubelet-root"),
+        containerLogLinks: join(logs, "containers"),
+        sysctlFakes: join(dir, "sysctl"),
       };
     },
     mountNsFile(node: string): string {
@@ -78,9 +90,41 @@ export function layoutFor(name: string, baseDir: string = DEFAULT_BASE_DIR): Lay
   };
 }
 
+/**
+ * The kernel settings the kubelet (container manager) insists on, with the values it wants. Unless
+ * `protectKernelDefaults` (which only turns a difference into a fatal error) it writes them, and they are
+ * machine-wide: kernel.panic_on_oops=1 would reboot a shared machine on the next oops. Inside a real node
+ * these /proc/sys files are covered by files holding the expected values, so it finds nothing to change.
+ */
+export const KUBELET_SYSCTLS: ReadonlyArray<readonly [string, number]> = [
+  ["vm/overcommit_memory", 1],
+  ["vm/panic_on_oom", 0],
+  ["kernel/panic", 10],
+  ["kernel/panic_on_oops", 1],
+  ["kernel/keys/root_maxkeys", 1000000],
+  ["kernel/keys/root_maxbytes", 25000000],
+];
+
 /** The standard paths a node's processes see, and which private directory backs each. */
-export function nodeBinds(dirs: NodeDirs): Array<{ source: string; target: string }> {
+export function nodeBinds(
+  dirs: NodeDirs,
+  realNode = false,
+): Array<{ source: string; target: string; file?: boolean }> {
+  const real = realNode
+    ? [
+        { source: dirs.kubeletRoot, target: "/var/lib/kubelet" },
+        { source: dirs.containerdRoot, target: "/var/lib/containerd" },
+        { source: dirs.podLogs, target: "/var/log/pods" },
+        { source: dirs.containerLogLinks, target: "/var/log/containers" },
+        ...KUBELET_SYSCTLS.map(([key]) => ({
+          source: join(dirs.sysctlFakes, key.replaceAll("/", ".")),
+          target: `/proc/sys/${key}`,
+          file: true,
+        })),
+      ]
+    : [];
   return [
+    ...real,
     { source: dirs.run, target: "/run" },
     { source: dirs.cniConf, target: "/etc/cni/net.d" },
     { source: dirs.cniBin, target: "/opt/cni/bin" },

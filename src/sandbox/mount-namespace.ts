@@ -30,6 +30,8 @@ const privatizing = new Map<string, Promise<void>>();
 export interface Bind {
   source: string;
   target: string;
+  /** A file over a file (it must exist on both sides) rather than a directory over a directory. */
+  file?: boolean;
 }
 
 /**
@@ -39,6 +41,11 @@ export interface Bind {
 export async function createMountNamespace(file: string, binds: readonly Bind[]): Promise<void> {
   if (isMountPoint(file)) return;
   for (const b of binds) {
+    if (b.file) {
+      if (!existsSync(b.source) || !existsSync(b.target))
+        throw new Error(`cannot bind ${b.source} over ${b.target}`);
+      continue;
+    }
     mkdirSync(b.source, { recursive: true });
     mkdirSync(b.target, { recursive: true });
   }

@@ -3,17 +3,21 @@
 // tunnelling needs the tunnel endpoint on an OVS bridge), ovsdb-server, ovs-vswitchd, ovn-controller and the
 // node simulator. br-int and ovn-controller's settings belong to the node agent (see chassis-config.ts).
 
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Binaries } from "./binaries.ts";
+import { ensureCgroup, nodeCgroup } from "./cgroups.ts";
 import { chassisConfigArgs } from "./chassis-config.ts";
 import { ipBatch, run } from "./command.ts";
+import { ensureContainerd } from "./containerd.ts";
 import { runSelfDetaching, spawnDetached } from "./daemon.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
+import { currentOomScoreAdj, kubeletArgs, kubeletConfig } from "./kubelet.ts";
 import type { KubeletSimConfig } from "./kubelet-sim.ts";
-import { type Layout, type NodeDirs, nodeBinds } from "./layout.ts";
+import { KUBELET_SYSCTLS, type Layout, type NodeDirs, nodeBinds } from "./layout.ts";
 import { createMountNamespace, ensurePrivateNsDir, mountNamespaceExists } from "./mount-namespace.ts";
 import { netnsInode, nsenterArgs, type Place } from "./netns.ts";
+import { imageRef, type NodeImages } from "./node-images.ts";
 import type { Pki } from "./pki.ts";
 import { terminate } from "./process-table.ts";
 import { tsNodeCommand, zovnEntry } from "./repo.ts";
@@ -22,6 +26,8 @@ import { processesIn } from "./sweep.ts";
 import { apiserverUrl, type Host, type Topology, UNDERLAY_GATEWAY, UNDERLAY_PREFIX_LEN } from "./topology.ts";
 
 export const BR_PHY = "br-phy";
+/** Debian's containernetworking-plugins. */
+const LOOPBACK_PLUGIN = "/usr/lib/cni/loopback";
 const VSWITCH_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema";
 
 export interface NodeContext {
@@ -30,6 +36,8 @@ export interface NodeContext {
   state: SandboxState;
   pki: Pki;
   bins: Binaries;
+  /** Real-node mode only: what each node's containerd imports. */
+  images?: NodeImages;
 }
 
 export function nodePlace(layout: Layout, node: Host): Place {
@@ -46,11 +54,16 @@ export function runOnNode(
   return run("nsenter", [...nsenterArgs(nodePlace(layout, node)), command, ...args]);
 }
 
-export async function ensureNodeMountNamespace(layout: Layout, node: Host): Promise<void> {
+export async function ensureNodeMountNamespace(layout: Layout, node: Host, realNode = false): Promise<void> {
   await ensurePrivateNsDir(layout.nsDir);
   const dirs = layout.node(node.name);
   for (const d of [dirs.kubelet, dirs.podRecords, dirs.podLogs]) mkdirSync(d, { recursive: true });
-  await createMountNamespace(layout.mountNsFile(node.name), nodeBinds(dirs));
+  if (realNode) {
+    mkdirSync(dirs.sysctlFakes, { recursive: true });
+    for (const [key, value] of KUBELET_SYSCTLS)
+      writeFileSync(join(dirs.sysctlFakes, key.replaceAll("/", ".")), `${value}\n`);
+  }
+  await createMountNamespace(layout.mountNsFile(node.name), nodeBinds(dirs, realNode));
 }
 
 function daemonName(node: Host, component: string): string {
@@ -130,7 +143,8 @@ export function kubeletConfigFile(dirs: NodeDirs): string {
   return join(dirs.kubelet, "config.json");
 }
 
-function writeKubeletConfig(ctx: NodeContext, node: Host): void {
+/** The node's credentials (CN=system:node:NODE, O=system:nodes), for the simulator or the real kubelet. */
+function writeNodeKubeconfig(ctx: NodeContext, node: Host): string {
   const dirs = ctx.layout.node(node.name);
   const kubeconfig = join(dirs.kubelet, "kubeconfig");
   const client = ctx.pki.cert(`node-${node.name}`);
@@ -141,6 +155,12 @@ function writeKubeletConfig(ctx: NodeContext, node: Host): void {
     clientKey: client.key,
     user: `system:node:${node.name}`,
   });
+  return kubeconfig;
+}
+
+function writeKubeletConfig(ctx: NodeContext, node: Host): void {
+  const dirs = ctx.layout.node(node.name);
+  const kubeconfig = writeNodeKubeconfig(ctx, node);
   const cfg: KubeletSimConfig = {
     nodeName: node.name,
     nodeIp: node.ip,
@@ -172,18 +192,69 @@ function ensureNodeSimulator(ctx: NodeContext, node: Host): void {
 }
 
 /**
+ * Real-node mode: the node's cgroupRoot in every hierarchy, containerd with the images imported, then the
+ * kubelet with the node's credentials.
+ */
+async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
+  const { layout, state } = ctx;
+  const name = daemonName(node, "kubelet");
+  if (liveDaemon(state, name)) return;
+  const images = ctx.images;
+  if (!images) throw new Error("real-node mode needs the node images");
+  const dirs = layout.node(node.name);
+  const place = nodePlace(layout, node);
+  const cgroupRoot = nodeCgroup(ctx.topo.spec.name, node.name);
+  ensureCgroup(cgroupRoot);
+  // containerd 1.6 brings every pod's lo up with the reference loopback plugin from the node's CNI bin
+  // directory; on a real node the OS's CNI plugins package provides it, here Debian's.
+  mkdirSync(dirs.cniBin, { recursive: true });
+  if (!existsSync(join(dirs.cniBin, "loopback")))
+    copyFileSync(LOOPBACK_PLUGIN, join(dirs.cniBin, "loopback"));
+  await ensureContainerd(
+    {
+      layout,
+      state,
+      place,
+      node: node.name,
+      configFile: join(dirs.kubelet, "containerd.toml"),
+      root: dirs.containerdRoot,
+      optDir: dirs.containerdOpt,
+      runDir: dirs.run,
+      log: join(dirs.logs, "containerd.log"),
+      sandboxImage: imageRef(images.pause),
+    },
+    [images.pause, images.busybox],
+  );
+  const kubeconfig = writeNodeKubeconfig(ctx, node);
+  const config = join(dirs.kubelet, "kubelet-config.json");
+  const cfg = kubeletConfig({ cgroupRoot, clientCaFile: ctx.pki.caCert, oomScoreAdj: currentOomScoreAdj() });
+  writeFileSync(config, `${JSON.stringify(cfg, null, 2)}\n`);
+  const log = join(dirs.logs, "kubelet.log");
+  const id = spawnDetached({
+    place,
+    command: ctx.bins.KUBELET,
+    args: kubeletArgs({ config, kubeconfig, nodeName: node.name, nodeIp: node.ip }),
+    log,
+  });
+  recordDaemon(layout, state, { name, log, ...id });
+}
+
+/**
  * Brings a node up, each part skipped when already there: namespaces, OVS, br-phy, the chassis settings
- * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator. The node agent is
- * started apart (node-agent.ts), once the apiserver can mint its ServiceAccount token.
+ * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator or, in real-node
+ * mode, containerd and the kubelet. The node agent is started apart (node-agent.ts), once the apiserver can
+ * mint its ServiceAccount token.
  */
 export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
-  await ensureNodeMountNamespace(ctx.layout, node);
+  const realNode = ctx.topo.spec.kubelet === true;
+  await ensureNodeMountNamespace(ctx.layout, node, realNode);
   await ensureOvs(ctx, node);
   await ensureBrPhy(ctx.layout, node);
   if (!ctx.topo.spec.nodeAgent)
     await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
   await ensureOvnController(ctx, node);
-  ensureNodeSimulator(ctx, node);
+  if (realNode) await ensureRealKubelet(ctx, node);
+  else ensureNodeSimulator(ctx, node);
 }
 
 /**

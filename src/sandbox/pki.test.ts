@@ -29,6 +29,7 @@ test("the generated PKI verifies against its CA and the apiserver certificate na
       "admin",
       "kube-controller-manager",
       "kube-scheduler",
+      "apiserver-kubelet-client",
       "node-node1",
       "node-node3",
     ]) {
@@ -48,6 +49,13 @@ test("the generated PKI verifies against its CA and the apiserver certificate na
     assert.match(text, /IP Address:127\.0\.0\.1/);
     const admin = await run("openssl", ["x509", "-in", pki.cert("admin").cert, "-noout", "-subject"]);
     assert.match(admin, /O = system:masters/);
+    const kubeletClient = pki.cert("apiserver-kubelet-client").cert;
+    const subject = await run("openssl", ["x509", "-in", kubeletClient, "-noout", "-subject"]);
+    assert.match(
+      subject,
+      /O = system:masters/,
+      "the kubelet's webhook authorizer lets it exec and read logs",
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -75,6 +75,13 @@ export function certRequests(topo: Topology): CertRequest[] {
     { file: "admin", commonName: "kubernetes-admin", organization: "system:masters", usage: "client" },
     { file: "kube-controller-manager", commonName: "system:kube-controller-manager", usage: "client" },
     { file: "kube-scheduler", commonName: "system:kube-scheduler", usage: "client" },
+    // What the apiserver presents to kubelets (exec, logs, port-forward); kubeadm gives it the same group.
+    {
+      file: "apiserver-kubelet-client",
+      commonName: "kube-apiserver-kubelet-client",
+      organization: "system:masters",
+      usage: "client",
+    },
     ...topo.nodes.map(
       (n): CertRequest => ({
         file: `node-${n.name}`,

@@ -12,6 +12,8 @@ export interface SandboxSpec {
   encap: Encap;
   /** Run zstack-ovnkube-node on every node; it then owns the chassis settings instead of the sandbox. */
   nodeAgent?: boolean;
+  /** Real nodes: containerd and a real kubelet on every node instead of the node simulator. */
+  kubelet?: boolean;
 }
 
 export const DEFAULT_SPEC: SandboxSpec = {

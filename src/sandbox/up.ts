@@ -15,6 +15,7 @@ import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
 import { ensureCniExecutable, ensureNodeAgent } from "./node-agent.ts";
+import { resolveNodeImages } from "./node-images.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
 import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
@@ -180,6 +181,9 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   const bins = await progress.step("binaries ready", () => resolveBinaries());
   state.binaries = bins;
   saveState(layout, state);
+  const images = spec.kubelet
+    ? await progress.step("node images ready (pause, busybox)", () => resolveNodeImages())
+    : undefined;
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
   if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
   await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
@@ -210,8 +214,16 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   };
   const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
   const nodes = () =>
-    progress.step("node namespaces, OVS and ovn-controller ready", () =>
-      Promise.all(topo.nodes.map((n) => startNode({ layout, topo, state, pki, bins }, n))),
+    progress.step(
+      spec.kubelet
+        ? "node namespaces, OVS, ovn-controller, containerd and kubelet started"
+        : "node namespaces, OVS and ovn-controller ready",
+      () =>
+        Promise.all(
+          topo.nodes.map((n) =>
+            startNode({ layout, topo, state, pki, bins, ...(images ? { images } : {}) }, n),
+          ),
+        ),
     );
   await Promise.all([controlPlane(), central(), nodes()]);
   // Each agent waits by itself for its Node object and the controller's annotation.
