@@ -23,6 +23,10 @@ export async function restartNode(
     const state = loadState(layout);
     if (!state?.binaries) throw new Error(`sandbox "${name}" is not up`);
     const topo = planTopology(state.spec);
+    // A real node's containers live outside its namespaces (stopNode would leave them running) and the
+    // kubelet's own restart path is not wired here yet.
+    if (topo.spec.kubelet)
+      throw new Error("restart-node is not supported in real-node mode (up --kubelet) yet");
     const node = topo.nodes.find((n) => n.name === nodeName);
     if (!node) throw new Error(`no node "${nodeName}" (have ${topo.nodes.map((n) => n.name).join(", ")})`);
     await progress.step(`${nodeName} stopped`, () => stopNode(layout, node, state));
