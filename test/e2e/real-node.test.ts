@@ -1,9 +1,11 @@
 // The real-node sandbox (`zovn sandbox up --kubelet`): a real kubelet v1.37 and containerd with runc on every
 // node, pods built from local images and networked by our node agent and CNI. Smoke test: nodes Ready, two
-// pods on different nodes talk over TCP, `kubectl exec` and `kubectl logs` reach the kubelet, and `down`
-// leaves no process, mount, netns or cgroup behind.
+// pods on different nodes talk over TCP, `kubectl exec`, `logs` and `port-forward` reach the kubelet, and
+// `down` leaves no process, mount, netns or cgroup behind.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { cgroupLeftovers, instanceCgroup, processesInCgroup } from "../../src/sandbox/cgroups.ts";
@@ -119,6 +121,39 @@ describe("the real-node sandbox (up --kubelet)", { timeout: 40 * 60_000 }, () =>
     );
     assert.equal(reply, "pong");
     assert.equal((await kubectl(["logs", "server"])).trim(), "serving");
+  });
+
+  it("kubectl port-forward reaches the pod through the kubelet's streaming server", async () => {
+    const bin = ctx().state.binaries?.KUBECTL as string;
+    // ":8080": kubectl picks a free port on the machine's loopback and names it.
+    const args = ["port-forward", "--address=127.0.0.1", "pod/server", ":8080"];
+    const pf = spawn(bin, [`--kubeconfig=${adminKubeconfig(layout)}`, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    try {
+      let out = "";
+      for (const stream of [pf.stdout, pf.stderr])
+        stream.setEncoding("utf8").on("data", (d: string) => {
+          out += d;
+        });
+      const port = await eventually("port-forward listening", 120_000, async () => {
+        const m = /Forwarding from 127\.0\.0\.1:(\d+) -> 8080/.exec(out);
+        if (!m && pf.exitCode !== null) throw new Error(`kubectl port-forward exited: ${out}`);
+        return m ? Number(m[1]) : undefined;
+      });
+      const reply = await new Promise<string>((resolve, reject) => {
+        let got = "";
+        const sock = connect({ host: "127.0.0.1", port }, () => sock.end());
+        sock.setEncoding("utf8").on("data", (d: string) => {
+          got += d;
+        });
+        sock.on("error", reject);
+        sock.on("close", () => resolve(got.trim()));
+      });
+      assert.equal(reply, "pong");
+    } finally {
+      pf.kill("SIGTERM");
+    }
   });
 
   it("down leaves no process, mount, netns or cgroup of the sandbox", async () => {
