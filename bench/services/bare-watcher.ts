@@ -9,13 +9,19 @@ import { byUuid } from "../../src/ovsdb/transaction.ts";
 import { BENCH_NAMESPACE } from "../controller/pod-load.ts";
 import { watchFrom } from "../controller/watch.ts";
 import { TARGET_PORT } from "./api-load.ts";
+import { type Arrivals, changeId, epochNow } from "./arrivals.ts";
 
 interface SliceObject {
-  metadata: { labels?: Record<string, string>; resourceVersion?: string };
+  metadata: { name?: string; labels?: Record<string, string>; resourceVersion?: string };
   endpoints?: Array<{ addresses?: string[] }>;
 }
 
-export async function startBareWatcher(api: ApiClient, nbRemote: string): Promise<() => Promise<void>> {
+/** `arrivals` gets when each slice event reached the watcher, on the clock of arrivals.ts. */
+export async function startBareWatcher(
+  api: ApiClient,
+  nbRemote: string,
+  arrivals: Arrivals,
+): Promise<() => Promise<void>> {
   const nb = new OvsdbClient<NbTables>({
     remotes: nbRemote,
     model: nbModel,
@@ -34,7 +40,10 @@ export async function startBareWatcher(api: ApiClient, nbRemote: string): Promis
     path,
     list.metadata.resourceVersion,
     (ev) => {
+      const at = epochNow();
       if (ev.type !== "MODIFIED") return;
+      const { name, resourceVersion } = ev.object.metadata;
+      if (name && resourceVersion) arrivals.set(changeId(`${BENCH_NAMESPACE}/${name}`, resourceVersion), at);
       const svc = ev.object.metadata.labels?.["kubernetes.io/service-name"];
       const row = nb.cache
         .table("Load_Balancer")
