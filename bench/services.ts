@@ -14,7 +14,7 @@ import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
 import { ApiClient } from "../src/k8s/api-client.ts";
@@ -29,6 +29,7 @@ import { BENCH_NAMESPACE, percentile, prepareNamespace, runLoad } from "./contro
 import { churnIp, createServices, endpointIp, replaceEndpoint, TARGET_PORT } from "./services/api-load.ts";
 import { type Arrivals, changeId, toEpoch, tracedArrivals } from "./services/arrivals.ts";
 import { startBareWatcher } from "./services/bare-watcher.ts";
+import { type ClockCheck, checkClock } from "./services/clock-check.ts";
 import { churnBreakdown, scrape } from "./services/controller-metrics.ts";
 import { backendsOf, NbWatch } from "./services/nb-watch.ts";
 import { type FlipResult, probeFlip } from "./services/probe-flip.ts";
@@ -102,6 +103,9 @@ interface ControllerResult {
   bareArrivalMs: number[];
   bareChurnMs: number[];
   bareFromPutMs: number[];
+  /** The bench process's own event-loop delay during the churn: its timestamps are that late at worst. */
+  benchLag: string;
+  bareBenchLag: string;
   /** The controller's own metrics over the churn (controller-metrics.ts). */
   churnBreakdown: string[];
   podsAnnotated: number;
@@ -124,6 +128,12 @@ interface ChurnSample {
 }
 
 const ascending = (xs: number[]) => xs.sort((a, b) => a - b);
+
+/** p50 / p99 / max of an event-loop delay histogram, ms. */
+function loopDelay(h: ReturnType<typeof monitorEventLoopDelay>): string {
+  const ms = (ns: number) => (ns / 1e6).toFixed(1);
+  return `${ms(h.percentile(50))} / ${ms(h.percentile(99))} / ${ms(h.max)} ms`;
+}
 
 /** Part B's distributions (ascending) from the samples and the writer's arrival times. */
 function churnFigures(samples: readonly ChurnSample[], arrivals: Arrivals) {
@@ -240,6 +250,8 @@ async function controllerRun(): Promise<ControllerResult> {
       const twin = new SliceClock(kube.kubeConfig);
       await clock.start();
       await twin.start();
+      const lag = monitorEventLoopDelay({ resolution: 1 });
+      lag.enable();
       try {
         await Promise.all(
           [...byWorker.values()].map(async (list) => {
@@ -270,13 +282,14 @@ async function controllerRun(): Promise<ControllerResult> {
           }),
         );
       } finally {
+        lag.disable();
         await clock.close();
         await twin.close();
       }
-      return samples;
+      return { samples, benchLag: loopDelay(lag) };
     };
     const m0 = await scrape(metricsPort);
-    const ctlSamples = await churn(0);
+    const { samples: ctlSamples, benchLag } = await churn(0);
     const breakdown = churnBreakdown(m0, await scrape(metricsPort), "services");
     const ctlArrivals = await tracedArrivals(
       traceFile,
@@ -299,10 +312,12 @@ async function controllerRun(): Promise<ControllerResult> {
     log(`-- the same ${CHANGES} changes, applied by a bare watcher`);
     const bareArrivals: Arrivals = new Map();
     const stopBare = await startBareWatcher(api, nb.unix, bareArrivals);
-    const bareSamples = await churn(CHANGES).finally(stopBare);
+    const { samples: bareSamples, benchLag: bareBenchLag } = await churn(CHANGES).finally(stopBare);
     const ctlB = churnFigures(ctlSamples, ctlArrivals);
     const bareB = churnFigures(bareSamples, bareArrivals);
     return {
+      benchLag,
+      bareBenchLag,
       arrivalMs: ctlB.arrivalMs,
       putToArrivalMs: ctlB.putToArrivalMs,
       arrivalSkewMs: ctlB.arrivalSkewMs,
@@ -350,6 +365,7 @@ function report(
   raw: RawResult,
   rawSingles: number,
   flip: FlipResult | undefined,
+  clock: ClockCheck,
 ): string[] {
   const lines = [
     `== bench-services: ${SERVICES} Services × ${ENDPOINTS} endpoints, ${CHANGES} changes over ${CHURN_SERVICES} Services, ${PODS} pods ==`,
@@ -372,6 +388,7 @@ function report(
     `B.   the controller's arrival time minus the bench watcher's: p1 / p50 / p99 (ms) ${f1(percentile(ctl.arrivalSkewMs, 0.01))} / ${f1(percentile(ctl.arrivalSkewMs, 0.5))} / ${f1(percentile(ctl.arrivalSkewMs, 0.99))}`,
     `B.   a second independent watcher, its event time minus the first's: p1 / p50 / p99 (ms) ${f1(percentile(ctl.watcherSkewMs, 0.01))} / ${f1(percentile(ctl.watcherSkewMs, 0.5))} / ${f1(percentile(ctl.watcherSkewMs, 0.99))}`,
     ...ctl.churnBreakdown,
+    `B.   the bench's own event-loop delay p50 / p99 / max: controller churn ${ctl.benchLag}; bare watcher churn ${ctl.bareBenchLag}; raw churn ${raw.benchLag}`,
     `B.   bare watcher instead of the controller, p50 / p99 (ms): its own arrival → NB ${f1(percentile(ctl.bareArrivalMs, 0.5))} / ${f1(percentile(ctl.bareArrivalMs, 0.99))}; the bench watcher's event → NB ${f1(percentile(ctl.bareChurnMs, 0.5))} / ${f1(percentile(ctl.bareChurnMs, 0.99))}; PUT → NB ${f1(percentile(ctl.bareFromPutMs, 0.5))} / ${f1(percentile(ctl.bareFromPutMs, 0.99))}`,
   ];
   if (flip) {
@@ -402,6 +419,9 @@ function report(
   lines.push(
     `target D RSS < ${RSS_LIMIT_MIB} MiB: ${f1(ctl.rssMiB)} MiB  ${verdict(ctl.rssMiB < RSS_LIMIT_MIB)}`,
   );
+  lines.push(
+    `B. clock check: another Node.js process's epoch clock minus the bench's ${clock.offsetMs.toFixed(3)} ms, ± ${clock.boundMs.toFixed(3)} ms`,
+  );
   lines.push(`load average (1 min) at the start / end: ${f1(LOAD_AT_START)} / ${f1(loadavg()[0] as number)}`);
   return lines;
 }
@@ -426,7 +446,7 @@ async function main(): Promise<void> {
       await sandbox.zovn(["down", "--purge"]).catch(() => undefined);
     }
   }
-  const lines = report(ctl, raw, rawSingles, flip);
+  const lines = report(ctl, raw, rawSingles, flip, await checkClock());
   process.stdout.write(`${lines.join("\n")}\n`);
 }
 
