@@ -233,8 +233,12 @@ async function controllerRun(): Promise<ControllerResult> {
     const current = Array.from({ length: CHURN_SERVICES }, (_, s) =>
       Array.from({ length: ENDPOINTS }, (_, k) => endpointIp(s, k)),
     );
-    const rowOf = (s: number) =>
-      rows.findIndex((r) => backendsOf(r).includes(`${endpointIp(s, ENDPOINTS - 1)}:${TARGET_PORT}`));
+    // Each churned Service's row, found by its last endpoint (never churned), once, not during the churn.
+    const rowByBackend = new Map<string, number>();
+    rows.forEach((r, i) => {
+      for (const b of backendsOf(r)) rowByBackend.set(b, i);
+    });
+    const rowOf = (s: number) => rowByBackend.get(`${endpointIp(s, ENDPOINTS - 1)}:${TARGET_PORT}`) ?? -1;
     /**
      * Changes offset..offset+CHANGES-1; the first pass also records them for the raw baseline. Each sample is
      * on the epoch clock of arrivals.ts, so that it joins the writer's arrival times.
@@ -264,7 +268,7 @@ async function controllerRun(): Promise<ControllerResult> {
               eps[k] = to;
               if (offset === 0)
                 changes.push({ row: rowOf(s), from: `${from}:${TARGET_PORT}`, to: `${to}:${TARGET_PORT}` });
-              const seen = watch.when((r) => backendsOf(r).includes(`${to}:${TARGET_PORT}`), 60_000);
+              const seen = watch.whenBackend(`${to}:${TARGET_PORT}`, 60_000);
               const event = clock.when(to);
               const twinEvent = twin.when(to);
               const put = performance.now();

@@ -10,7 +10,7 @@ import { epochNow } from "./arrivals.ts";
 const ECHO =
   'const{performance:p}=require("node:perf_hooks");' +
   'require("node:readline").createInterface({input:process.stdin}).on("line",()=>' +
-  "process.stdout.write(String(p.timeOrigin+p.now())+\"\\n\"));";
+  'process.stdout.write(String(p.timeOrigin+p.now())+"\\n"));';
 
 export interface ClockCheck {
   offsetMs: number;

@@ -6,7 +6,7 @@ import { OvsdbClient } from "../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../src/ovsdb/transaction.ts";
 import { SCHEMAS, startOvsdbServer } from "../../test/rig/ovsdb-server.ts";
-import { backendsOf, NbWatch } from "./nb-watch.ts";
+import { NbWatch } from "./nb-watch.ts";
 
 type LbRow = NbTables["Load_Balancer"];
 
@@ -85,7 +85,7 @@ export async function rawBaseline(
               .split(",")
               .map((b) => (b === c.from ? c.to : b))
               .join(",");
-          const seen = watch.when((r) => r._uuid === uuids[c.row] && backendsOf(r).includes(c.to), 60_000);
+          const seen = watch.whenBackend(c.to, 60_000);
           const start = performance.now();
           await writer.transact((t) => {
             t.update("Load_Balancer", byUuid(uuids[c.row] as string), { vips: { ...vips } });
