@@ -57,6 +57,8 @@ const PROFILE = argv.includes("--profile");
 const PROFILE_DIR = join(tmpdir(), `zovn-bench-services-profile-${process.pid}`);
 const IN_FLIGHT = 20;
 const CHURN_IN_FLIGHT = 10;
+/** The controller's Service workers: its controller.workers default. */
+const SERVICE_WORKERS = 4;
 const RAW_BATCH = 100;
 const RSS_LIMIT_MIB = 300;
 const LOAD_AT_START = loadavg()[0] as number;
@@ -377,7 +379,7 @@ function report(
     `A. Services created in the apiserver (s)     ${f1(ctl.createMs / 1000).padStart(10)}           -`,
     `A. spawn → NB holds all (s)                   ${f1(ctl.spawnToAllMs / 1000).padStart(10)}           -`,
     `A. first LB row → NB holds all (s)            ${f1(ctl.firstToAllMs / 1000).padStart(10)} ${f1(raw.writeMs / 1000).padStart(11)}`,
-    `A.   raw, one transaction per row, 2 writers (s)          ${f1(rawSingles / 1000).padStart(11)}`,
+    `A.   raw, one transaction per row, ${SERVICE_WORKERS} writers (s)          ${f1(rawSingles / 1000).padStart(11)}`,
     `A. Load_Balancer rows per Service             ${f2(ctl.lbRows / SERVICES).padStart(10)} ${f2(ctl.lbRows / SERVICES).padStart(11)}`,
     `A. Load_Balancer_Group rows                   ${String(ctl.groups).padStart(10)} ${"1".padStart(11)}`,
     `A. NB write transactions                      ${String(ctl.nbTxns).padStart(10)} ${String(raw.transactions).padStart(11)}`,
@@ -436,8 +438,9 @@ async function main(): Promise<void> {
   const ctl = await controllerRun();
   log("-- raw baseline: the same rows and updates from a bare client");
   const raw = await rawBaseline(ctl.rows, ctl.changes, { batch: RAW_BATCH, inFlight: CHURN_IN_FLIGHT });
-  // The controller runs 2 Service workers; the same number of writers, one row per transaction.
-  const rawSingles = await rawOnePerTransaction(ctl.rows, 2);
+  // The controller runs as many Service workers as its controller.workers (default 4, not set here); the same
+  // number of writers, one row per transaction.
+  const rawSingles = await rawOnePerTransaction(ctl.rows, SERVICE_WORKERS);
   let flip: FlipResult | undefined;
   if (SANDBOX) {
     const sandbox = sandboxHandle("zsbbench");
