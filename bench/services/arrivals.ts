@@ -22,11 +22,12 @@ export type Arrivals = Map<string, number>;
 
 /**
  * The controller's EndpointSlice arrivals for `wanted` (change ids), read from its trace file; waits for the
- * trace's buffered lines to reach the file.
+ * trace's buffered lines to reach the file. A change the informer never received as a watch event (it relisted
+ * instead) has no arrival: the caller reports how many are missing rather than failing the run.
  */
 export async function tracedArrivals(file: string, wanted: readonly string[]): Promise<Arrivals> {
   let arrivals: Arrivals = new Map();
-  await eventually("the controller's trace holds every change", 60_000, async () => {
+  await eventually("the controller's trace holds every change", 30_000, async () => {
     arrivals = new Map();
     for (const l of parseWatchTrace(await readFile(file, "utf8").catch(() => "")))
       if (l.resource === "endpointslices" && l.rv !== undefined) {
@@ -34,11 +35,6 @@ export async function tracedArrivals(file: string, wanted: readonly string[]): P
         if (!arrivals.has(id)) arrivals.set(id, l.t);
       }
     return wanted.every((w) => arrivals.has(w)) ? true : undefined;
-  }).catch((e: unknown) => {
-    const missing = wanted.filter((w) => !arrivals.has(w));
-    throw new Error(
-      `${(e as Error).message}; ${missing.length} of ${wanted.length} missing, e.g. ${missing[0]}`,
-    );
-  });
+  }).catch(() => undefined);
   return arrivals;
 }
