@@ -81,7 +81,8 @@ export async function createServices(
 
 /**
  * Replaces endpoint `k` of service `s`'s slice with `ip`: one PUT of the stored slice (nobody else writes these
- * slices, so the stored resourceVersion is current), which then replaces the stored one.
+ * slices, so the stored resourceVersion is current), which then replaces the stored one. Returns the slice's key
+ * and the resourceVersion of the change, which the watch event carrying it has too.
  */
 export async function replaceEndpoint(
   api: ApiClient,
@@ -89,9 +90,13 @@ export async function replaceEndpoint(
   s: number,
   k: number,
   ip: string,
-): Promise<void> {
+): Promise<{ key: string; resourceVersion: string }> {
   const cur = slices[s] as Slice;
   const path = `/apis/discovery.k8s.io/v1/namespaces/${BENCH_NAMESPACE}/endpointslices/${cur.metadata.name}`;
   const endpoints = cur.endpoints.map((e, i) => (i === k ? { ...e, addresses: [ip] } : e));
-  slices[s] = await api.request<Slice>(path, { method: "PUT", body: { ...cur, endpoints } });
+  const stored = await api.request<Slice>(path, { method: "PUT", body: { ...cur, endpoints } });
+  slices[s] = stored;
+  const rv = stored.metadata.resourceVersion;
+  if (!rv) throw new Error(`the PUT of ${cur.metadata.name} answered no resourceVersion`);
+  return { key: `${BENCH_NAMESPACE}/${stored.metadata.name}`, resourceVersion: rv };
 }

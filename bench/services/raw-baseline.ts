@@ -1,12 +1,12 @@
 // The raw baseline of make bench-services: the Load_Balancer rows the controller produced, written straight to a
 // fresh NB by a bare client (in batches, into one Load_Balancer_Group), and the endpoint churn as single-row
 // `vips` updates. Timed the same way as the controller: until a separate NB reader sees the result.
-import { performance } from "node:perf_hooks";
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { OvsdbClient } from "../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../src/ovsdb/transaction.ts";
 import { SCHEMAS, startOvsdbServer } from "../../test/rig/ovsdb-server.ts";
-import { backendsOf, NbWatch } from "./nb-watch.ts";
+import { NbWatch } from "./nb-watch.ts";
 
 type LbRow = NbTables["Load_Balancer"];
 
@@ -23,6 +23,8 @@ export interface RawResult {
   transactions: number;
   /** Each change: update sent to the reader seeing it, ms, ascending. */
   churnMs: number[];
+  /** The bench's event-loop delay during the churn, p50 / p99 / max. */
+  benchLag: string;
 }
 
 /** The columns a writer sets, from a row as the controller left it. */
@@ -72,6 +74,8 @@ export async function rawBaseline(
       const w = c.row % opts.inFlight;
       byWorker.set(w, [...(byWorker.get(w) ?? []), c]);
     }
+    const lag = monitorEventLoopDelay({ resolution: 1 });
+    lag.enable();
     await Promise.all(
       [...byWorker.values()].map(async (list) => {
         for (const c of list) {
@@ -81,7 +85,7 @@ export async function rawBaseline(
               .split(",")
               .map((b) => (b === c.from ? c.to : b))
               .join(",");
-          const seen = watch.when((r) => r._uuid === uuids[c.row] && backendsOf(r).includes(c.to), 60_000);
+          const seen = watch.whenBackend(c.to, 60_000);
           const start = performance.now();
           await writer.transact((t) => {
             t.update("Load_Balancer", byUuid(uuids[c.row] as string), { vips: { ...vips } });
@@ -90,8 +94,11 @@ export async function rawBaseline(
         }
       }),
     );
+    lag.disable();
     churnMs.sort((a, b) => a - b);
-    return { writeMs, transactions, churnMs };
+    const ms = (ns: number) => (ns / 1e6).toFixed(1);
+    const benchLag = `${ms(lag.percentile(50))} / ${ms(lag.percentile(99))} / ${ms(lag.max)} ms`;
+    return { writeMs, transactions, churnMs, benchLag };
   } finally {
     await writer.close();
     await watch.close();

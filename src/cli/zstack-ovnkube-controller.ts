@@ -13,6 +13,7 @@ import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
+import { WatchTrace } from "../observability/watch-trace.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
 import { runMain } from "./process-exit.ts";
@@ -42,6 +43,17 @@ async function main(): Promise<number> {
     component: "zstack-ovnkube-controller",
   });
   for (const w of loaded.warnings) log.warn({ warning: w }, "configuration");
+
+  let watchTrace: WatchTrace | undefined;
+  if (cfg.controller.watchTraceFile) {
+    try {
+      watchTrace = WatchTrace.open(cfg.controller.watchTraceFile, log);
+    } catch (e) {
+      process.stderr.write(`zstack-ovnkube-controller: watch trace file: ${(e as Error).message}\n`);
+      return 2;
+    }
+    log.info({ file: cfg.controller.watchTraceFile }, "tracing watch event arrivals");
+  }
 
   const kc = new KubeConfig();
   if (cfg.kubernetes.kubeconfig) kc.loadFromFile(cfg.kubernetes.kubeconfig);
@@ -91,6 +103,7 @@ async function main(): Promise<number> {
         log,
         metrics,
         events,
+        ...(watchTrace ? { watchTrace } : {}),
       }),
     ...(cfg.controller.leaderElect
       ? {
@@ -147,6 +160,7 @@ async function main(): Promise<number> {
   await supervisor.stop();
   loop.stop();
   await events.close();
+  await watchTrace?.close();
   await nb.close();
   await health.stop();
   api.close();

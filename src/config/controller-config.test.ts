@@ -53,6 +53,7 @@ describe("controller configuration", () => {
         leaseNamespace: "kube-system",
         leaseName: "zstack-ovnkube-controller",
         identity: "cp-1",
+        watchTraceFile: "",
       },
     });
     assert.ok(Object.values(sources).every((s) => s === "default"));

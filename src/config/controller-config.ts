@@ -56,6 +56,8 @@ export interface ControllerConfig {
     leaseName: string;
     /** This replica's name in the Lease; the pod name. */
     identity: string;
+    /** Empty: off. A file the informers append one JSON line per watch event to (observability/watch-trace.ts). */
+    watchTraceFile: string;
   };
 }
 
@@ -226,7 +228,7 @@ export const CONTROLLER_SETTINGS: readonly Setting[] = [
     flag: "workers",
     kind: { type: "int", min: 1, max: 64 },
     default: 4,
-    doc: "Reconcile workers of the pods queue, and as many of the pod-annotations queue.",
+    doc: "Reconcile workers of the pods queue, and as many of the pod-annotations queue and of the Services queue.",
   },
   {
     key: "controller.metricsPort",
@@ -267,6 +269,14 @@ export const CONTROLLER_SETTINGS: readonly Setting[] = [
     kind: { type: "string" },
     default: undefined,
     doc: "This replica's identity in the Lease; default the host name (the pod name in a pod).",
+  },
+  {
+    key: "controller.watchTraceFile",
+    env: "ZSTACK_WATCH_TRACE_FILE",
+    flag: "watch-trace-file",
+    kind: { type: "string" },
+    default: "",
+    doc: 'For benchmarks and latency debugging: a file to which every watch event reaching the controller\'s informers appends one JSON line, `{"resource","type","key","rv","t"}`, `t` being the arrival in ms since the Unix epoch (`performance.timeOrigin + performance.now()`). Grows without bound; empty (the default): off.',
   },
 ];
 

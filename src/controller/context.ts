@@ -7,6 +7,7 @@ import type { ApiClient } from "../k8s/api-client.ts";
 import type { EventRecorder } from "../k8s/events.ts";
 import type { Logger } from "../observability/log.ts";
 import type { Metrics } from "../observability/metrics.ts";
+import type { WatchTrace } from "../observability/watch-trace.ts";
 import type { ClusterNetworks } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
@@ -31,6 +32,8 @@ export interface ControllerOptions {
   metrics?: Metrics;
   /** The controller records through events.fenced(term): a deposed term posts no Event. */
   events?: EventRecorder;
+  /** Records when each watch event reaches the informers (the watchTraceFile setting); unset: off. */
+  watchTrace?: WatchTrace;
 }
 
 /** The reconcilers' names: their queues in logs, metrics and health checks. */

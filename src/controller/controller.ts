@@ -99,7 +99,7 @@ export class OvnController {
       joinCIDR: o.joinCIDR,
       joinGateway: firstAddresses(o.joinCIDR),
     };
-    const inf = clusterInformers(o.api, o.log);
+    const inf = clusterInformers(o.api, o.log, o.watchTrace);
     this.informers = inf;
     this.manager.informer("subnets", inf.subnets);
     this.manager.informer("nodes", inf.nodes);

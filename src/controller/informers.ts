@@ -7,6 +7,7 @@ import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { Logger } from "../observability/log.ts";
+import type { WatchTrace } from "../observability/watch-trace.ts";
 
 export interface PodLite extends KubeObject {
   metadata: {
@@ -148,18 +149,24 @@ function slimStatefulSet(x: KubeObject): StatefulSetLite {
   };
 }
 
-/** New (not yet started) informers on `api`: one set per term, read through the term's fenced client. */
-export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers {
+/**
+ * New (not yet started) informers on `api`: one set per term, read through the term's fenced client. With a
+ * trace, each informer records its watch events' arrival there under its resource name.
+ */
+export function clusterInformers(api: ApiClient, log: Logger, trace?: WatchTrace): ClusterInformers {
+  const traced = (resource: string) => (trace ? { onWatchEvent: trace.recorder(resource) } : {});
   return {
     subnets: new Informer<Subnet>({
       client: api,
       path: SUBNET_PATH,
       logger: log.child({ informer: "subnets" }),
+      ...traced("subnets"),
     }),
     nodes: new Informer<NodeLite>({
       client: api,
       path: "/api/v1/nodes",
       logger: log.child({ informer: "nodes" }),
+      ...traced("nodes"),
     }),
     pods: new Informer<PodLite>({
       client: api,
@@ -170,17 +177,20 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
         [PODS_BY_NODE]: (p) => (p.spec.nodeName ? [p.spec.nodeName] : []),
       },
       logger: log.child({ informer: "pods" }),
+      ...traced("pods"),
     }),
     statefulSets: new Informer<StatefulSetLite>({
       client: api,
       path: "/apis/apps/v1/statefulsets",
       transform: slimStatefulSet,
       logger: log.child({ informer: "statefulsets" }),
+      ...traced("statefulsets"),
     }),
     services: new Informer<ServiceObject>({
       client: api,
       path: "/api/v1/services",
       logger: log.child({ informer: "services" }),
+      ...traced("services"),
     }),
     endpointSlices: new Informer<EndpointSliceObject>({
       client: api,
@@ -193,12 +203,14 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
         },
       },
       logger: log.child({ informer: "endpointslices" }),
+      ...traced("endpointslices"),
     }),
     networkPolicies: new Informer<NetworkPolicyObject>({
       client: api,
       path: "/apis/networking.k8s.io/v1/networkpolicies",
       indexers: { [BY_NAMESPACE]: (p) => [p.metadata?.namespace ?? ""] },
       logger: log.child({ informer: "networkpolicies" }),
+      ...traced("networkpolicies"),
     }),
     namespaces: new Informer<NamespaceLite>({
       client: api,
@@ -208,6 +220,7 @@ export function clusterInformers(api: ApiClient, log: Logger): ClusterInformers 
         return { metadata: { name: m.name, ...(m.labels ? { labels: m.labels } : {}) } } as NamespaceLite;
       },
       logger: log.child({ informer: "namespaces" }),
+      ...traced("namespaces"),
     }),
   };
 }

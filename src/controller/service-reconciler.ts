@@ -50,7 +50,12 @@ function ownedGuard(id: string): Record<string, string> {
 
 export class ServiceReconciler implements Reconciler {
   readonly name = SERVICES;
-  readonly workers = 2;
+  /**
+   * Each reconcile holds its worker until NB answers its transaction, so the workers bound how many Services'
+   * changes are on their way to NB at once: with 2, a burst of endpoint changes waited in the queue for round
+   * trips of other Services (make bench-services, part B).
+   */
+  readonly workers: number;
   private readonly o: ControllerOptions;
   private readonly services: Informer<ServiceObject>;
   private readonly slices: Informer<EndpointSliceObject>;
@@ -66,6 +71,7 @@ export class ServiceReconciler implements Reconciler {
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
+    this.workers = ctx.o.workers ?? 4;
     this.services = ctx.informers.services;
     this.slices = ctx.informers.endpointSlices;
     this.nodes = ctx.informers.nodes;

@@ -8,6 +8,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { ApiClient } from "../../../src/k8s/api-client.ts";
 import { type DeleteInfo, Informer, type InformerOptions } from "../../../src/k8s/informer.ts";
 import type { KubeObject } from "../../../src/k8s/object-key.ts";
+import type { WatchEventType } from "../../../src/observability/watch-trace.ts";
 import { type KubeApiserver, startKubeApiserver } from "../../rig/kube-apiserver.ts";
 import { createNamespace, createPods, eventually, pod } from "./cluster-objects.ts";
 import { startTcpProxy } from "./tcp-proxy.ts";
@@ -108,6 +109,47 @@ describe("informer", () => {
     assert.equal(inf.get("basic/a")?.metadata.labels?.touched, "yes");
     assert.deepEqual(seen.deletes, [{ key: "basic/b", info: { finalStateUnknown: false } }]);
     assert.equal(inf.stats.lists, 1, "no relist while the watch is healthy");
+  });
+
+  it("tells its arrival hook of each watch event, with the key and resourceVersion, before the handlers; not of listed objects", async () => {
+    await createNamespace(kube.kubeConfig, "arrivals");
+    await createPods(kube.kubeConfig, "arrivals", [pod("listed")]);
+    const order: string[] = [];
+    const arrivals: Array<{ type: WatchEventType; key: string; rv: string | undefined }> = [];
+    const inf = podInformer({
+      namespace: "arrivals",
+      onWatchEvent: (type, key, rv) => {
+        arrivals.push({ type, key, rv });
+        order.push(`arrival ${type} ${key}`);
+      },
+    });
+    inf.addHandlers({
+      onAdd: (p) => order.push(`add arrivals/${p.metadata.name}`),
+      onUpdate: (_, p) => order.push(`update arrivals/${p.metadata.name}`),
+      onDelete: (p) => order.push(`delete arrivals/${p.metadata.name}`),
+    });
+    await inf.waitForSync(10_000);
+    await createPods(kube.kubeConfig, "arrivals", [pod("watched")]);
+    const patched = await core.patchNamespacedPod({
+      namespace: "arrivals",
+      name: "watched",
+      body: [{ op: "add", path: "/metadata/labels", value: { touched: "yes" } }],
+    });
+    await core.deleteNamespacedPod({ namespace: "arrivals", name: "watched", gracePeriodSeconds: 0 });
+    await eventually("the delete arrives", () => arrivals.some((a) => a.type === "DELETED"), 10_000);
+    // Deleting a pod may first set its deletionTimestamp (one more MODIFIED) before the DELETED.
+    const types = arrivals.map((a) => `${a.type} ${a.key}`);
+    assert.equal(types[0], "ADDED arrivals/watched");
+    assert.equal(types.at(-1), "DELETED arrivals/watched");
+    assert.ok(
+      arrivals.some((a) => a.type === "MODIFIED" && a.rv === patched.metadata?.resourceVersion),
+      "a MODIFIED arrival carries the resourceVersion the PATCH answered",
+    );
+    const handlerOf = { ADDED: "add", MODIFIED: "update", DELETED: "delete" } as const;
+    assert.deepEqual(order, [
+      "add arrivals/listed",
+      ...arrivals.flatMap((a) => [`arrival ${a.type} ${a.key}`, `${handlerOf[a.type]} ${a.key}`]),
+    ]);
   });
 
   it("label and field selectors limit the store, and a pod leaving the selection is deleted from it", async () => {
