@@ -30,6 +30,20 @@ const absentOptional: Plugin = {
     }));
   },
 };
+/**
+ * Node 20's snapshot builder cannot load node:http (it throws while evaluating it), so a snapshot build
+ * gets node:http through a proxy that loads it on first use, after the snapshot is deserialized.
+ */
+const lazyHttp: Plugin = {
+  name: "lazy-http",
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?http$/ }, () => ({ path: "http", namespace: "lazy-http" }));
+    b.onLoad({ filter: /.*/, namespace: "lazy-http" }, () => ({
+      contents: `module.exports = { request: (...a) => process.getBuiltinModule("node:http").request(...a) };`,
+      loader: "js",
+    }));
+  },
+};
 /** The fuse Node's SEA loader looks for; postject flips it when it injects the blob. */
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
@@ -40,6 +54,11 @@ export interface BuildSeaOptions {
   entry?: string;
   /** Strip debug symbols from the node binary copy (about 12 MB less). Default true when `strip` exists. */
   strip?: boolean;
+  /**
+   * Start from a V8 startup snapshot of the evaluated bundle (`useSnapshot`) instead of the code cache; the
+   * entry must hand its main function to v8.startupSnapshot.setDeserializeMainFunction. Measured, not shipped.
+   */
+  snapshot?: boolean;
   /** Progress lines; silent by default. */
   log?: (line: string) => void;
 }
@@ -99,7 +118,7 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
       minify: true,
       legalComments: "none",
       logLevel: "error",
-      plugins: [absentOptional],
+      plugins: opts.snapshot ? [absentOptional, lazyHttp] : [absentOptional],
     });
     const bundleBytes = (await stat(bundle)).size;
     log(`bundled ${entry} into ${bundleBytes} bytes of CommonJS`);
@@ -107,7 +126,12 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
     const seaConfig = join(work, "sea-config.json");
     await writeFile(
       seaConfig,
-      JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+      JSON.stringify({
+        main: bundle,
+        output: blob,
+        disableExperimentalSEAWarning: true,
+        ...(opts.snapshot ? { useSnapshot: true } : { useCodeCache: true }),
+      }),
     );
     // The code cache is only valid for the V8 that made it, so the blob is made by the node we copy.
     await must(process.execPath, ["--experimental-sea-config", seaConfig], "making the SEA blob");
@@ -145,20 +169,23 @@ async function main(argv: string[]): Promise<void> {
   let outFile = join(repo, "dist", "zstack-ovn-cni");
   let strip: boolean | undefined;
   let entry: string | undefined;
+  let snapshot = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--out" && argv[i + 1]) outFile = argv[++i] as string;
     else if (arg === "--entry" && argv[i + 1]) entry = argv[++i] as string;
     else if (arg === "--no-strip") strip = false;
+    else if (arg === "--snapshot") snapshot = true;
     else
       throw new Error(
-        `unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--entry FILE] [--no-strip]`,
+        `unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--entry FILE] [--no-strip] [--snapshot]`,
       );
   }
   await buildSea({
     outFile,
     ...(strip === undefined ? {} : { strip }),
     ...(entry === undefined ? {} : { entry }),
+    snapshot,
     log: (l) => process.stderr.write(`build-sea: ${l}\n`),
   });
 }
