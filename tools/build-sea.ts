@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
+export const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
 /**
  * Optional packages that ws, node-fetch and debug try to load inside try/catch. Left as require() calls, the
  * SEA's require prints a warning on every start; as modules that throw "not found" they behave as absent.
@@ -97,6 +97,22 @@ async function hasStrip(): Promise<boolean> {
   }
 }
 
+/** Bundles `entry` into one minified CommonJS file, as the SEA (or `node --snapshot-blob`) runs it. */
+export async function bundleEntry(entry: string, outfile: string, snapshot: boolean): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "cjs",
+    target: "node20",
+    minify: true,
+    legalComments: "none",
+    logLevel: "error",
+    plugins: snapshot ? [absentOptional, lazyHttp] : [absentOptional],
+  });
+}
+
 export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
   const started = Date.now();
   const log = opts.log ?? (() => {});
@@ -108,18 +124,7 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
     const blob = join(work, "main.blob");
     const exe = join(work, "main");
 
-    await build({
-      entryPoints: [entry],
-      outfile: bundle,
-      bundle: true,
-      platform: "node",
-      format: "cjs",
-      target: "node20",
-      minify: true,
-      legalComments: "none",
-      logLevel: "error",
-      plugins: opts.snapshot ? [absentOptional, lazyHttp] : [absentOptional],
-    });
+    await bundleEntry(entry, bundle, opts.snapshot ?? false);
     const bundleBytes = (await stat(bundle)).size;
     log(`bundled ${entry} into ${bundleBytes} bytes of CommonJS`);
 
