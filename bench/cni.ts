@@ -270,9 +270,15 @@ async function agentRun(pods: BenchPod[]): Promise<{ agent: AgentTimings[]; call
     });
     return { agent, calls: e2e.map((x) => callUsage(x.ms, x.err)) };
   } finally {
-    await Promise.allSettled(
+    const dels = await Promise.allSettled(
       runs.map((r) => onNode(driverCall("del", r.containerId, `/run/netns/${r.netns}`, r.pod))),
     );
+    const failed = dels.filter((d) => d.status === "rejected");
+    // A port left behind would hold its logical port, and the next run's ADD of that pod would never be installed.
+    if (failed.length > 0)
+      console.error(
+        `  ${failed.length} DEL(s) failed: ${String((failed[0] as PromiseRejectedResult).reason)}`,
+      );
     await removeNetns(runs.map((r) => r.netns));
   }
 }
@@ -290,7 +296,7 @@ ip netns exec ${netns} ethtool -K eth0 tx off >/dev/null
 t1=$EPOCHREALTIME
 ovs-vsctl add-port br-int ${port} -- set Interface ${port} external_ids:iface-id=default_${pod.name}
 t2=$EPOCHREALTIME
-ovs-vsctl --timeout=30 wait-until Interface ${port} external_ids:ovn-installed=true
+ovs-vsctl --timeout=120 wait-until Interface ${port} external_ids:ovn-installed=true
 t3=$EPOCHREALTIME
 echo "$t0 $t1 $t2 $t3"
 `;
