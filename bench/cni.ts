@@ -8,7 +8,8 @@
 // Each level runs every plugin variant, swapped into the node's /opt/cni/bin between runs: the Go forwarder
 // (what the agent installs), the Node SEA shim, and the SEA shim built with a V8 startup snapshot.
 // Baseline: one bash script per pod doing the same steps with `ip`, `ethtool` and `ovs-vsctl add-port`, then
-// `ovs-vsctl wait-until ... ovn-installed=true`, bound to the same logical ports.
+// `ovs-vsctl wait-until ... ovn-installed=true`, bound to the same logical ports (with the pod's UID as
+// iface-id-ver, which the controller sets on each logical port so only that pod's interface is claimed).
 //
 //   node --import tsx bench/cni.ts [--name zsbbench] [--levels 1,10,50] [--variants forwarder,sea,sea-snapshot] [--keep]
 
@@ -294,7 +295,7 @@ ip -n ${netns} route add default via ${pod.gateway}
 ip link set ${port} mtu 1450 up
 ip netns exec ${netns} ethtool -K eth0 tx off >/dev/null
 t1=$EPOCHREALTIME
-ovs-vsctl add-port br-int ${port} -- set Interface ${port} external_ids:iface-id=default_${pod.name}
+ovs-vsctl add-port br-int ${port} -- set Interface ${port} external_ids:iface-id=default_${pod.name} external_ids:iface-id-ver=${pod.uid}
 t2=$EPOCHREALTIME
 ovs-vsctl --timeout=120 wait-until Interface ${port} external_ids:ovn-installed=true
 t3=$EPOCHREALTIME

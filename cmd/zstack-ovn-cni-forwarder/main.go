@@ -213,10 +213,15 @@ func execShim(stdin []byte, why string) int {
 	return 0
 }
 
+// shimPath is the shim beside this executable: found through /proc/self/exe, or, where /proc is not mounted
+// (a chroot), through the path the runtime ran us by (runtimes run plugins by their full path).
 func shimPath() (string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "", err
+		if !strings.Contains(os.Args[0], "/") {
+			return "", err
+		}
+		self = os.Args[0]
 	}
 	return filepath.Join(filepath.Dir(self), shimName), nil
 }
