@@ -3,7 +3,7 @@
 // blob goes into a copy of this node binary with postject. The result needs no node and no PATH.
 // `--entry src/cli/zstack-ovn.ts` builds the product image's multi-call executable instead (docs/images.md).
 //
-//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--entry FILE] [--no-strip]
+//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--entry FILE] [--no-strip] [--snapshot]
 
 import { spawn } from "node:child_process";
 import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
