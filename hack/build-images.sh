@@ -62,8 +62,9 @@ base_key() {
 	} | sha256sum | cut -c1-16
 }
 
-# The image's key adds every file that ends up in it: the manifest, this script, and for a sea: file the
-# sources it is built from (non-test TypeScript, the lock file, the SEA tool and the node that runs it).
+# The image's key adds every file that ends up in it: the manifest, this script, for a sea: file the
+# sources it is built from (non-test TypeScript, the lock file, the SEA tool and the node that runs it), and
+# for a go: file its cmd/ directory and the Go version.
 image_key() {
 	local image=$1 src
 	{
@@ -75,6 +76,10 @@ image_key() {
 				node --version
 				(cd "$repo" && find src -name '*.ts' ! -name '*.test.ts' -print0 |
 					cat - <(printf '%s\0' package-lock.json tools/build-sea.ts) | hash_files)
+				;;
+			go:*)
+				${GO:-go} env GOVERSION
+				(cd "$repo" && find "cmd/${src#go:}" -type f ! -name '*_test.go' -print0 | hash_files)
 				;;
 			repo:*) (cd "$repo" && printf '%s\0' "${src#repo:}" | hash_files) ;;
 			esac
@@ -177,6 +182,11 @@ add_files() {
 		sea:*)
 			node --import tsx "$repo/tools/build-sea.ts" --entry "$repo/src/cli/${src#sea:}.ts" --out "$root$path" 2>&1 |
 				grep -v "^warning: Can't find string offset" | sed 's/^/build-images:   /' >&2
+			;;
+		go:*)
+			# Static and standard library only, with the flags hack/ensure-binaries.sh uses for its CNI_FORWARDER.
+			(cd "$repo/cmd/${src#go:}" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
+				${GO:-go} build -trimpath -ldflags "-s -w" -o "$root$path" .)
 			;;
 		repo:*) cp "$repo/${src#repo:}" "$root$path" ;;
 		*) die "manifest of $image: unknown source $src" ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the sandbox's Go binaries (Kubernetes control plane, etcd, test fixtures, and the chart's
-# tools helm and kubeconform) from the Go
+# Builds the sandbox's Go binaries (Kubernetes control plane, etcd, test fixtures, the chart's
+# tools helm and kubeconform, and the product's CNI forwarder) from the Go
 # module proxy into a cache outside the repository, keyed by version, and prints where they are.
 #
 #   hack/ensure-binaries.sh          build what is missing, then print KEY=/abs/path lines
@@ -52,11 +52,15 @@ kubeconform_version=$(module_version "$fixtures/kubeconform" github.com/yannh/ku
 
 # Any change to a fixture's source or pinned dependencies must yield a new directory, never a
 # stale binary, and hashing the files is cheaper than asking go for a build ID.
-fixtures_hash=$(
-	cd "$fixtures/cmd"
+source_hash() (
+	cd "$1"
 	find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' -print0 |
 		LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
 )
+fixtures_hash=$(source_hash "$fixtures/cmd")
+# The CNI forwarder is product code (docs/cni.md): standard library only, so it needs no module proxy.
+forwarder_src=$repo/cmd/zstack-ovn-cni-forwarder
+forwarder_hash=$(source_hash "$forwarder_src")
 
 cache_root=${ZOVN_CACHE:-/var/cache/zstack-ovn}
 if [[ -z ${ZOVN_CACHE:-} ]] && ! mkdir -p "$cache_root" 2>/dev/null; then
@@ -70,6 +74,7 @@ etcd_dir=$cache_root/etcd-$etcd_version
 fixtures_dir=$cache_root/fixtures-$fixtures_hash
 helm_dir=$cache_root/helm-$helm_version
 kubeconform_dir=$cache_root/kubeconform-$kubeconform_version
+forwarder_dir=$cache_root/cni-forwarder-$forwarder_hash
 
 outputs=(
 	"KUBE_APISERVER=$k8s_dir/kube-apiserver"
@@ -83,6 +88,7 @@ outputs=(
 	"CNITOOL=$fixtures_dir/cnitool"
 	"HELM=$helm_dir/helm"
 	"KUBECONFORM=$kubeconform_dir/kubeconform"
+	"CNI_FORWARDER=$forwarder_dir/zstack-ovn-cni"
 )
 
 all_present() {
@@ -197,6 +203,10 @@ k8s_ldflags() {
 if ! all_present "$fixtures_dir" cni-driver podserver cnitool; then
 	build fixtures "$fixtures_dir" "$fixtures/cmd" "-s -w" "" \
 		./cni-driver ./podserver github.com/containernetworking/cni/cnitool
+fi
+
+if ! all_present "$forwarder_dir" zstack-ovn-cni; then
+	build "CNI forwarder" "$forwarder_dir" "$forwarder_src" "-s -w" zstack-ovn-cni .
 fi
 
 if ! all_present "$etcd_dir" etcd; then

@@ -9,6 +9,7 @@ binaries:
 binaries-print:
 	@hack/ensure-binaries.sh --print
 
-# Unit tests of cni-driver and podserver (loopback only; a shell script plays the CNI plugin).
+# Unit tests of cni-driver and podserver (loopback only; a shell script plays the CNI plugin); vet of the forwarder.
 test-fixtures:
 	cd fixtures/cmd && go vet ./... && go test -count=1 ./...
+	cd cmd/zstack-ovn-cni-forwarder && CGO_ENABLED=0 go vet ./...

@@ -3,7 +3,7 @@
 // blob goes into a copy of this node binary with postject. The result needs no node and no PATH.
 // `--entry src/cli/zstack-ovn.ts` builds the product image's multi-call executable instead (docs/images.md).
 //
-//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--entry FILE] [--no-strip]
+//   node --import tsx tools/build-sea.ts [--out dist/zstack-ovn-cni] [--entry FILE] [--no-strip] [--snapshot]
 
 import { spawn } from "node:child_process";
 import { chmod, copyFile, mkdir, mkdtemp, rename, rm, stat, writeFile } from "node:fs/promises";
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { build, type Plugin } from "esbuild";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
+export const ENTRY = join(repo, "src", "cli", "zstack-ovn-cni.ts");
 /**
  * Optional packages that ws, node-fetch and debug try to load inside try/catch. Left as require() calls, the
  * SEA's require prints a warning on every start; as modules that throw "not found" they behave as absent.
@@ -30,6 +30,20 @@ const absentOptional: Plugin = {
     }));
   },
 };
+/**
+ * Node 20's snapshot builder cannot load node:http (it throws while evaluating it), so a snapshot build
+ * gets node:http through a proxy that loads it on first use, after the snapshot is deserialized.
+ */
+const lazyHttp: Plugin = {
+  name: "lazy-http",
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?http$/ }, () => ({ path: "http", namespace: "lazy-http" }));
+    b.onLoad({ filter: /.*/, namespace: "lazy-http" }, () => ({
+      contents: `module.exports = { request: (...a) => process.getBuiltinModule("node:http").request(...a) };`,
+      loader: "js",
+    }));
+  },
+};
 /** The fuse Node's SEA loader looks for; postject flips it when it injects the blob. */
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
@@ -40,6 +54,11 @@ export interface BuildSeaOptions {
   entry?: string;
   /** Strip debug symbols from the node binary copy (about 12 MB less). Default true when `strip` exists. */
   strip?: boolean;
+  /**
+   * Start from a V8 startup snapshot of the evaluated bundle (`useSnapshot`) instead of the code cache; the
+   * entry must hand its main function to v8.startupSnapshot.setDeserializeMainFunction. Measured, not shipped.
+   */
+  snapshot?: boolean;
   /** Progress lines; silent by default. */
   log?: (line: string) => void;
 }
@@ -78,6 +97,22 @@ async function hasStrip(): Promise<boolean> {
   }
 }
 
+/** Bundles `entry` into one minified CommonJS file, as the SEA (or `node --snapshot-blob`) runs it. */
+export async function bundleEntry(entry: string, outfile: string, snapshot: boolean): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "cjs",
+    target: "node20",
+    minify: true,
+    legalComments: "none",
+    logLevel: "error",
+    plugins: snapshot ? [absentOptional, lazyHttp] : [absentOptional],
+  });
+}
+
 export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
   const started = Date.now();
   const log = opts.log ?? (() => {});
@@ -89,25 +124,19 @@ export async function buildSea(opts: BuildSeaOptions): Promise<BuildSeaResult> {
     const blob = join(work, "main.blob");
     const exe = join(work, "main");
 
-    await build({
-      entryPoints: [entry],
-      outfile: bundle,
-      bundle: true,
-      platform: "node",
-      format: "cjs",
-      target: "node20",
-      minify: true,
-      legalComments: "none",
-      logLevel: "error",
-      plugins: [absentOptional],
-    });
+    await bundleEntry(entry, bundle, opts.snapshot ?? false);
     const bundleBytes = (await stat(bundle)).size;
     log(`bundled ${entry} into ${bundleBytes} bytes of CommonJS`);
 
     const seaConfig = join(work, "sea-config.json");
     await writeFile(
       seaConfig,
-      JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+      JSON.stringify({
+        main: bundle,
+        output: blob,
+        disableExperimentalSEAWarning: true,
+        ...(opts.snapshot ? { useSnapshot: true } : { useCodeCache: true }),
+      }),
     );
     // The code cache is only valid for the V8 that made it, so the blob is made by the node we copy.
     await must(process.execPath, ["--experimental-sea-config", seaConfig], "making the SEA blob");
@@ -145,20 +174,23 @@ async function main(argv: string[]): Promise<void> {
   let outFile = join(repo, "dist", "zstack-ovn-cni");
   let strip: boolean | undefined;
   let entry: string | undefined;
+  let snapshot = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--out" && argv[i + 1]) outFile = argv[++i] as string;
     else if (arg === "--entry" && argv[i + 1]) entry = argv[++i] as string;
     else if (arg === "--no-strip") strip = false;
+    else if (arg === "--snapshot") snapshot = true;
     else
       throw new Error(
-        `unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--entry FILE] [--no-strip]`,
+        `unknown argument ${arg}; usage: build-sea.ts [--out FILE] [--entry FILE] [--no-strip] [--snapshot]`,
       );
   }
   await buildSea({
     outFile,
     ...(strip === undefined ? {} : { strip }),
     ...(entry === undefined ? {} : { entry }),
+    snapshot,
     log: (l) => process.stderr.write(`build-sea: ${l}\n`),
   });
 }

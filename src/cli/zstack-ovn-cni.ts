@@ -3,6 +3,7 @@
 // code. Built into a single executable by tools/build-sea.ts (docs/cni.md).
 
 import { readFileSync } from "node:fs";
+import { startupSnapshot } from "node:v8";
 import { runShim } from "../cni/shim.ts";
 import { SUPPORTED_VERSIONS } from "../cni/spec.ts";
 
@@ -36,16 +37,23 @@ async function main(): Promise<number> {
   return reply.exitCode;
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    // Only a failure to read stdin gets here; the spec's code for it is 5 (I/O failure).
-    const msg = err instanceof Error ? err.message : String(err);
-    process.stdout.write(
-      `${JSON.stringify({ cniVersion: "1.1.0", code: 5, msg: `zstack-ovn-cni: ${msg}` })}\n`,
-    );
-    process.exitCode = 1;
-  },
-);
+function start(): void {
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      // Only a failure to read stdin gets here; the spec's code for it is 5 (I/O failure).
+      const msg = err instanceof Error ? err.message : String(err);
+      process.stdout.write(
+        `${JSON.stringify({ cniVersion: "1.1.0", code: 5, msg: `zstack-ovn-cni: ${msg}` })}\n`,
+      );
+      process.exitCode = 1;
+    },
+  );
+}
+
+// Built into a V8 startup snapshot (tools/build-sea.ts --snapshot, measured in docs/cni.md), the module is
+// evaluated at build time and start() runs when the snapshot is deserialized.
+if (startupSnapshot.isBuildingSnapshot()) startupSnapshot.setDeserializeMainFunction(start);
+else start();

@@ -11,7 +11,8 @@ export const PROGRAMS = ["zstack-ovnkube-controller", "zstack-ovnkube-node", "zs
 const name = basename(process.argv0);
 if (name === "zstack-ovnkube-controller") void import("./zstack-ovnkube-controller.ts");
 else if (name === "zstack-ovnkube-node") void import("./zstack-ovnkube-node.ts");
-else if (name === "zstack-ovn-cni") void import("./zstack-ovn-cni.ts");
+// zstack-ovn-cni-shim: the name the Go forwarder runs the shim by (docs/cni.md).
+else if (name === "zstack-ovn-cni" || name === "zstack-ovn-cni-shim") void import("./zstack-ovn-cni.ts");
 else {
   process.stderr.write(
     `zstack-ovn: run me as one of ${PROGRAMS.join(", ")} (a link or a copy with that name)\n`,

@@ -11,7 +11,7 @@ import { NodePods } from "../agent/pod-networks.ts";
 import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
 import { ServiceProxy } from "../agent/service-proxy.ts";
 import { mgmtRouteCidrs, SubnetRoutes } from "../agent/subnet-routes.ts";
-import { installCniBinary, writeConflist } from "../cni/install.ts";
+import { installCniPlugin, writeConflist } from "../cni/install.ts";
 import { CniServer } from "../cni/server.ts";
 import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
@@ -253,7 +253,7 @@ async function main(): Promise<number> {
     registry: metrics.registry,
   });
   await server.listen();
-  if (cfg.cniBinary) await installCniBinary(cfg.cniBinary, cfg.cniBinDir);
+  if (cfg.cniBinary) await installCniPlugin(cfg.cniBinary, cfg.cniBinDir);
   // The conflist comes last: its presence tells the runtime the network is ready.
   await writeConflist(cfg.cniConfDir, {
     ...(cfg.cniSocket !== "/var/run/zstack-ovn/cni-server.sock" ? { socketPath: cfg.cniSocket } : {}),

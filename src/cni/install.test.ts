@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { CONFLIST_NAME, installCniBinary, writeConflist } from "./install.ts";
+import { CONFLIST_NAME, installCniBinary, installCniPlugin, writeConflist } from "./install.ts";
 import { DEFAULT_SERVER_SOCKET } from "./protocol.ts";
 import { parseConfList } from "./spec.ts";
 
@@ -38,6 +38,24 @@ describe("installing the CNI plugin", () => {
     assert.notEqual((await stat(installed)).ino, before, "a new inode, so running copies keep the old one");
     assert.equal(await readFile(installed, "utf8"), "#!/bin/sh\necho two\n");
     assert.deepEqual(await readdir(binDir), ["zstack-ovn-cni"]);
+  });
+
+  it("installs the forwarder together with the shim beside it, and the forwarder alone when it has none", async () => {
+    const build = join(dir, "build-fwd");
+    await mkdir(build);
+    await writeFile(join(build, "zstack-ovn-cni"), "#!/bin/sh\necho forwarder\n");
+    await writeFile(join(build, "zstack-ovn-cni-shim"), "#!/bin/sh\necho shim\n");
+    const binDir = join(dir, "plugin-bin");
+    const res = await installCniPlugin(join(build, "zstack-ovn-cni"), binDir);
+    assert.deepEqual(
+      res.map((r) => r.path),
+      [join(binDir, "zstack-ovn-cni-shim"), join(binDir, "zstack-ovn-cni")],
+    );
+    assert.deepEqual((await readdir(binDir)).sort(), ["zstack-ovn-cni", "zstack-ovn-cni-shim"]);
+    assert.equal(await readFile(join(binDir, "zstack-ovn-cni-shim"), "utf8"), "#!/bin/sh\necho shim\n");
+    const alone = join(dir, "plugin-bin-alone");
+    await installCniPlugin(join(dir, "build-1"), alone);
+    assert.deepEqual(await readdir(alone), ["zstack-ovn-cni"]);
   });
 
   it("writes 10-zstack-ovn.conflist offering 1.1.0 in cniVersions and 1.0.0 to older libcni, with one zstack-ovn-cni plugin", async () => {

@@ -5,7 +5,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { chmod, copyFile, mkdir, open, rename, stat, unlink } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { DEFAULT_SERVER_SOCKET } from "./protocol.ts";
 import {
   type CniVersion,
@@ -16,6 +16,8 @@ import {
 } from "./spec.ts";
 
 export const CNI_BINARY_NAME = "zstack-ovn-cni";
+/** The TypeScript shim the Go forwarder hands an invocation to when no agent can answer it (docs/cni.md). */
+export const CNI_SHIM_NAME = "zstack-ovn-cni-shim";
 export const CONFLIST_NAME = "10-zstack-ovn.conflist";
 export const DEFAULT_NETWORK_NAME = "zstack-ovn";
 
@@ -92,6 +94,19 @@ export async function installCniBinary(
     throw err;
   }
   return { path: dest, changed: true };
+}
+
+/**
+ * Installs the CNI executable `src` as zstack-ovn-cni and, when `src` has the TypeScript shim beside it
+ * (zstack-ovn-cni-shim, which the Go forwarder hands invocations no agent can answer to), the shim first,
+ * so the forwarder is never in place without it.
+ */
+export async function installCniPlugin(src: string, binDir: string): Promise<InstallResult[]> {
+  const shim = join(dirname(src), CNI_SHIM_NAME);
+  const out: InstallResult[] = [];
+  if (await stat(shim).catch(() => undefined)) out.push(await installCniBinary(shim, binDir, CNI_SHIM_NAME));
+  out.push(await installCniBinary(src, binDir));
+  return out;
 }
 
 export interface ConflistOptions {

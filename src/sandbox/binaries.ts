@@ -16,6 +16,7 @@ export const BINARY_KEYS = [
   "CNI_DRIVER",
   "PODSERVER",
   "CNITOOL",
+  "CNI_FORWARDER",
 ] as const;
 
 export type BinaryKey = (typeof BINARY_KEYS)[number];

@@ -2,9 +2,19 @@
 // pod would run on a real node: it owns br-int and ovn-controller's settings, the management port, egress SNAT,
 // the CNI server on /var/run/zstack-ovn/cni-server.sock, the CNI binary and the conflist.
 
-import { existsSync, readdirSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+} from "node:fs";
 import { join } from "node:path";
+import { CNI_BINARY_NAME, CNI_SHIM_NAME } from "../cni/install.ts";
 import { NODE_FLAGS } from "../runtime-flags.ts";
+import { resolveBinaries } from "./binaries.ts";
 import { NODE_SA, writeServiceAccountKubeconfig } from "./chart-rbac.ts";
 import { run } from "./command.ts";
 import { spawnDetached } from "./daemon.ts";
@@ -15,7 +25,10 @@ import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
 import { apiserverUrl, centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
 
-export const CNI_SEA = join(repoRoot, "dist", "zstack-ovn-cni");
+/** The plugin as the agent installs it (docs/cni.md): the Go forwarder, with the SEA shim beside it. */
+export const CNI_DIR = join(repoRoot, "dist", "cni");
+export const CNI_PLUGIN = join(CNI_DIR, CNI_BINARY_NAME);
+const CNI_SHIM = join(CNI_DIR, CNI_SHIM_NAME);
 
 /** What the single executable is built from (as mk/cni.mk lists it): a newer one means a rebuild. */
 function cniSources(): string[] {
@@ -32,18 +45,30 @@ function cniSources(): string[] {
 
 /**
  * Builds the single-executable CNI shim (a few seconds) when it is missing or older than any of its sources,
- * so a sandbox never runs a shim that predates the code under test.
+ * and puts the cached Go forwarder beside it when it differs, so a sandbox never runs a plugin that predates
+ * the code under test.
  */
 export async function ensureCniExecutable(): Promise<string> {
-  const built = existsSync(CNI_SEA) ? statSync(CNI_SEA).mtimeMs : -1;
+  const built = existsSync(CNI_SHIM) ? statSync(CNI_SHIM).mtimeMs : -1;
   const stale = built < 0 || cniSources().some((f) => existsSync(f) && statSync(f).mtimeMs > built);
   if (stale) {
-    await run(process.execPath, ["--import", "tsx", join(repoRoot, "tools/build-sea.ts"), "--out", CNI_SEA], {
-      cwd: repoRoot,
-      timeoutMs: 300_000,
-    });
+    await run(
+      process.execPath,
+      ["--import", "tsx", join(repoRoot, "tools/build-sea.ts"), "--out", CNI_SHIM],
+      {
+        cwd: repoRoot,
+        timeoutMs: 300_000,
+      },
+    );
   }
-  return CNI_SEA;
+  const forwarder = (await resolveBinaries()).CNI_FORWARDER;
+  if (!existsSync(CNI_PLUGIN) || !readFileSync(forwarder).equals(readFileSync(CNI_PLUGIN))) {
+    const tmp = `${CNI_PLUGIN}.tmp-${process.pid}`;
+    copyFileSync(forwarder, tmp);
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, CNI_PLUGIN);
+  }
+  return CNI_PLUGIN;
 }
 
 export interface AgentContext {
@@ -90,7 +115,7 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       ZSTACK_ENCAP_IP: node.ip,
       // No OVS kernel module here: the userspace datapath, with TX checksum offload off in pods.
       ZSTACK_DATAPATH_TYPE: "netdev",
-      ZSTACK_CNI_BINARY: CNI_SEA,
+      ZSTACK_CNI_BINARY: CNI_PLUGIN,
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });

@@ -12,7 +12,7 @@ import { type ImageId, REPO, readManifest } from "./image-archive.ts";
 interface ImageContents {
   packages: string[];
   dpkg: string[];
-  /** "<source> <path> <mode>", the source as the manifest names it (sea:NAME or repo:PATH). */
+  /** "<source> <path> <mode>", the source as the manifest names it (sea:NAME, go:NAME or repo:PATH). */
   files: string[];
   /** "<target> <path>" */
   links: string[];
@@ -31,7 +31,10 @@ function fromManifest(image: ImageId): ImageContents {
   return normalise(c);
 }
 
-/** The final stage's instructions, continuation lines joined; what the build stage writes to /out is sea:NAME. */
+/**
+ * The final stage's instructions, continuation lines joined; what the build stage writes to /out is sea:NAME,
+ * what the gobuild stage writes there is go:NAME.
+ */
 export function fromContainerfile(text: string): ImageContents {
   const c: ImageContents = { packages: [], dpkg: [], files: [], links: [], entrypoint: [] };
   const instructions = text
@@ -49,8 +52,8 @@ export function fromContainerfile(text: string): ImageContents {
       for (const m of args.matchAll(/'(path-(?:exclude|include)=[^']+)'/g)) c.dpkg.push(m[1] as string);
       for (const m of args.matchAll(/ln -s (\S+) (\S+)/g)) c.links.push(`${m[1]} ${m[2]}`);
     } else if (op === "COPY") {
-      const m = args.match(/^(--from=build\s+)?--chmod=(\d+)\s+(\S+)\s+(\S+)$/);
-      assert.ok(m, `COPY must be 'COPY [--from=build] --chmod=MODE SOURCE DEST': ${ins}`);
+      const m = args.match(/^(?:--from=(build|gobuild)\s+)?--chmod=(\d+)\s+(\S+)\s+(\S+)$/);
+      assert.ok(m, `COPY must be 'COPY [--from=build|gobuild] --chmod=MODE SOURCE DEST': ${ins}`);
       const [, fromBuild, mode, src, dest] = m as unknown as [
         string,
         string | undefined,
@@ -58,7 +61,9 @@ export function fromContainerfile(text: string): ImageContents {
         string,
         string,
       ];
-      const source = fromBuild ? `sea:${src.replace(/^\/out\//, "")}` : `repo:${src}`;
+      const source = fromBuild
+        ? `${fromBuild === "build" ? "sea" : "go"}:${src.replace(/^\/out\//, "")}`
+        : `repo:${src}`;
       c.files.push(`${source} ${dest} ${mode.padStart(4, "0")}`);
     } else if (op === "ENTRYPOINT") {
       c.entrypoint.push(...(JSON.parse(args) as string[]));

@@ -38,13 +38,13 @@ describe("the product image", () => {
     }
   });
 
-  test("the CNI executable answers VERSION in the image, without any node installed there", () => {
+  test("the CNI executable answers VERSION, and its shim a garbage ADD, in the image without any node installed", () => {
     assert.equal(
       inImage("/bin/sh", ["-c", "command -v node || echo none"], { PATH: "/usr/bin:/bin" }).stdout,
       "none\n",
     );
     const r = inImage(
-      "/usr/local/bin/zstack-ovn-cni",
+      "/opt/cni/bin/zstack-ovn-cni",
       [],
       { CNI_COMMAND: "VERSION" },
       '{"cniVersion":"1.0.0"}',
@@ -55,6 +55,22 @@ describe("the product image", () => {
       supportedVersions: ["0.4.0", "1.0.0", "1.1.0"],
     });
     assert.equal(r.stderr, "", "no warning on stderr");
+    // Stdin with no socket in it goes to the TypeScript shim beside the forwarder, which names the problem.
+    const garbage = inImage(
+      "/opt/cni/bin/zstack-ovn-cni",
+      [],
+      {
+        CNI_COMMAND: "ADD",
+        CNI_CONTAINERID: "c1",
+        CNI_NETNS: "/run/netns/x",
+        CNI_IFNAME: "eth0",
+        CNI_ARGS: "K8S_POD_NAMESPACE=default;K8S_POD_NAME=p",
+      },
+      "{ not json",
+    );
+    assert.equal(garbage.status, 1, garbage.stderr);
+    assert.equal(JSON.parse(garbage.stdout).code, 6, garbage.stdout);
+    assert.equal(garbage.stderr, "", "no warning on stderr");
   });
 
   test("the node agent and the controller print their help from the image", () => {

@@ -1,4 +1,4 @@
-// What the CNI integration tests share: the SEA build, running an executable with exact env and stdin, and a
+// What the CNI integration tests share: the plugin build (forwarder and SEA shim), running an executable with exact env and stdin, and a
 // logger that keeps records for assertions.
 
 import { spawn } from "node:child_process";
@@ -6,14 +6,17 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "../../../src/observability/log.ts";
-import { buildSea } from "../../../tools/build-sea.ts";
+import { buildCniPlugin } from "../../../tools/build-cni.ts";
 import { claimDir } from "../../rig/process.ts";
 
-/** Builds the SEA shim into a private temp dir (removed at exit) and returns its path. */
+/**
+ * Builds the CNI plugin (the Go forwarder with the SEA shim beside it) into a private temp dir (removed at
+ * exit) and returns the path of what a runtime runs: the forwarder.
+ */
 export async function buildShim(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "zcni-sea-"));
   claimDir(dir);
-  return (await buildSea({ outFile: join(dir, "zstack-ovn-cni") })).path;
+  return (await buildCniPlugin(dir)).forwarder;
 }
 
 export interface RunResult {

@@ -1,5 +1,6 @@
-// The SEA build of zstack-ovn-cni is self-contained: it runs in a private mount namespace where the node
-// binary's directory is covered by an empty one, with an empty environment. The bind mount exists only
+// The CNI plugin (the Go forwarder, and the SEA shim it hands no-agent cases to) is self-contained: it runs
+// in a private mount namespace where the node binary's directory is covered by an empty one, with an empty
+// environment. The bind mount exists only
 // inside that namespace (unshare --propagation private), so the host never loses its node.
 
 import assert from "node:assert/strict";
@@ -25,7 +26,7 @@ if command -v node >/dev/null 2>&1; then echo "node is still on PATH" >&2; exit 
 exec "$envcopy" -i PATH= "$@" "$sea"
 `;
 
-describe("zstack-ovn-cni single executable", () => {
+describe("zstack-ovn-cni with no node on the host", () => {
   let dir: string;
   let sea: string;
   let envCopy: string;
@@ -103,6 +104,22 @@ describe("zstack-ovn-cni single executable", () => {
     assert.equal(r.code, 0, r.stderr + r.stdout);
     assert.equal(firstAddress(r.json), FAKE_POD_CIDR);
     assert.equal(handler.calls.at(-1)?.command, "ADD");
+  });
+
+  it("hands stdin it cannot read a socket from to the SEA shim, which answers 6, with node hidden", async () => {
+    const r = await hidden(
+      [
+        "CNI_COMMAND=ADD",
+        "CNI_CONTAINERID=5ea5ea5ea",
+        "CNI_NETNS=/run/netns/none",
+        "CNI_IFNAME=eth0",
+        "CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=sea-0",
+      ],
+      "{ not json",
+    );
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.json?.code, 6);
+    assert.match(String(r.json?.msg), /stdin is not valid JSON/);
   });
 
   it("fails the same script when node is not hidden, so the checks above mean something", async () => {

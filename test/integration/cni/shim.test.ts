@@ -6,12 +6,12 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { copyFile, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { CniError, CniErrorCode } from "../../../src/cni/error.ts";
 import type { AddRequest, GcRequest } from "../../../src/cni/handler.ts";
-import { CNI_BINARY_NAME, writeConflist } from "../../../src/cni/install.ts";
+import { CNI_BINARY_NAME, CNI_SHIM_NAME, writeConflist } from "../../../src/cni/install.ts";
 import { CniServer } from "../../../src/cni/server.ts";
 import { SUPPORTED_VERSIONS } from "../../../src/cni/spec.ts";
 import { resolveBinaries } from "../../../src/sandbox/binaries.ts";
@@ -211,6 +211,7 @@ describe("zstack-ovn-cni shim", () => {
       binDir = join(dir, "bin");
       await mkdir(binDir, { recursive: true });
       await copyFile(shim, join(binDir, CNI_BINARY_NAME));
+      await copyFile(join(dirname(shim), CNI_SHIM_NAME), join(binDir, CNI_SHIM_NAME));
       await execFileP("ip", ["netns", "add", netnsName]);
     });
     after(async () => {
