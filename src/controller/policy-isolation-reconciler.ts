@@ -108,6 +108,25 @@ export class PolicyIsolationReconciler implements Reconciler {
     for (const n of this.nodes.keys()) yield `node/${n}`;
   }
 
+  /**
+   * At start (after the policies' bulk write): the isolation and own-node groups at once, instead of behind the
+   * start-up reconciles of every policy, peer and pod queued ahead of them, so NB holds the whole of the policies
+   * sooner. One transaction per key, as a reconcile; the queue runs the same keys again and finds nothing to do,
+   * and one that failed here is retried there.
+   */
+  async bulkSync(): Promise<void> {
+    await Promise.all(
+      [...new Set(this.startupKeys())].map((k) =>
+        this.reconcile(k).catch((err: unknown) =>
+          this.o.log.warn(
+            { err, key: k },
+            "start-up write of an isolation group failed; the queue retries it",
+          ),
+        ),
+      ),
+    );
+  }
+
   resyncKeys(): Iterable<string> {
     return ["ingress", "egress", ...this.nodes.keys().map((n) => `node/${n}`)];
   }
@@ -162,7 +181,7 @@ export class PolicyIsolationReconciler implements Reconciler {
     const existing = findOwned(cache, "Port_Group", groupId);
     const desired = rows.map((d) => (d.id === groupId && !existing ? { ...d, row: { ...d.row, ports } } : d));
     const txn = nb.transaction();
-    const guards = guardInserts(txn, cache, desired);
+    const { waits: guards } = guardInserts(txn, cache, desired);
     plan(cache, nb.schema, txn as never, desired, {
       tables: ["Port_Group", "ACL"],
       groups: [groupId],
