@@ -31,7 +31,7 @@ const POLICY_TABLES = ["Address_Set", "Port_Group", "ACL"] as const;
 /** Policies whose rows the start-up bulk write puts in one transaction. */
 const BULK_POLICIES = 100;
 /** Transactions of the start-up bulk write in flight at once. */
-export const BULK_IN_FLIGHT = 4;
+export const BULK_IN_FLIGHT = 16;
 const POLICY_KINDS = new Set(["network-policy", "network-policy-acl", "network-policy-named"]);
 
 /**
