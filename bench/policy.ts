@@ -198,7 +198,9 @@ async function controllerRun(): Promise<ControllerResult> {
     const tAll = watch.last ?? performance.now();
     const cpuS = cpuSeconds(ctl.pid);
     const rssMiB = vmHwmMiB(ctl.pid);
-    log(`   NB settled ${((tAll - t0) / 1000).toFixed(1)} s after the spawn; ${nbAfter - nbBefore} writes`);
+    log(
+      `   NB settled ${((tAll - t0) / 1000).toFixed(1)} s after the spawn; ${nbAfter - nbBefore} writes; the last change the reader saw: ${watch.lastChange}`,
+    );
     if (PROFILE)
       log(
         `   first policy row → NB settled on the profiles' clock (CLOCK_MONOTONIC µs): ${watch.firstMonoUs} ${watch.lastMonoUs} (controller pid ${ctl.pid})`,

@@ -16,6 +16,8 @@ export class PolicyWatch {
   /** The same two moments on CLOCK_MONOTONIC in µs, the clock of V8's CPU profiles (to cut a profile to them). */
   firstMonoUs: bigint | undefined;
   lastMonoUs: bigint | undefined;
+  /** The last change seen: kind, table and the row's name. */
+  lastChange: string | undefined;
   private waiters = new Set<{ test: () => boolean; resolve: (t: number) => void }>();
 
   constructor(remote: string) {
@@ -28,8 +30,11 @@ export class PolicyWatch {
 
   async start(): Promise<void> {
     for (const table of POLICY_TABLES)
-      this.client.cache.subscribe(table, () => {
+      this.client.cache.subscribe(table, (events) => {
         const now = performance.now();
+        const e = events[events.length - 1];
+        if (e)
+          this.lastChange = `${e.kind} ${table} ${String((e.kind === "delete" ? e.old : e.row).name ?? "")}`;
         const mono = process.hrtime.bigint() / 1000n;
         this.first ??= now;
         this.last = now;
