@@ -22,6 +22,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
+import { BULK_IN_FLIGHT } from "../src/controller/network-policy-reconciler.ts";
 import { ApiClient } from "../src/k8s/api-client.ts";
 import { KIND_KEY, OWNER_KEY } from "../src/ovn/ownership.ts";
 import { podPortName } from "../src/ovn/pod-port.ts";
@@ -197,7 +198,13 @@ async function controllerRun(): Promise<ControllerResult> {
     const tAll = watch.last ?? performance.now();
     const cpuS = cpuSeconds(ctl.pid);
     const rssMiB = vmHwmMiB(ctl.pid);
-    log(`   NB settled ${((tAll - t0) / 1000).toFixed(1)} s after the spawn; ${nbAfter - nbBefore} writes`);
+    log(
+      `   NB settled ${((tAll - t0) / 1000).toFixed(1)} s after the spawn; ${nbAfter - nbBefore} writes; the last change the reader saw: ${watch.lastChange}`,
+    );
+    if (PROFILE)
+      log(
+        `   first policy row → NB settled on the profiles' clock (CLOCK_MONOTONIC µs): ${watch.firstMonoUs} ${watch.lastMonoUs} (controller pid ${ctl.pid})`,
+      );
 
     const cache = watch.client.cache;
     const owned = <R extends { external_ids: Readonly<Record<string, string>> }>(r: R) =>
@@ -368,8 +375,10 @@ async function main(): Promise<void> {
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
   log(`bench-policy: node ${NODE_FLAGS.join(" ")}`);
   const ctl = await controllerRun();
-  log(`-- raw baseline: the same rows from a bare client, ${RAW_BATCH} per transaction`);
-  const raw = await rawPolicyBaseline(ctl.rows, RAW_BATCH);
+  log(
+    `-- raw baseline: the same rows from a bare client, ${RAW_BATCH} per transaction, ${BULK_IN_FLIGHT} in flight`,
+  );
+  const raw = await rawPolicyBaseline(ctl.rows, RAW_BATCH, BULK_IN_FLIGHT);
   // A and C now, so a failure in the sandbox part does not lose them.
   log(report(ctl, raw, undefined).join("\n"));
   let flip: FlipResult | undefined;

@@ -83,6 +83,55 @@ describe("ReconcilerManager", () => {
     assert.ok(m.term.aborted);
   });
 
+  it("calls every bulkSync at once; each may wait for those registered before it (failed or not), and the workers start after all", async () => {
+    const log: string[] = [];
+    let endA: (() => void) | undefined;
+    const a: Reconciler = {
+      ...recorder("a", log, ["k1"]),
+      bulkSync: async () => {
+        log.push("a bulk start");
+        await new Promise<void>((r) => {
+          endA = r;
+        });
+        log.push("a bulk end");
+      },
+    };
+    let failB: ((e: Error) => void) | undefined;
+    const b: Reconciler = {
+      ...recorder("b", log),
+      bulkSync: async (previous) => {
+        log.push("b built");
+        await previous;
+        log.push("b after a");
+        // b fails after a, which must not keep c from its turn.
+        await new Promise<void>((_, reject) => {
+          failB = reject;
+        });
+      },
+    };
+    const c: Reconciler = {
+      ...recorder("c", log),
+      bulkSync: async (previous) => {
+        log.push("c built");
+        await previous;
+        log.push("c after a and b");
+      },
+    };
+    const m = new ReconcilerManager({ log: silentLogger, startWaitMs: 1000 });
+    for (const r of [a, b, c]) m.register(r);
+    const run = m.run(new AbortController().signal);
+    await until(() => endA !== undefined && log.includes("c built"));
+    assert.deepEqual(log.slice(-3), ["a bulk start", "b built", "c built"]);
+    endA?.();
+    await until(() => failB !== undefined);
+    assert.ok(!log.includes("c after a and b"), "c waits for b");
+    failB?.(new Error("b's write refused"));
+    // A bulkSync that fails fails the start, as before; c still had its turn.
+    await assert.rejects(run, /b's write refused/);
+    assert.ok(log.includes("c after a and b"));
+    assert.ok(!log.includes("a reconcile k1"), "no worker started");
+  });
+
   it("refuses a second reconciler of the same name and keys for one it does not know", () => {
     const m = new ReconcilerManager({ log: silentLogger, startWaitMs: 1000 });
     m.register(recorder("a", []));

@@ -25,9 +25,12 @@ export interface Reconciler {
   watch(): Disposer[];
   /**
    * Run once at start after watch() and before the workers: writes many keys' state in a few transactions where
-   * one transaction per key would be slow. What it leaves undone the per-key reconciles do.
+   * one transaction per key would be slow. What it leaves undone the per-key reconciles do. The reconcilers'
+   * bulkSyncs are all called at once, in registration order; `previous` settles (never rejects) once those of
+   * the reconcilers registered before have ended, so one whose writes must land after theirs can build them at
+   * once and send them then.
    */
-  bulkSync?(): Promise<void>;
+  bulkSync?(previous: Promise<void>): Promise<void>;
   /** Keys to reconcile once at start besides those the handlers enqueue (rows left in NB by objects now gone). */
   startupKeys?(): Iterable<string>;
   /** Keys enqueued again on each periodic resync, catching anything a watch missed. */
@@ -162,7 +165,15 @@ export class ReconcilerManager {
     await this.opts.prepare?.();
     for (const { r } of this.reconcilers) this.disposers.push(...r.watch());
     for (const { r, q } of this.reconcilers) for (const k of r.startupKeys?.() ?? []) q.add(k);
-    for (const { r } of this.reconcilers) if (r.bulkSync) await this.unlessStopped(r.bulkSync());
+    const bulk: Promise<void>[] = [];
+    let previous = Promise.resolve();
+    for (const { r } of this.reconcilers) {
+      if (!r.bulkSync) continue;
+      const p = r.bulkSync(previous);
+      bulk.push(p);
+      previous = Promise.all([previous, p.catch(() => undefined)]).then(() => undefined);
+    }
+    await this.unlessStopped(Promise.all(bulk));
     for (const { q } of this.reconcilers) q.start();
     this.resyncTimer = setInterval(() => {
       for (const { r, q } of this.reconcilers) for (const k of r.resyncKeys?.() ?? []) q.add(k);

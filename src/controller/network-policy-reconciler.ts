@@ -8,11 +8,11 @@ import { type Family, type IpAddress, tryParseIp } from "../ipam/address.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
-import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, POD_KEY } from "../ovn/ownership.ts";
+import { CONTROLLER, ID_KEY, KIND_KEY, type Kind, OWNER_KEY, POD_KEY, rowUuid } from "../ovn/ownership.ts";
 import { mutateMembers } from "../ovn/set-members.ts";
-import type { AnyRow } from "../ovsdb/cache.ts";
+import type { AnyRow, Cache } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
-import { POLICY_KEY, peerSetName, policyGroupId } from "../policy/nb-names.ts";
+import { POLICY_KEY, peerSetId, peerSetName, policyGroupId } from "../policy/nb-names.ts";
 import { type PolicyInputs, policyRows } from "../policy/policy-acls.ts";
 import type { IpBlockPeer, PolicyRule, Protocol } from "../policy/policy-model.ts";
 import { blockContains, peerSelects, policySelects, resolveNamedPort } from "../policy/selection.ts";
@@ -30,16 +30,46 @@ import {
 const POLICY_TABLES = ["Address_Set", "Port_Group", "ACL"] as const;
 /** Policies whose rows the start-up bulk write puts in one transaction. */
 const BULK_POLICIES = 100;
+/** Transactions of the start-up bulk write in flight at once. */
+export const BULK_IN_FLIGHT = 16;
 const POLICY_KINDS = new Set(["network-policy", "network-policy-acl", "network-policy-named"]);
 
-/** Guards the insert of each row not in NB yet, so a retry after a lost reply cannot add a second one. */
-export function guardInserts(txn: Transaction, cache: never, rows: readonly DesiredRow[]): number {
+/**
+ * Guards the insert of each row not in NB yet, so a retry after a lost reply cannot add a second one. Where the
+ * server takes chosen row UUIDs (`fixedUuids`, OvsdbClient.insertUuidSupported), the row is inserted with a
+ * UUID derived from its kind and id, and a second insert is refused as "duplicate uuid" (a hash lookup on the
+ * server); otherwise, or when a row that is not ours already holds that UUID, a wait that no row of ours carries
+ * the id goes first (evaluated by a scan of the table, per row). Returns the rows to plan, with their UUIDs, and
+ * the number of waits added.
+ */
+export function guardInserts(
+  txn: Transaction,
+  cache: never,
+  rows: readonly DesiredRow[],
+  fixedUuids = false,
+): { rows: DesiredRow[]; waits: number } {
   const before = txn.size;
-  for (const d of rows) {
-    if (findOwned(cache, d.table, d.id)) continue;
+  const out = rows.map((d) => {
+    if (findOwned(cache, d.table, d.id)) return d;
+    const uuid = fixedUuids ? chosenUuid(cache, d.table, d.row, d.id) : undefined;
+    if (uuid) return { ...d, uuid };
     txn.guardAbsent(d.table, [["external_ids", "includes", { [ID_KEY]: d.id }]]);
-  }
-  return txn.size - before;
+    return d;
+  });
+  return { rows: out, waits: txn.size - before };
+}
+
+/** The UUID a policy row is inserted with, unless a row that is not ours (ours is found by id) holds it. */
+function chosenUuid(
+  cache: never,
+  table: string,
+  row: Readonly<Record<string, unknown>>,
+  id: string,
+): string | undefined {
+  const kind = (row.external_ids as Readonly<Record<string, string>> | undefined)?.[KIND_KEY];
+  if (!kind) return undefined;
+  const uuid = rowUuid(kind as Kind, id);
+  return (cache as Cache).table(table).get(uuid) ? undefined : uuid;
 }
 
 export class NetworkPolicyReconciler implements Reconciler {
@@ -233,13 +263,22 @@ export class NetworkPolicyReconciler implements Reconciler {
         notRealizedMessage(entry.problem),
       );
     const ns = key.slice(0, key.indexOf("/"));
+    const want = () =>
+      entry
+        ? this.desiredOf(entry)
+        : { desired: [] as DesiredRow[], groupId: undefined, ports: [] as string[] };
+    let { desired, groupId, ports } = want();
+    const peers = entry ? [...entry.peers.keys()] : [];
+    // The server is asked (once per connection) only when a row is to be inserted; NB may have moved meanwhile,
+    // so what is inserted is worked out again from the cache as it is now.
+    const inserts =
+      desired.some((d) => !findOwned(cache, d.table, d.id)) || this.missingPeerSets(peers).length > 0;
+    const fixedUuids = inserts && (await nb.insertUuidSupported());
+    if (inserts) ({ desired, groupId, ports } = want());
     const txn = nb.transaction();
-    const { desired, groupId, ports } = entry
-      ? this.desiredOf(entry)
-      : { desired: [] as DesiredRow[], groupId: undefined, ports: [] as string[] };
-    const guards = guardInserts(txn, cache, desired);
-    const peerGuards = this.ensurePeerSets(txn, entry ? [...entry.peers.keys()] : []);
-    plan(cache, nb.schema, txn as never, desired, {
+    const guarded = guardInserts(txn, cache, desired, fixedUuids);
+    const peerGuards = this.ensurePeerSets(txn, peers, fixedUuids);
+    plan(cache, nb.schema, txn as never, guarded.rows, {
       tables: [...POLICY_TABLES],
       groups: [`np/${ns}`, `np-acl/${ns}`, `np-named/${ns}`],
       owns: (_id, row: AnyRow) => {
@@ -251,7 +290,7 @@ export class NetworkPolicyReconciler implements Reconciler {
       const pg = findOwned(cache, "Port_Group", groupId);
       if (pg) mutateMembers(txn, "Port_Group", pg._uuid, "ports", pg.ports as string[], ports);
     }
-    if (txn.size === guards + peerGuards.guards) return undefined;
+    if (txn.size === guarded.waits + peerGuards.waits) return undefined;
     const result = await txn.commit();
     if (result.alreadyApplied) return { requeueAfterMs: 100 };
     return undefined;
@@ -281,8 +320,11 @@ export class NetworkPolicyReconciler implements Reconciler {
 
   /**
    * At start, the rows of every policy that has none in NB yet, BULK_POLICIES policies per transaction instead
-   * of one each (many policies created while no controller ran). A batch that fails is left to the per-policy
-   * reconciles, which find whatever landed and write nothing more.
+   * of one each (many policies created while no controller ran). Every batch is built first, then they are
+   * written BULK_IN_FLIGHT at a time: they touch disjoint rows (a peer set goes with the first batch that needs
+   * it), and the server runs one connection's transactions in the order sent. Inserts are guarded by chosen
+   * UUIDs where the server takes them (guardInserts). A batch that fails is left to the per-policy reconciles,
+   * which find whatever landed and write the rest.
    */
   async bulkSync(): Promise<void> {
     const { nb, log } = this.o;
@@ -290,32 +332,54 @@ export class NetworkPolicyReconciler implements Reconciler {
     const todo = [...this.idx.all()].filter(
       ([k, e]) => !e.problem && this.policies.get(k) && !findOwned(cache, "Port_Group", policyGroupId(k)),
     );
+    if (todo.length === 0) return;
+    const fixedUuids = await nb.insertUuidSupported();
+    const sets = new Set<string>();
+    const pending: { txn: Transaction; policies: number }[] = [];
     for (let i = 0; i < todo.length; i += BULK_POLICIES) {
       const batch = todo.slice(i, i + BULK_POLICIES);
       const txn = nb.transaction();
-      const sets = new Set<string>();
       for (const [, entry] of batch) {
         const { desired } = this.desiredOf(entry);
-        guardInserts(txn, cache, desired);
-        plan(cache, nb.schema, txn as never, desired);
-        this.ensurePeerSets(txn, [...entry.peers.keys()], sets);
+        plan(cache, nb.schema, txn as never, guardInserts(txn, cache, desired, fixedUuids).rows);
+        this.ensurePeerSets(txn, [...entry.peers.keys()], fixedUuids, sets);
       }
-      try {
-        await txn.commit();
-      } catch (err) {
-        log.warn({ err, policies: batch.length }, "bulk write of NetworkPolicies failed; reconciling each");
-      }
+      pending.push({ txn, policies: batch.length });
     }
+    await Promise.all(
+      Array.from({ length: BULK_IN_FLIGHT }, async () => {
+        for (let b = pending.shift(); b; b = pending.shift()) {
+          try {
+            await b.txn.commit();
+          } catch (err) {
+            log.warn({ err, policies: b.policies }, "bulk write of NetworkPolicies failed; reconciling each");
+          }
+        }
+      }),
+    );
   }
 
-  /** Inserts the peer sets that are missing (with their current contents); the peer reconciler keeps them. */
+  /** The peers (of `peers`) with a set missing in NB. */
+  private missingPeerSets(peers: readonly string[]): string[] {
+    const table = this.o.nb.cache.table("Address_Set");
+    return peers.filter(
+      (k) => this.idx.peer(k) && this.families.some((f) => !table.lookupOne("name", peerSetName(k, f))),
+    );
+  }
+
+  /**
+   * Inserts the peer sets that are missing (with their current contents); the peer reconciler keeps them. A set
+   * is guarded by its chosen UUID where the server takes them, else by a wait on its (unique) name.
+   */
   private ensurePeerSets(
     txn: Transaction,
     peers: readonly string[],
+    fixedUuids: boolean,
     inserted = new Set<string>(),
-  ): { guards: number } {
-    const table = this.o.nb.cache.table("Address_Set");
-    let guards = 0;
+  ): { waits: number } {
+    const cache = this.o.nb.cache;
+    const table = cache.table("Address_Set");
+    let waits = 0;
     for (const k of peers) {
       const peer = this.idx.peer(k);
       if (!peer) continue;
@@ -325,12 +389,17 @@ export class NetworkPolicyReconciler implements Reconciler {
       for (const row of peerSetRows(this.idx, k, peer, this.families)) {
         if (table.lookupOne("name", row.name) || inserted.has(row.name)) continue;
         inserted.add(row.name);
-        txn.guardAbsent("Address_Set", [["name", "==", row.name]]);
-        guards++;
-        txn.insert("Address_Set", row as never);
+        const uuid = fixedUuids
+          ? chosenUuid(cache as never, "Address_Set", row, peerSetId(row.name))
+          : undefined;
+        if (!uuid) {
+          txn.guardAbsent("Address_Set", [["name", "==", row.name]]);
+          waits++;
+        }
+        txn.insert("Address_Set", row as never, undefined, uuid ? { uuid } : {});
       }
     }
-    return { guards };
+    return { waits };
   }
 }
 

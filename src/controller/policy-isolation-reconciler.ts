@@ -7,6 +7,7 @@ import type { ReconcileResult } from "../k8s/workqueue.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
 import { CONTROLLER, ID_KEY, KIND_KEY, NODE_KEY, OWNER_KEY, POD_KEY } from "../ovn/ownership.ts";
 import { mutateMembers } from "../ovn/set-members.ts";
+import type { Transaction } from "../ovsdb/transaction.ts";
 import { isolationRows, nodeRows } from "../policy/isolation-acls.ts";
 import { isolationGroupId, nodeGroupId } from "../policy/nb-names.ts";
 import type { Direction } from "../policy/policy-model.ts";
@@ -108,6 +109,33 @@ export class PolicyIsolationReconciler implements Reconciler {
     for (const n of this.nodes.keys()) yield `node/${n}`;
   }
 
+  /**
+   * At start: the isolation and own-node groups built at once (before the policies' bulk write is sent) and
+   * written as soon as it has ended, not behind the start-up reconciles of every policy, peer and pod queued
+   * ahead of them, so NB holds the whole of the policies sooner; after it, so no pod is isolated before the
+   * ACLs that allow its traffic are in. One transaction per key, as a reconcile; the queue runs the same keys
+   * again and writes what changed meanwhile or failed here.
+   */
+  async bulkSync(previous: Promise<void>): Promise<void> {
+    const writes = [...new Set(this.startupKeys())].flatMap((k) => {
+      const txn = this.build(k);
+      return txn ? [{ k, txn }] : [];
+    });
+    await previous;
+    await Promise.all(
+      writes.map(({ k, txn }) =>
+        txn
+          .commit()
+          .catch((err: unknown) =>
+            this.o.log.warn(
+              { err, key: k },
+              "start-up write of an isolation group failed; the queue retries it",
+            ),
+          ),
+      ),
+    );
+  }
+
   resyncKeys(): Iterable<string> {
     return ["ingress", "egress", ...this.nodes.keys().map((n) => `node/${n}`)];
   }
@@ -132,6 +160,15 @@ export class PolicyIsolationReconciler implements Reconciler {
   }
 
   async reconcile(key: string): Promise<ReconcileResult> {
+    const txn = this.build(key);
+    if (!txn) return undefined;
+    const result = await txn.commit();
+    if (result.alreadyApplied) return { requeueAfterMs: 100 };
+    return undefined;
+  }
+
+  /** The transaction that brings the key's group and ACLs in line, or undefined when NB already is. */
+  private build(key: string): Transaction | undefined {
     let groupId: string;
     let rows: DesiredRow[];
     let ports: string[] = [];
@@ -162,7 +199,7 @@ export class PolicyIsolationReconciler implements Reconciler {
     const existing = findOwned(cache, "Port_Group", groupId);
     const desired = rows.map((d) => (d.id === groupId && !existing ? { ...d, row: { ...d.row, ports } } : d));
     const txn = nb.transaction();
-    const guards = guardInserts(txn, cache, desired);
+    const { waits: guards } = guardInserts(txn, cache, desired);
     plan(cache, nb.schema, txn as never, desired, {
       tables: ["Port_Group", "ACL"],
       groups: [groupId],
@@ -172,9 +209,6 @@ export class PolicyIsolationReconciler implements Reconciler {
     });
     if (existing && desired.length > 0)
       mutateMembers(txn, "Port_Group", existing._uuid, "ports", existing.ports as string[], ports);
-    if (txn.size === guards) return undefined;
-    const result = await txn.commit();
-    if (result.alreadyApplied) return { requeueAfterMs: 100 };
-    return undefined;
+    return txn.size === guards ? undefined : txn;
   }
 }

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { EventRecorder } from "../../../src/k8s/events.ts";
-import { ID_KEY, KIND_KEY } from "../../../src/ovn/ownership.ts";
+import { ID_KEY, KIND_KEY, type Kind, rowUuid } from "../../../src/ovn/ownership.ts";
 import { podPortId } from "../../../src/ovn/pod-port.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
@@ -20,6 +20,7 @@ import {
   nodeGroupName,
   POLICY_KEY,
   peerSetName,
+  policyGroupId,
   policyGroupName,
 } from "../../../src/policy/nb-names.ts";
 import { parseNetworkPolicy, podPeersOf } from "../../../src/policy/policy-model.ts";
@@ -425,9 +426,27 @@ test("policies present before the controller starts are written in batches, and 
     }
   };
   const before = await writeRecords(srv, "OVN_Northbound");
-  let run = await startInProcess({ api, srv });
+  // The batches go out several at once; the first one's reply is lost (the proxy drops the connection, so the
+  // replies of the others in flight are lost too): the per-policy reconciles find what landed, one row of each.
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  let lostOps: readonly Record<string, unknown>[] = [];
+  const lost = proxy.loseNextReply((ops) => {
+    lostOps = ops;
+    return ops.filter((o) => o.op === "insert" && o.table === "Port_Group").length > 1;
+  });
+  let run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   t.after(() => run.stop());
   await run.synced;
+  await lost;
+  // Every insert of the batch carries its row's derived uuid (peer sets included), and no wait guard scans a table.
+  const inserts = lostOps.filter((o) => o.op === "insert");
+  assert.equal(inserts.filter((o) => o.table === "Port_Group").length, 100);
+  for (const o of inserts) {
+    const ids = Object.fromEntries((o.row as { external_ids: [string, [string, string][]] }).external_ids[1]);
+    assert.equal(o.uuid, rowUuid(ids[KIND_KEY] as Kind, ids[ID_KEY] ?? ""), `${o.table} ${ids[ID_KEY]}`);
+  }
+  assert.equal(lostOps.filter((o) => o.op === "wait").length, 0);
   const pg = (name: string) => run.nb.cache.table("Port_Group").lookupOne("name", name);
   await until("every policy's group with the pod and its ACL", () =>
     names.every(
@@ -456,8 +475,92 @@ test("policies present before the controller starts are written in batches, and 
     [[podIp]],
     "only the app=c0 peer holds the pod",
   );
+  for (const n of names) {
+    const key = `${NS}/${n}`;
+    const rows = (table: "Port_Group" | "ACL") =>
+      [...run.nb.cache.table(table).values()].filter((r) => r.external_ids[POLICY_KEY] === key).length;
+    assert.equal(rows("Port_Group"), 1, `one port group for ${n}`);
+    assert.equal(rows("ACL"), 1, `one ACL for ${n}`);
+  }
   await run.stop();
-  run = await startInProcess({ api, srv });
+  run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   await run.synced;
   assert.equal((await settledWrites()) - afterStart, 0, "no NB write after a restart with no change");
+});
+
+test("with a server that refuses chosen uuids, or a foreign row under one, a policy's inserts are guarded by waits", async (t) => {
+  const { api, srv, nb: witness } = await useCluster(t);
+  await createNamespace(api, NS);
+  const createPolicy = (name: string) =>
+    api.request(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`, {
+      method: "POST",
+      body: {
+        metadata: { name },
+        spec: {
+          podSelector: {},
+          ingress: [{ from: [{ podSelector: { matchLabels: { app: name } } }], ports: [{ port: 80 }] }],
+        },
+      },
+    });
+  // Someone else's row under the uuid the controller would choose for the port group of `foreign`, written by
+  // the start-up bulk write: the controller must not take "duplicate uuid" for its own write having landed.
+  const foreign = witness.transaction();
+  foreign.insert(
+    "Port_Group",
+    { name: "not_ours", external_ids: { owner: "someone-else" } } as never,
+    undefined,
+    {
+      uuid: rowUuid("network-policy", policyGroupId(`${NS}/foreign`)),
+    },
+  );
+  await foreign.commit();
+  await createPolicy("foreign");
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await run.synced;
+  const rows = (key: string, table: "Port_Group" | "ACL") =>
+    [...run.nb.cache.table(table).values()].filter((r) => r.external_ids[POLICY_KEY] === key);
+  await until("foreign's rows", () =>
+    rows(`${NS}/foreign`, "Port_Group").length === 1 && rows(`${NS}/foreign`, "ACL").length === 1
+      ? true
+      : undefined,
+  );
+  assert.equal(
+    witness.cache.table("Port_Group").lookupOne("name", "not_ours")?.external_ids.owner,
+    "someone-else",
+  );
+
+  // The proxy now answers as an ovsdb-server before 2.17; the next policy's first write loses its reply.
+  proxy.refuseInsertUuid();
+  // Asked once per connection: a new one learns the server's answer.
+  proxy.cut();
+  let lostOps: readonly Record<string, unknown>[] = [];
+  const lost = proxy.loseNextReply((ops) => {
+    lostOps = ops;
+    return ops.some(
+      (o) =>
+        o.op === "insert" &&
+        o.table === "Port_Group" &&
+        JSON.stringify(o).includes(policyGroupName(`${NS}/old`)),
+    );
+  });
+  await createPolicy("old");
+  await lost;
+  assert.ok(
+    lostOps.every((o) => o.op !== "insert" || !("uuid" in o)),
+    "no uuid member for this server",
+  );
+  assert.equal(
+    lostOps.filter((o) => o.op === "wait").length,
+    lostOps.filter((o) => o.op === "insert").length,
+    "each insert is guarded by a wait",
+  );
+  await until("old's rows", () =>
+    rows(`${NS}/old`, "Port_Group").length > 0 && rows(`${NS}/old`, "ACL").length > 0 ? true : undefined,
+  );
+  await delay(1500);
+  assert.equal(rows(`${NS}/old`, "Port_Group").length, 1, "one port group after the lost reply");
+  assert.equal(rows(`${NS}/old`, "ACL").length, 1, "one ACL after the lost reply");
 });
