@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { JUnitError, parseJUnit, type TestCase } from "../../tools/conformance/junit.ts";
+import { JUnitError, parseJUnit, type TestCase, withoutLabelBlock } from "../../tools/conformance/junit.ts";
 import { headline, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
 import {
   ginkgoArgs,
@@ -51,6 +51,16 @@ describe("parseJUnit", () => {
       "skipped - Test requires >= 2 Ready nodes, but there are only 1 Ready nodes",
     );
     assert.ok(r.cases.some((c) => c.name.includes("a 'default-deny-ingress' policy")));
+  });
+
+  it("drops Ginkgo's trailing label block only when the text already carries every label", () => {
+    const w = withoutLabelBlock;
+    assert.equal(w("[sig-network] Services x [Slow] [sig-network, Slow]"), "[sig-network] Services x [Slow]");
+    assert.equal(w("[sig-network] Conntrack y [sig-network]"), "[sig-network] Conntrack y");
+    assert.equal(w("[sig-network] Services z [Conformance]"), "[sig-network] Services z [Conformance]");
+    assert.equal(w("[sig-network] a [sig-network, Other]"), "[sig-network] a [sig-network, Other]");
+    const netpol = parseJUnit(sample("run.xml")).cases.find((c) => c.name.includes("NamespaceSelector"));
+    assert.match(netpol?.name ?? "", /NamespaceSelector \[Feature:NetworkPolicy\]$/);
   });
 
   it("accepts a lone <testsuite> root and refuses any other root or a nameless case", () => {
@@ -211,6 +221,11 @@ describe("tally and renderReport", () => {
     );
     const md = renderReport(committed, t, { ...run, dryRun: true });
     assert.match(md, /3 tests selected, not yet run/);
+    assert.match(md, /<summary>NetworkPolicy \(test\/e2e\/network\/netpol\): 2<\/summary>/);
+    assert.match(
+      md,
+      /- `\[sig-network\] Services should serve a basic endpoint from pods {2}\[Conformance\]`/,
+    );
     assert.doesNotMatch(md, /tests pass|\| Passed \||\| Failed \|/);
   });
 
@@ -287,6 +302,16 @@ describe("tally and renderReport", () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("docs/conformance.md", () => {
+  it("has a headline that README.md quotes word for word", () => {
+    const doc = readFileSync(new URL("../../docs/conformance.md", import.meta.url), "utf8");
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const line = /<!-- headline -->(.+)<!-- \/headline -->/.exec(doc)?.[1];
+    assert.ok(line, "docs/conformance.md has no headline");
+    assert.ok(readme.includes(line), `README.md does not quote the headline: ${line}`);
   });
 });
 

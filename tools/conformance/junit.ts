@@ -45,11 +45,24 @@ export function parseJUnit(doc: string): JUnitReport {
   return { cases, timestamp: suites[0]?.attributes.get("timestamp") };
 }
 
+/**
+ * Ginkgo appends the spec's labels as " [a, b]"; the Kubernetes e2e framework writes each label into the
+ * text as "[a]" too. The block is dropped when every label in it is already in the text, so names read and
+ * match as Ginkgo's --ginkgo.focus sees them (the text, without labels).
+ */
+export function withoutLabelBlock(name: string): string {
+  const m = /^(.*) \[([^[\]]+)\]$/s.exec(name);
+  if (!m?.[1] || !m[2]) return name;
+  const text = m[1];
+  const labels = m[2].split(", ");
+  return labels.every((l) => l !== "" && text.includes(`[${l}]`)) ? text : name;
+}
+
 function toCase(tc: XmlElement): TestCase {
   const raw = tc.attributes.get("name");
   if (raw === undefined) throw new JUnitError("a <testcase> without a name");
   const isSpec = !SUITE_NODE.test(raw);
-  const name = raw.replace(/^\[It\] /, "");
+  const name = withoutLabelBlock(raw.replace(/^\[It\] /, ""));
   const failure = childElements(tc, "failure")[0] ?? childElements(tc, "error")[0];
   const skipped = childElements(tc, "skipped")[0];
   const time = Number(tc.attributes.get("time") ?? "0");

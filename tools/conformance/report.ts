@@ -30,6 +30,8 @@ export interface Tally {
   readonly groups: readonly GroupCounts[];
   readonly failures: readonly { readonly group: Group; readonly test: TestCase }[];
   readonly runtimeSkips: readonly { readonly group: Group; readonly test: TestCase }[];
+  /** Every selected spec, by group id, in report order. */
+  readonly selectedNames: ReadonlyMap<string, readonly string[]>;
   readonly skipUse: ReadonlyMap<Skip, number>;
   /** Suite nodes (setup and teardown) that failed: every spec may be affected. */
   readonly suiteFailures: readonly TestCase[];
@@ -57,6 +59,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   const skipUse = new Map<Skip, number>(selection.skips.map((s) => [s, 0]));
   const suiteFailures: TestCase[] = [];
   const strays: TestCase[] = [];
+  const selectedNames = new Map<string, string[]>(selection.groups.map((g) => [g.id, []]));
   const seen = new Set<string>();
   for (const test of cases) {
     if (!test.isSpec) {
@@ -81,10 +84,14 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
     }
     if (dryRun) {
       // A dry run marks what it would run as passed and what its filters drop as skipped.
-      if (test.outcome !== "skipped") counts.selected++;
+      if (test.outcome !== "skipped") {
+        counts.selected++;
+        selectedNames.get(p.group.id)?.push(test.name);
+      }
       continue;
     }
     counts.selected++;
+    selectedNames.get(p.group.id)?.push(test.name);
     if (test.outcome === "passed") counts.passed++;
     else if (test.outcome === "failed") {
       counts.failed++;
@@ -94,7 +101,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       runtimeSkips.push({ group: p.group, test });
     }
   }
-  return { groups, failures, runtimeSkips, skipUse, suiteFailures, strays };
+  return { groups, failures, runtimeSkips, selectedNames, skipUse, suiteFailures, strays };
 }
 
 function sum(t: Tally, key: "selected" | "passed" | "failed" | "skippedAtRunTime" | "skippedByList"): number {
@@ -121,7 +128,7 @@ export function headline(t: Tally, run: RunInfo): string {
 
 // Markdown table cells and inline code: a '|' or a backtick in a test name or message must not break them.
 function cell(text: string): string {
-  return text.replace(/\\/g, "\\\\").replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
+  return text.replace(/\|/g, "\\|").replace(/\r?\n/g, " ");
 }
 function code(text: string): string {
   const t = text.replace(/\r?\n/g, " ");
@@ -245,6 +252,14 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
   for (const s of selection.skips)
     p(`| ${cell(code(s.pattern.source))} | ${cell(s.reason)} | ${t.skipUse.get(s) ?? 0} |`);
   p("");
+
+  p("## Selected tests", "");
+  for (const g of t.groups) {
+    const names = [...(t.selectedNames.get(g.group.id) ?? [])].sort();
+    p(`<details><summary>${g.group.title}: ${names.length}</summary>`, "");
+    for (const n of names) p(`- ${code(n)}`);
+    p("", "</details>", "");
+  }
 
   if (t.strays.length > 0) {
     p(
