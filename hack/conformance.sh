@@ -105,7 +105,8 @@ log "running e2e.test ($(grep -c . <<<"$(printf '%s\n' "${selection[@]}")") focu
 start=$SECONDS
 rc=0
 # Ginkgo's default suite timeout is one hour; the selected suites take longer on a shared 2-core machine.
-"$E2E_TEST" --kubeconfig="$kubeconfig" --provider=local --ginkgo.timeout=24h --ginkgo.v \
+# --kubectl-path: the tests shell out to kubectl (exec into pods); the machine's own may be another release.
+"$E2E_TEST" --kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local --ginkgo.timeout=24h --ginkgo.v \
 	--e2e-output-dir="$results" "${ginkgo[@]}" >"$results/e2e.log" 2>&1 || rc=$?
 log "e2e.test exited $rc after $((SECONDS - start))s"
 [[ -f $results/junit.xml ]] || die "e2e.test wrote no JUnit report; see $results/e2e.log"

@@ -6,6 +6,7 @@ import { JUnitError, parseJUnit, type TestCase, withoutLabelBlock } from "../../
 import { headline, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
 import {
   ginkgoArgs,
+  knownFailure,
   parseSelection,
   place,
   type Selection,
@@ -28,7 +29,7 @@ describe("parseJUnit", () => {
   it("reads Ginkgo's cases: the [It] prefix dropped, suite nodes kept apart, failures with message and detail", () => {
     const r = parseJUnit(sample("run.xml"));
     assert.equal(r.timestamp, "2026-11-26T23:30:00");
-    assert.equal(r.cases.length, 12);
+    assert.equal(r.cases.length, 13);
     assert.deepEqual(
       r.cases.filter((c) => !c.isSpec).map((c) => c.name),
       ["[SynchronizedBeforeSuite]", "[ReportAfterSuite] Kubernetes e2e suite report"],
@@ -189,6 +190,40 @@ describe("tally and renderReport", () => {
     assert.equal(t.failures.length, 2);
     assert.equal(t.suiteFailures.length, 0);
     assert.equal(t.strays.length, 0);
+    // Ginkgo's bare "skipped" is a spec its filters left out, not a test that skipped itself.
+    assert.deepEqual(
+      t.notRun.map((c) => c.name),
+      [
+        "[sig-network] Services should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]",
+      ],
+    );
+    assert.match(renderReport(withCause, t, run), /## Selected here, not run\n[\s\S]*preserve source pod IP/);
+  });
+
+  it("finds a known cause by the failure's message as well as by the test's name", () => {
+    const sel = parseSelection({
+      groups: [{ id: "g", title: "G", focus: "x" }],
+      skips: [],
+      knownFailures: [
+        { message: "name resolution", cause: "no cluster DNS", plan: "CoreDNS" },
+        { pattern: "y", message: "timeout", cause: "both", plan: "p" },
+      ],
+    });
+    assert.equal(
+      knownFailure(sel, "x a", "nc: Temporary failure in name resolution")?.cause,
+      "no cluster DNS",
+    );
+    assert.equal(knownFailure(sel, "x y", "a timeout")?.cause, "both");
+    assert.equal(knownFailure(sel, "x z", "a timeout"), undefined);
+    assert.throws(
+      () =>
+        parseSelection({
+          groups: sel.groups.map((g) => ({ ...g, focus: "x" })),
+          skips: [],
+          knownFailures: [{ cause: "c", plan: "p" }],
+        }),
+      SelectionError,
+    );
   });
 
   it("writes the version, command, headline, each failure with its message and cause, and every skip with its reason", () => {
@@ -295,7 +330,8 @@ describe("tally and renderReport", () => {
           ? inGroups.filter((c) => place(committed, c.name).kind === "selected" && c.outcome === "skipped")
               .length
           : 0;
-        assert.equal(placed + dryRunDropped, inGroups.length);
+        assert.equal(placed + t.notRun.length + dryRunDropped, inGroups.length);
+        if (dryRun) assert.equal(t.notRun.length, 0);
         assert.equal(t.failures.length, dryRun ? 0 : t.groups.reduce((n, g) => n + g.failed, 0));
         const line = headline(t, { ...run, dryRun });
         if (dryRun) assert.doesNotMatch(line, /pass|fail/);

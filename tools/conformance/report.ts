@@ -37,6 +37,8 @@ export interface Tally {
   readonly suiteFailures: readonly TestCase[];
   /** Specs Ginkgo ran that no group selects: the focus patterns and the run disagree. */
   readonly strays: readonly TestCase[];
+  /** Specs a group selects that Ginkgo did not run at all (filtered out, not skipped by the test). */
+  readonly notRun: readonly TestCase[];
 }
 
 /**
@@ -59,6 +61,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   const skipUse = new Map<Skip, number>(selection.skips.map((s) => [s, 0]));
   const suiteFailures: TestCase[] = [];
   const strays: TestCase[] = [];
+  const notRun: TestCase[] = [];
   const selectedNames = new Map<string, string[]>(selection.groups.map((g) => [g.id, []]));
   const seen = new Set<string>();
   for (const test of cases) {
@@ -90,6 +93,11 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       }
       continue;
     }
+    // Ginkgo writes a bare "skipped" for a spec its filters left out, "skipped - <why>" for Skip() in a test.
+    if (test.outcome === "skipped" && (test.message === "" || test.message === "skipped")) {
+      notRun.push(test);
+      continue;
+    }
     counts.selected++;
     selectedNames.get(p.group.id)?.push(test.name);
     if (test.outcome === "passed") counts.passed++;
@@ -101,7 +109,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       runtimeSkips.push({ group: p.group, test });
     }
   }
-  return { groups, failures, runtimeSkips, selectedNames, skipUse, suiteFailures, strays };
+  return { groups, failures, runtimeSkips, selectedNames, skipUse, suiteFailures, strays, notRun };
 }
 
 function sum(t: Tally, key: "selected" | "passed" | "failed" | "skippedAtRunTime" | "skippedByList"): number {
@@ -219,7 +227,7 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
       if (fs.length === 0) continue;
       p(`### ${g.group.title} (${fs.length})`, "");
       for (const { test } of fs) {
-        const known = knownFailure(selection, test.name);
+        const known = knownFailure(selection, test.name, `${test.message}\n${test.detail}`);
         p(`- ${code(test.name)}`);
         p(
           known
@@ -259,6 +267,17 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     p(`<details><summary>${g.group.title}: ${names.length}</summary>`, "");
     for (const n of names) p(`- ${code(n)}`);
     p("", "</details>", "");
+  }
+
+  if (t.notRun.length > 0) {
+    p(
+      "## Selected here, not run",
+      "",
+      "A group selects these but Ginkgo left them out (a narrower focus than test/conformance/selection.json, or a pattern Go reads differently); they are in no count above.",
+      "",
+    );
+    for (const s of t.notRun) p(`- ${code(s.name)}`);
+    p("");
   }
 
   if (t.strays.length > 0) {

@@ -15,7 +15,10 @@ export interface Skip {
 }
 
 export interface KnownFailure {
-  readonly pattern: RegExp;
+  /** Matches the test's name; undefined matches any. */
+  readonly pattern: RegExp | undefined;
+  /** Matches the failure's message; undefined matches any. At least one of the two is given. */
+  readonly message: RegExp | undefined;
   readonly cause: string;
   readonly plan: string;
 }
@@ -95,11 +98,15 @@ export function parseSelection(value: unknown): Selection {
     pattern: compilePattern(field(s, "pattern", `skips[${n}]`), `skips[${n}].pattern`),
     reason: field(s, "reason", `skips[${n}]`),
   }));
-  const knownFailures = list(obj, "knownFailures", false).map((k, n) => ({
-    pattern: compilePattern(field(k, "pattern", `knownFailures[${n}]`), `knownFailures[${n}].pattern`),
-    cause: field(k, "cause", `knownFailures[${n}]`),
-    plan: field(k, "plan", `knownFailures[${n}]`),
-  }));
+  const knownFailures = list(obj, "knownFailures", false).map((k, n) => {
+    const where = `knownFailures[${n}]`;
+    const optional = (key: string) =>
+      k[key] === undefined ? undefined : compilePattern(field(k, key, where), `${where}.${key}`);
+    const pattern = optional("pattern");
+    const message = optional("message");
+    if (!pattern && !message) throw new SelectionError(`${where}: give "pattern", "message" or both`);
+    return { pattern, message, cause: field(k, "cause", where), plan: field(k, "plan", where) };
+  });
   return { groups, skips, knownFailures };
 }
 
@@ -111,9 +118,11 @@ export function place(selection: Selection, name: string): Placement {
   return skip ? { kind: "skipped-by-list", group, skip } : { kind: "selected", group };
 }
 
-/** The first known cause of a failing test, if the selection names one. */
-export function knownFailure(selection: Selection, name: string): KnownFailure | undefined {
-  return selection.knownFailures.find((k) => k.pattern.test(name));
+/** The first known cause of a failing test (by its name and its failure message), if the selection names one. */
+export function knownFailure(selection: Selection, name: string, message: string): KnownFailure | undefined {
+  return selection.knownFailures.find(
+    (k) => (!k.pattern || k.pattern.test(name)) && (!k.message || k.message.test(message)),
+  );
 }
 
 /** e2e.test's arguments for the selection: Ginkgo ORs repeated focus and repeated skip flags. */
