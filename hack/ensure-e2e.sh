@@ -79,8 +79,9 @@ image_ref() {
 	echo "$host/$name:$version"
 }
 
-# The images the selected suites run (hack/conformance-selection.json names the suites; docs/conformance.md
-# lists the images no selected test needs or that cannot be built here). KEY manifest.go-constant.
+# The images the selected suites run (test/conformance/selection.json names the suites; docs/upstream-e2e.md
+# lists the images no selected test needs or that cannot be built here), each as NAME:CONSTANT, CONSTANT
+# being its configs[] key in test/utils/image/manifest.go.
 e2e_images=(agnhost:Agnhost busybox:BusyBox nginx:Nginx regression-issue-74839:RegressionIssue74839)
 
 # Any change to how an image is made yields a new archive: each archive's .key file holds this hash.
