@@ -10,6 +10,7 @@ help:
 	@echo "make images    build the container images (OCI archives, no Docker needed; docs/images.md)"
 	@echo "make sandbox-down | lint | format | typecheck | models | binaries | cni"
 	@echo "make bench-ovsdb | bench-controller | bench-cni | bench-services | bench-policy   (benchmarks, not part of make test)"
+	@echo "make conformance | conformance-dry-run   (the upstream Kubernetes network e2e suites, not part of make test; docs/upstream-e2e.md)"
 
 deps:
 	@hack/install-deps.sh
