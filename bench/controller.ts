@@ -4,10 +4,10 @@
 // a fresh NB ovsdb-server. Both annotators are separate node processes started the way the sandbox starts the
 // controller (NODE_FLAGS, tsx), with the same number of workers.
 //   node --import tsx bench/controller.ts [--quick] [--pods=N,M] [--workers=W] [--in-flight=K] [--tunnel=T]
-//     [--profile=DIR] [--node-flags="--flag1 --flag2"]
+//     [--profile=DIR] [--node-flags="--flag1 --flag2"] [--keep-output=DIR]
 
 import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
@@ -43,6 +43,8 @@ const TUNNEL = flag("tunnel") ?? "geneve";
 const PROFILE_DIR = flag("profile");
 // --node-flags: V8/node flags for both annotators instead of NODE_FLAGS (to try GC settings, say).
 const ANNOTATOR_FLAGS = flag("node-flags")?.split(" ").filter(Boolean) ?? NODE_FLAGS;
+// --keep-output=DIR: each annotator's stdout and stderr (with --node-flags=--trace-gc, say) is copied there.
+const KEEP_DIR = flag("keep-output");
 const RSS_LIMIT_MIB = 250;
 const RSS_AT = 5000;
 
@@ -96,6 +98,33 @@ async function cpuDuring<T>(
   return { value, cpu };
 }
 
+/**
+ * Requests the apiserver served during the run, by verb and resource (the driver's creates and watch included):
+ * tells whether an annotator sends more than one PATCH per pod.
+ */
+async function apiserverRequests(kube: KubeApiserver): Promise<string> {
+  const text = await kube.kubectl(["get", "--raw", "/metrics"]).catch(() => "");
+  const counts = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("apiserver_request_total{")) continue;
+    const verb = /verb="([^"]+)"/.exec(line)?.[1] ?? "?";
+    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? "";
+    if (!["pods", "subnets", "events", "leases"].includes(resource)) continue;
+    const k = `${verb} ${resource}`;
+    counts.set(k, (counts.get(k) ?? 0) + Number(line.slice(line.lastIndexOf(" ") + 1)));
+  }
+  return [...counts]
+    .sort()
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ");
+}
+
+async function keepOutput(file: string, name: string): Promise<void> {
+  if (!KEEP_DIR) return;
+  await mkdir(KEEP_DIR, { recursive: true });
+  await copyFile(file, join(KEEP_DIR, name)).catch(() => {});
+}
+
 /** Polls fn until it returns a value; `alive` failing ends the wait at once. */
 async function until<T>(
   what: string,
@@ -134,6 +163,8 @@ interface RunResult extends LoadResult {
   load: number;
   /** CPU seconds per process during the load. */
   cpu: Record<string, number>;
+  /** Requests served by the apiserver over the whole run, by verb and resource. */
+  requests: string;
   nbTxns?: number;
   metrics?: string;
 }
@@ -178,9 +209,11 @@ async function baselineRun(pods: number): Promise<RunResult> {
       );
       const rssMiB = vmHwmMiB(patcher.pid);
       if (r.annotated < pods) log((await readFile(out, "utf8")).split("\n").slice(-10).join("\n"));
-      return { ...r, rssMiB, cpu, load: loadavg()[0] as number };
+      const requests = await apiserverRequests(kube);
+      return { ...r, rssMiB, cpu, requests, load: loadavg()[0] as number };
     } finally {
       await patcher.terminate(3000);
+      await keepOutput(out, `patcher-${pods}.out`);
     }
   });
 }
@@ -238,9 +271,11 @@ async function controllerRun(pods: number): Promise<RunResult> {
         .then((res) => res.text())
         .catch(() => "");
       if (r.annotated < pods) log((await readFile(out, "utf8")).slice(-3000));
-      return { ...r, rssMiB, nbTxns: after - before, metrics, cpu, load: loadavg()[0] as number };
+      const requests = await apiserverRequests(kube);
+      return { ...r, rssMiB, nbTxns: after - before, metrics, cpu, requests, load: loadavg()[0] as number };
     } finally {
       await ctl.terminate(5000);
+      await keepOutput(out, `controller-${pods}.out`);
       await nb.stop();
     }
   });
@@ -332,6 +367,8 @@ function report(pods: number, base: RunResult, ctl: RunResult): string[] {
       .join(", ");
   lines.push(`CPU s during the load, baseline:   ${cpuLine(base)}`);
   lines.push(`CPU s during the load, controller: ${cpuLine(ctl)}`);
+  lines.push(`apiserver requests, baseline run:   ${base.requests}`);
+  lines.push(`apiserver requests, controller run: ${ctl.requests}`);
   if (ctl.metrics) {
     // Two stages per pod: "pods" (address and port, one NB transaction) and "pod-annotations" (the PATCH).
     for (const queue of ["pods", "pod-annotations"]) {
