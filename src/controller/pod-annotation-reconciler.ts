@@ -35,12 +35,13 @@ export class PodAnnotationReconciler implements Reconciler {
           },
           // Someone else changed or removed the annotation: put ours back.
           onUpdate: (a, b) => {
-            if (
-              a.metadata.annotations?.[POD_NETWORKS_ANNOTATION] !==
-              b.metadata.annotations?.[POD_NETWORKS_ANNOTATION]
-            ) {
-              ctx.requeuePodAnnotation(podKey(b));
-            }
+            const now = b.metadata.annotations?.[POD_NETWORKS_ANNOTATION];
+            if (a.metadata.annotations?.[POD_NETWORKS_ANNOTATION] === now) return;
+            // The echo of our own PATCH (or a value equal to it) leaves nothing to do: what the reconcile
+            // would find, without a trip through the queue for every pod.
+            const m = b.metadata;
+            if (now !== undefined && now === this.podPorts.annotationFor(m.namespace, m.name, m.uid)) return;
+            ctx.requeuePodAnnotation(podKey(b));
           },
         },
         { replay: true },

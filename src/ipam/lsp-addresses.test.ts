@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import fc from "fast-check";
 import { formatIp, parseIp } from "./address.ts";
 import { formatLspAddress, heldIps, parseLspAddress, portIps } from "./lsp-addresses.ts";
 
@@ -71,4 +72,31 @@ test("heldIps gives a port's addresses as text, including what northd assigned a
     ["10.80.0.7"],
   );
   assert.deepEqual(heldIps({ addresses: ["router"], dynamic_addresses: null }), []);
+});
+
+test("heldIps read again, in any order and after its result was changed, gives what parsing gives", () => {
+  const element = fc.oneof(
+    fc.constantFrom("router", "unknown", "dynamic", "not an address", "0a:58:0a:f4:00:05 10.244.0.5"),
+    fc
+      .tuple(fc.integer({ min: 0, max: 255 }), fc.integer({ min: 0, max: 255 }), fc.boolean())
+      .map(
+        ([a, b, v6]) =>
+          `0a:58:0a:f4:${a.toString(16)}:${b.toString(16)} 10.244.${a}.${b}${v6 ? ` fd00::${a}` : ""}`,
+      ),
+  );
+  const port = fc.record({
+    addresses: fc.array(element, { maxLength: 3 }),
+    dynamic_addresses: fc.option(fc.constantFrom("0a:00:00:00:00:07 10.80.0.7", "garbage"), {
+      nil: undefined,
+    }),
+  });
+  fc.assert(
+    fc.property(fc.array(port, { minLength: 1, maxLength: 20 }), (ports) => {
+      for (const p of [...ports, ...ports.reverse()]) {
+        const got = heldIps(p);
+        assert.deepEqual(got, portIps(p.addresses, p.dynamic_addresses).ips.map(formatIp));
+        got.push("10.0.0.1");
+      }
+    }),
+  );
 });

@@ -98,5 +98,26 @@ export function heldIps(port: {
   readonly addresses: readonly string[];
   readonly dynamic_addresses?: string | null;
 }): string[] {
-  return portIps(port.addresses, port.dynamic_addresses ?? undefined).ips.map(formatIp);
+  const dynamic = port.dynamic_addresses ?? undefined;
+  // Keyed by the column values themselves, so a hit is always what parsing would give.
+  const key =
+    port.addresses.length === 1 && dynamic === undefined
+      ? `1${port.addresses[0]}`
+      : `2${JSON.stringify([port.addresses, dynamic ?? null])}`;
+  let ips = recentlyHeld.get(key);
+  if (!ips) {
+    ips = portIps(port.addresses, dynamic).ips.map(formatIp);
+    if (recentlyHeld.size >= RECENTLY_HELD_MAX)
+      recentlyHeld.delete(recentlyHeld.keys().next().value as string);
+    recentlyHeld.set(key, ips);
+  }
+  return [...ips];
 }
+
+/**
+ * heldIps of the most recently read address columns, oldest first. One port's value is read several times
+ * close together (the allocator following the insert, the annotation stage, the node address sets), and
+ * parsing it is most of the cost of each read.
+ */
+const recentlyHeld = new Map<string, readonly string[]>();
+const RECENTLY_HELD_MAX = 4096;

@@ -17,8 +17,12 @@ const cryptoRandomBytes: RandomBytes = (length) => randomFillSync(new Uint8Array
  * @throws InvalidInputError
  */
 export function parseMac(text: string, field = "mac_address"): string {
+  // The canonical form is its own parse: every port this controller writes, read back on each NB update.
+  if (CANONICAL_MAC.test(text)) return text;
   return formatMac(parseMacBytes(text, field));
 }
+
+const CANONICAL_MAC = /^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$/;
 
 /**
  * Parses a MAC a user asked for and checks it can be a port's own address: unicast (bit 0 of the first
@@ -55,8 +59,11 @@ function parseMacBytes(text: string, field: string): Uint8Array {
   return Uint8Array.from(parts, (p) => Number.parseInt(p, 16));
 }
 
+const HEX_OCTETS = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 function formatMac(bytes: Uint8Array): string {
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(":");
+  const h = (i: number) => HEX_OCTETS[bytes[i] as number] as string;
+  return `${h(0)}:${h(1)}:${h(2)}:${h(3)}:${h(4)}:${h(5)}`;
 }
 
 /** 0a:58 followed by the four bytes of the IPv4 address. */

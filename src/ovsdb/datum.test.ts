@@ -655,3 +655,18 @@ describe("applyDiff", () => {
     assert.equal(applyDiff(updated, ["map", [["__proto__", "y"]]], ct), EMPTY_MAP);
   });
 });
+
+test("a string's length is counted in code points: a surrogate pair is one, a lone surrogate is one", () => {
+  const ct = (min: number, max: number) =>
+    parseColumnType({ key: { type: "string", minLength: min, maxLength: max } }, "T.c");
+  fc.assert(
+    fc.property(fc.string({ unit: "binary", maxLength: 8 }), (s) => {
+      const n = [...s].length;
+      assert.equal(encodeValue(s, ct(n, n)), s);
+      if (n > 0) assert.throws(() => encodeValue(s, ct(0, n - 1)), ValueError);
+      assert.throws(() => encodeValue(s, ct(n + 1, n + 2)), ValueError);
+    }),
+  );
+  assert.equal(encodeValue("a\u{1F600}\uD800", ct(3, 3)), "a\u{1F600}\uD800");
+  assert.throws(() => encodeValue("\uDC00\uD800", ct(0, 1)), ValueError);
+});
