@@ -19,6 +19,9 @@ import { type OvsdbServer, SCHEMAS, startOvsdbServer, startRaftCluster } from ".
 import { addPortsOps, RawPeer, transactText } from "./ovsdb-raw.ts";
 
 const run = promisify(execFile);
+// A machine loaded by other work can leave the server unanswered for longer than the 5 s inactivity probe;
+// the probe is tested elsewhere (test/integration/ovsdb/probe.test.ts), here it would only end a run.
+const BENCH_CLIENT = { probeIntervalMs: 0 } as const;
 const quick = process.argv.includes("--quick");
 // --no-nbctl leaves out the ovn-nbctl baseline and context (for profiling the rest).
 const noNbctl = process.argv.includes("--no-nbctl");
@@ -145,7 +148,7 @@ async function benchWrites(): Promise<void> {
   const dir = await mkdtemp("/tmp/zo-bench-");
   const srv = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
   // Setup and checks go through a client that monitors nothing, so no measured run pays for a bystander's monitor.
-  const admin = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {} });
+  const admin = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {}, ...BENCH_CLIENT });
   await admin.connect();
   try {
     // Baseline kept from before: ovn-nbctl in daemon mode (its daemon is an IDL client: stopped before the rest).
@@ -272,7 +275,7 @@ async function compareWrites(
     }
   };
   const raw = await rawRun(`raw-${tag}`, false);
-  const full = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+  const full = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, ...BENCH_CLIENT });
   await full.connect();
   let ours: Measure;
   try {
@@ -352,7 +355,7 @@ async function fill(c: OvsdbClient<NbTables>, rows: number): Promise<void> {
 async function benchMemory(): Promise<void> {
   const srv = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
   try {
-    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {} });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {}, ...BENCH_CLIENT });
     await c.connect();
     await fill(c, N_ROWS);
     await c.close();
@@ -393,7 +396,7 @@ async function benchMemory(): Promise<void> {
 async function benchResync(): Promise<void> {
   const cluster = await startRaftCluster({ schema: SCHEMAS.nb });
   try {
-    const c = new OvsdbClient<NbTables>({ remotes: cluster.remotes, model: nbModel });
+    const c = new OvsdbClient<NbTables>({ remotes: cluster.remotes, model: nbModel, ...BENCH_CLIENT });
     await c.connect();
     await fill(c, N_ROWS);
     await c.echo();
@@ -439,6 +442,7 @@ async function benchResync(): Promise<void> {
         remotes: [leader.unix, ...others],
         model: nbModel,
         shuffleRemotes: false,
+        ...BENCH_CLIENT,
       });
       ours.push(await timeIt(() => fresh.connect()));
       const got = fresh.cache.table("Logical_Switch_Port").size + fresh.cache.table("Logical_Switch").size;
