@@ -148,7 +148,12 @@ async function benchWrites(): Promise<void> {
   const dir = await mkdtemp("/tmp/zo-bench-");
   const srv = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
   // Setup and checks go through a client that monitors nothing, so no measured run pays for a bystander's monitor.
-  const admin = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {}, ...BENCH_CLIENT });
+  const admin = new OvsdbClient<NbTables>({
+    remotes: srv.unix,
+    model: nbModel,
+    monitor: {},
+    ...BENCH_CLIENT,
+  });
   await admin.connect();
   try {
     // Baseline kept from before: ovn-nbctl in daemon mode (its daemon is an IDL client: stopped before the rest).
