@@ -7,7 +7,8 @@ if (!gc) throw new Error("run with --expose-gc");
 const remote = process.argv[2] as string;
 gc();
 const base = process.memoryUsage();
-const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel });
+// No inactivity probe: a loaded machine can leave the server silent for longer than 5 s (see bench/ovsdb.ts).
+const c = new OvsdbClient<NbTables>({ remotes: remote, model: nbModel, probeIntervalMs: 0 });
 await c.connect();
 let rows = 0;
 for (const t of c.cache.tableNames()) rows += c.cache.table(t as keyof NbTables & string).size;

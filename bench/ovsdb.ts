@@ -12,12 +12,19 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { OvsdbClient } from "../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../src/ovsdb/models/nb.generated.ts";
+import { stableUuid } from "../src/ovsdb/stable-uuid.ts";
 import { byUuid, type Transaction } from "../src/ovsdb/transaction.ts";
 import { NODE_FLAGS } from "../src/runtime-flags.ts";
 import { type OvsdbServer, SCHEMAS, startOvsdbServer, startRaftCluster } from "../test/rig/ovsdb-server.ts";
+import { addPortsOps, RawPeer, transactText } from "./ovsdb-raw.ts";
 
 const run = promisify(execFile);
+// A machine loaded by other work can leave the server unanswered for longer than the 5 s inactivity probe;
+// the probe is tested elsewhere (test/integration/ovsdb/probe.test.ts), here it would only end a run.
+const BENCH_CLIENT = { probeIntervalMs: 0 } as const;
 const quick = process.argv.includes("--quick");
+// --no-nbctl leaves out the ovn-nbctl baseline and context (for profiling the rest).
+const noNbctl = process.argv.includes("--no-nbctl");
 const N_A = quick ? 2000 : 10_000;
 const N_B = quick ? 500 : 2000;
 const N_ROWS = quick ? 20_000 : 100_000;
@@ -111,6 +118,28 @@ function addPorts(t: Transaction<NbTables>, lsUuid: string, ports: ReturnType<ty
   t.mutate("Logical_Switch", byUuid(lsUuid), [["ports", "insert", refs]]);
 }
 
+/** Wall time of a run, with the CPU this process and the server spent in it (the server's in 10 ms ticks). */
+interface Measure {
+  ms: number;
+  cpuMs: number;
+  serverCpuMs: number;
+}
+
+async function serverCpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+}
+
+async function measure(serverPid: number, fn: () => Promise<void>): Promise<Measure> {
+  const s0 = await serverCpuMs(serverPid);
+  const c0 = process.cpuUsage();
+  const ms = await timeIt(fn);
+  const c = process.cpuUsage(c0);
+  const s1 = await serverCpuMs(serverPid);
+  return { ms, cpuMs: (c.user + c.system) / 1000, serverCpuMs: s1 - s0 };
+}
+
 function fmt(ms: number): string {
   return `${ms.toFixed(0)} ms`;
 }
@@ -118,61 +147,57 @@ function fmt(ms: number): string {
 async function benchWrites(): Promise<void> {
   const dir = await mkdtemp("/tmp/zo-bench-");
   const srv = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
-  const daemon = await nbctlDaemon(srv, dir);
-  const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
-  await c.connect();
+  // Setup and checks go through a client that monitors nothing, so no measured run pays for a bystander's monitor.
+  const admin = new OvsdbClient<NbTables>({
+    remotes: srv.unix,
+    model: nbModel,
+    monitor: {},
+    ...BENCH_CLIENT,
+  });
+  await admin.connect();
   try {
-    // (a) batches of 100
-    await run("ovn-nbctl", ["ls-add", "nbctl-a"], { env: daemon.env });
-    const nbA = await timeIt(async () => {
-      for (let b = 0; b < N_A / 100; b++) {
-        const args: string[] = [];
-        for (let i = b * 100; i < (b + 1) * 100; i++) args.push(...nbctlPortArgs("nbctl-a", port("na", i)));
-        await run("ovn-nbctl", args, { env: daemon.env, maxBuffer: 1 << 24 });
+    // Baseline kept from before: ovn-nbctl in daemon mode (its daemon is an IDL client: stopped before the rest).
+    let nbA = Number.NaN;
+    let nbB = Number.NaN;
+    const daemon = noNbctl ? undefined : await nbctlDaemon(srv, dir);
+    if (daemon)
+      try {
+        await run("ovn-nbctl", ["ls-add", "nbctl-a"], { env: daemon.env });
+        nbA = await timeIt(async () => {
+          for (let b = 0; b < N_A / 100; b++) {
+            const args: string[] = [];
+            for (let i = b * 100; i < (b + 1) * 100; i++)
+              args.push(...nbctlPortArgs("nbctl-a", port("na", i)));
+            await run("ovn-nbctl", args, { env: daemon.env, maxBuffer: 1 << 24 });
+          }
+        });
+        await run("ovn-nbctl", ["ls-del", "nbctl-a"], { env: daemon.env });
+        await run("ovn-nbctl", ["ls-add", "nbctl-b"], { env: daemon.env });
+        nbB = await timeIt(async () => {
+          for (let i = 0; i < N_B; i++) {
+            await run("ovn-nbctl", nbctlPortArgs("nbctl-b", port("nb", i)), { env: daemon.env });
+          }
+        });
+        await run("ovn-nbctl", ["ls-del", "nbctl-b"], { env: daemon.env });
+      } finally {
+        await daemon.stop();
       }
-    });
-    await run("ovn-nbctl", ["ls-del", "nbctl-a"], { env: daemon.env });
-    const lsA = await newSwitch(c, "ours-a");
-    const ourA = await timeIt(async () => {
-      for (let b = 0; b < N_A / 100; b++) {
-        const ports = Array.from({ length: 100 }, (_, k) => port("oa", b * 100 + k));
-        await c.transact((t) => addPorts(t, lsA, ports));
-      }
-    });
-    console.log(
-      `(a) ${N_A} ports in one switch, 100 per transaction: ours ${fmt(ourA)}, ovn-nbctl daemon ${fmt(nbA)}, ratio ${(ourA / nbA).toFixed(2)}x (target <= 1.0x)`,
-    );
-    await dropSwitch(c, lsA);
 
-    // (b) one transaction per port
-    await run("ovn-nbctl", ["ls-add", "nbctl-b"], { env: daemon.env });
-    const nbB = await timeIt(async () => {
-      for (let i = 0; i < N_B; i++) {
-        await run("ovn-nbctl", nbctlPortArgs("nbctl-b", port("nb", i)), { env: daemon.env });
-      }
-    });
-    await run("ovn-nbctl", ["ls-del", "nbctl-b"], { env: daemon.env });
-    const lsB = await newSwitch(c, "ours-b");
-    const ourB = await timeIt(async () => {
-      for (let i = 0; i < N_B; i++) {
-        const p = port("ob", i);
-        await c.transact((t) => addPorts(t, lsB, [p]));
-      }
-    });
-    console.log(
-      `(b) ${N_B} ports, one transaction each: ours ${fmt(ourB)} (${((ourB / N_B) * 1000).toFixed(0)} us/port), ovn-nbctl daemon ${fmt(nbB)} (${((nbB / N_B) * 1000).toFixed(0)} us/port), ratio ${(ourB / nbB).toFixed(2)}x (target <= 1.0x)`,
-    );
-    await dropSwitch(c, lsB);
+    const a = await compareWrites(srv, admin, "a", N_A / 100, 100);
+    report("(a)", `${N_A} ports in one switch, 100 per transaction`, a, nbA, N_A);
+    const b = await compareWrites(srv, admin, "b", N_B, 1);
+    report("(b)", `${N_B} ports, one transaction each`, b, nbB, N_B);
 
     // Context: ovn-nbctl started once per port (no daemon), at growing switch sizes.
+    if (noNbctl) return;
     const env = { ...process.env, OVN_RUNDIR: dir, OVS_RUNDIR: dir };
-    const lsC = await newSwitch(c, "ctx");
+    const lsC = await newSwitch(admin, "ctx");
     let filled = 0;
     for (const size of [0, 3000, 10_000]) {
       while (filled < size) {
         const n = Math.min(1000, size - filled);
         const ports = Array.from({ length: n }, (_, k) => port("fill", filled + k));
-        await c.transact((t) => addPorts(t, lsC, ports));
+        await admin.transact((t) => addPorts(t, lsC, ports));
         filled += n;
       }
       const ms = await timeIt(async () => {
@@ -186,39 +211,156 @@ async function benchWrites(): Promise<void> {
       );
     }
   } finally {
-    await c.close();
-    await daemon.stop();
+    await admin.close();
     await srv.stop();
     await rm(dir, { recursive: true, force: true });
   }
 }
 
+interface WriteFigures {
+  /** Pre-built JSON-RPC text on a socket, no monitor anywhere: the server-bound limit. */
+  raw: Measure;
+  /** The same, with a second raw connection monitoring every table as our client does (it only counts bytes). */
+  rawMonitored: Measure;
+  /** Our client as the product runs it: monitoring every table into its cache. */
+  ours: Measure;
+  /** Our client monitoring nothing: what the client itself costs, apart from the server's monitor work. */
+  oursNoMonitor: Measure;
+}
+
+/** Adds `batches` transactions of `size` ports each to a fresh switch, four ways, each on its own switch. */
+async function compareWrites(
+  srv: OvsdbServer,
+  admin: OvsdbClient<NbTables>,
+  tag: string,
+  batches: number,
+  size: number,
+): Promise<WriteFigures> {
+  const makePorts = (p: string) =>
+    Array.from({ length: batches }, (_, bi) =>
+      Array.from({ length: size }, (_, k) => port(p, bi * size + k)),
+    );
+  const expectPorts = async (ls: string) => {
+    const r = await admin.transact((t) => {
+      t.select("Logical_Switch", byUuid(ls), ["ports"]);
+    });
+    const ports = (r.results[0] as { rows: { ports: unknown }[] }).rows[0]?.ports;
+    const n = Array.isArray(ports) && ports[0] === "set" ? (ports[1] as unknown[]).length : ports ? 1 : 0;
+    if (n !== batches * size) throw new Error(`${tag}: the switch holds ${n} ports, not ${batches * size}`);
+  };
+  const rawRun = async (name: string, monitored: boolean): Promise<Measure> => {
+    const ls = await newSwitch(admin, name);
+    const texts = makePorts(name).map((ports, i) =>
+      transactText(i + 1, "OVN_Northbound", addPortsOps(ls, ports, "p")),
+    );
+    const peer = await RawPeer.connect(srv.socketPath);
+    const mon = monitored ? await RawPeer.connect(srv.socketPath) : undefined;
+    await mon?.request(monitorText(1, "OVN_Northbound"));
+    try {
+      return await measure(srv.pid, async () => {
+        for (const text of texts) await peer.request(text);
+      });
+    } finally {
+      peer.close();
+      mon?.close();
+      await expectPorts(ls);
+      await dropSwitch(admin, ls);
+    }
+  };
+  const oursRun = async (name: string, c: OvsdbClient<NbTables>): Promise<Measure> => {
+    const ls = await newSwitch(admin, name);
+    const all = makePorts(name);
+    try {
+      return await measure(srv.pid, async () => {
+        for (const ports of all) await c.transact((t) => addPorts(t, ls, ports));
+      });
+    } finally {
+      await expectPorts(ls);
+      await dropSwitch(admin, ls);
+    }
+  };
+  const raw = await rawRun(`raw-${tag}`, false);
+  const full = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, ...BENCH_CLIENT });
+  await full.connect();
+  let ours: Measure;
+  try {
+    ours = await oursRun(`ours-${tag}`, full);
+  } finally {
+    await full.close();
+  }
+  const oursNoMonitor = await oursRun(`bare-${tag}`, admin);
+  const rawMonitored = await rawRun(`rawmon-${tag}`, true);
+  return { raw, rawMonitored, ours, oursNoMonitor };
+}
+
+function report(label: string, what: string, f: WriteFigures, nbctl: number, ports: number): void {
+  const per = (ms: number) => `${((ms / ports) * 1000).toFixed(0)} us/port`;
+  const x = (ms: number, base: number) => `${(ms / base).toFixed(2)}x`;
+  const line = (name: string, m: Measure, rest = "") =>
+    console.log(
+      `    ${name.padEnd(34)} ${fmt(m.ms).padStart(8)} (${per(m.ms)}; cpu: bench ${per(m.cpuMs)}, server ${per(m.serverCpuMs)})${rest}`,
+    );
+  console.log(`${label} ${what}:`);
+  line("raw JSON-RPC, no monitor (limit)", f.raw);
+  line("raw JSON-RPC + raw monitor", f.rawMonitored, `, ${x(f.rawMonitored.ms, f.raw.ms)} raw`);
+  line(
+    "ours, cache of every table",
+    f.ours,
+    `, ${x(f.ours.ms, f.raw.ms)} raw (target <= 1.3x: ${f.ours.ms <= 1.3 * f.raw.ms ? "met" : "missed"}), ${x(f.ours.ms, f.rawMonitored.ms)} raw + monitor`,
+  );
+  line("ours, monitoring nothing", f.oursNoMonitor, `, ${x(f.oursNoMonitor.ms, f.raw.ms)} raw`);
+  if (!Number.isNaN(nbctl))
+    console.log(
+      `    ${"baseline: ovn-nbctl daemon mode".padEnd(34)} ${fmt(nbctl).padStart(8)} (${per(nbctl)}); ours ${x(f.ours.ms, nbctl)} of it`,
+    );
+}
+
+/** A monitor_cond request for every NB table and column the model knows, as our client asks for them. */
+function monitorText(id: number, db: string): string {
+  const req: Record<string, unknown> = {};
+  for (const [name, t] of nbModel.schema.tables) req[name] = [{ columns: [...t.columns.keys()] }];
+  return JSON.stringify({ id, method: "monitor_cond", params: [db, "raw", req] });
+}
+
 async function fill(c: OvsdbClient<NbTables>, rows: number): Promise<void> {
-  // rows = switches + ports; 100 switches, the rest ports spread over them.
+  // rows = switches + ports; 100 switches, the rest ports spread over them. Every row has a stable UUID, so a
+  // write whose reply a leader change lost is retried safely (a loaded machine moves Raft leadership).
   const switches: string[] = [];
-  for (let s = 0; s < 100; s++) switches.push(await newSwitch(c, `fill-${s}`));
+  for (let s = 0; s < 100; s++) {
+    const uuid = stableUuid("bench-fill", `fill-${s}`);
+    await c.transactWithRetry((t) => {
+      t.insert("Logical_Switch", { name: `fill-${s}` }, "ls", { uuid });
+    });
+    switches.push(uuid);
+  }
   const ports = rows - 100;
   const per = 1000;
   const batches: number[] = [];
   for (let i = 0; i < ports; i += per) batches.push(i);
-  await c.bulk(
-    batches,
-    (t, start) => {
+  let next = 0;
+  const worker = async () => {
+    while (next < batches.length) {
+      const start = batches[next++] as number;
       const ls = switches[(start / per) % 100] as string;
-      addPorts(
-        t,
-        ls,
-        Array.from({ length: Math.min(per, ports - start) }, (_, k) => port("m", start + k)),
+      const ps = Array.from({ length: Math.min(per, ports - start) }, (_, k) => port("m", start + k));
+      await c.transactWithRetry(
+        (t) => {
+          const refs = ps.map((p) =>
+            t.insert("Logical_Switch_Port", p, undefined, { uuid: stableUuid("bench-fill", p.name) }),
+          );
+          t.mutate("Logical_Switch", byUuid(ls), [["ports", "insert", refs]]);
+        },
+        { attempts: 20 },
       );
-    },
-    { batchSize: 1, inFlight: 2 },
-  );
+    }
+  };
+  await Promise.all([worker(), worker()]);
 }
 
 async function benchMemory(): Promise<void> {
   const srv = await startOvsdbServer({ schemas: [SCHEMAS.nb] });
   try {
-    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {} });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel, monitor: {}, ...BENCH_CLIENT });
     await c.connect();
     await fill(c, N_ROWS);
     await c.close();
@@ -259,7 +401,7 @@ async function benchMemory(): Promise<void> {
 async function benchResync(): Promise<void> {
   const cluster = await startRaftCluster({ schema: SCHEMAS.nb });
   try {
-    const c = new OvsdbClient<NbTables>({ remotes: cluster.remotes, model: nbModel });
+    const c = new OvsdbClient<NbTables>({ remotes: cluster.remotes, model: nbModel, ...BENCH_CLIENT });
     await c.connect();
     await fill(c, N_ROWS);
     await c.echo();
@@ -271,6 +413,52 @@ async function benchResync(): Promise<void> {
       `(d) resync of ${rows} rows from a clustered database: resume (found=true) ${fmt(resume)} [resumes=${resumed}], forced full reload ${fmt(full)} [full snapshots=${c.stats.fullSnapshots}]`,
     );
     await c.close();
+
+    // The same rows loaded from the leader three ways, alternating, three rounds; medians are compared.
+    const text = monitorText(1, "OVN_Northbound");
+    const rawBytes: number[] = [];
+    const rawParsed: number[] = [];
+    const ours: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      // Asked each round: a loaded machine can move the leadership. Our client gets the leader first and the
+      // others after it, so a change between the question and the connect costs a hop, not a failure.
+      const leader = (await cluster.leader()).server;
+      const others = cluster.remotes.filter((r) => r !== leader.unix);
+      rawBytes.push(
+        await timeIt(async () => {
+          const peer = await RawPeer.connect(leader.socketPath);
+          await peer.request(text);
+          peer.close();
+        }),
+      );
+      let counted = 0;
+      rawParsed.push(
+        await timeIt(async () => {
+          const peer = await RawPeer.connect(leader.socketPath);
+          const reply = JSON.parse(await peer.requestText(text)) as {
+            result: Record<string, Record<string, unknown>>;
+          };
+          peer.close();
+          for (const t of Object.values(reply.result)) counted += Object.keys(t).length;
+        }),
+      );
+      if (counted !== rows) throw new Error(`raw monitor dump counted ${counted} rows, not ${rows}`);
+      const fresh = new OvsdbClient<NbTables>({
+        remotes: [leader.unix, ...others],
+        model: nbModel,
+        shuffleRemotes: false,
+        ...BENCH_CLIENT,
+      });
+      ours.push(await timeIt(() => fresh.connect()));
+      const got = fresh.cache.table("Logical_Switch_Port").size + fresh.cache.table("Logical_Switch").size;
+      await fresh.close();
+      if (got !== rows) throw new Error(`our cache holds ${got} rows, not ${rows}`);
+    }
+    const med = (xs: number[]) => [...xs].sort((p, q) => p - q)[1] as number;
+    const [b, r, o] = [med(rawBytes), med(rawParsed), med(ours)];
+    console.log(
+      `(d) load of ${rows} rows from the Raft leader, median of 3: raw monitor_cond reply received ${fmt(b)}, received + JSON.parse + rows counted ${fmt(r)} (limit); ours, connect to ready cache ${fmt(o)}, ${(o / r).toFixed(2)}x raw (target <= 1.5x: ${o <= 1.5 * r ? "met" : "missed"}) [raw ${rawParsed.map(fmt).join(", ")}; ours ${ours.map(fmt).join(", ")}]`,
+    );
   } finally {
     await cluster.stop();
   }

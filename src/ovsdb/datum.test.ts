@@ -12,6 +12,7 @@ import {
   encodeValue,
   NamedUuid,
   type Value,
+  validateAtom,
 } from "./datum.ts";
 import { ValueError } from "./errors.ts";
 import {
@@ -455,6 +456,23 @@ describe("validation errors name the column and the reason", () => {
     );
     // 63 characters but 126 bytes in UTF-8: ovsdb-server 3.1 accepts it.
     assert.equal(encodeInto(nb, "ACL", "name", "é".repeat(63)), "é".repeat(63));
+  });
+
+  test("string lengths are counted in code points: a surrogate pair is one, a lone surrogate is one", () => {
+    const bt = (n: number) => ({ type: "string" as const, maxLength: n });
+    fc.assert(
+      fc.property(fc.oneof(fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" })), (s) => {
+        const n = [...s].length;
+        validateAtom(s, bt(n));
+        assert.throws(() => validateAtom(s, { type: "string", minLength: n + 1 }), ValueError);
+        if (n > 0) assert.throws(() => validateAtom(s, bt(n - 1)), ValueError);
+      }),
+    );
+    // A lone high surrogate at the end, a lone low one first, and a pair.
+    validateAtom("a\ud800", bt(2));
+    validateAtom("\udc00a", bt(2));
+    assert.throws(() => validateAtom("\ud83d\ude00x", bt(1)), ValueError);
+    validateAtom("\ud83d\ude00x", bt(2));
   });
 
   test("too many or too few set elements", () => {

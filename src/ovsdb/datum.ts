@@ -74,70 +74,83 @@ function where(table: string | undefined, column: string | undefined): string {
   return table ? `${table}.${column}` : (column ?? "value");
 }
 
-/** The number of code points in s, without building an array of them (every string atom of every write). */
-function codePoints(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    // A high surrogate followed by a low one is a single code point.
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-    }
-    n++;
-  }
-  return n;
+// Validation runs for every value written, so it allocates nothing unless it fails: no closures, and the
+// "Table.column" text is built only for the error.
+function invalid(msg: string, table: string | undefined, column: string | undefined): never {
+  throw new ValueError(`${where(table, column)}: ${msg}`, table, column);
 }
 
 export function validateAtom(a: unknown, bt: BaseType, table?: string, column?: string): Atom {
-  const fail = (msg: string): never => {
-    throw new ValueError(`${where(table, column)}: ${msg}`, table, column);
-  };
   switch (bt.type) {
     case "integer":
       if (typeof a !== "number" || !Number.isInteger(a))
-        fail(`expected an integer, got ${JSON.stringify(a)}`);
+        invalid(`expected an integer, got ${JSON.stringify(a)}`, table, column);
       if (bt.minInteger !== undefined && (a as number) < bt.minInteger)
-        fail(`${a} is below the minimum ${bt.minInteger}`);
+        invalid(`${a} is below the minimum ${bt.minInteger}`, table, column);
       if (bt.maxInteger !== undefined && (a as number) > bt.maxInteger)
-        fail(`${a} is above the maximum ${bt.maxInteger}`);
+        invalid(`${a} is above the maximum ${bt.maxInteger}`, table, column);
       break;
     case "real":
       if (typeof a !== "number" || !Number.isFinite(a))
-        fail(`expected a real number, got ${JSON.stringify(a)}`);
+        invalid(`expected a real number, got ${JSON.stringify(a)}`, table, column);
       // ovsdb-server's JSON parser rejects subnormal numbers as out of range.
       if ((a as number) !== 0 && Math.abs(a as number) < 2.2250738585072014e-308) {
-        fail(`${a} is too small for OVSDB (subnormal reals are refused by ovsdb-server); use 0`);
+        invalid(
+          `${a} is too small for OVSDB (subnormal reals are refused by ovsdb-server); use 0`,
+          table,
+          column,
+        );
       }
       if (bt.minReal !== undefined && (a as number) < bt.minReal)
-        fail(`${a} is below the minimum ${bt.minReal}`);
+        invalid(`${a} is below the minimum ${bt.minReal}`, table, column);
       if (bt.maxReal !== undefined && (a as number) > bt.maxReal)
-        fail(`${a} is above the maximum ${bt.maxReal}`);
+        invalid(`${a} is above the maximum ${bt.maxReal}`, table, column);
       break;
     case "boolean":
-      if (typeof a !== "boolean") fail(`expected a boolean, got ${JSON.stringify(a)}`);
+      if (typeof a !== "boolean") invalid(`expected a boolean, got ${JSON.stringify(a)}`, table, column);
       break;
     case "string": {
-      if (typeof a !== "string") fail(`expected a string, got ${JSON.stringify(a)}`);
-      if (bt.minLength === undefined && bt.maxLength === undefined) break;
-      // ovsdb-server counts code points, not bytes: "ééé" fits maxLength 3.
-      const len = codePoints(a as string);
-      if (bt.minLength !== undefined && len < bt.minLength)
-        fail(`"${a}" is shorter than ${bt.minLength} characters`);
-      if (bt.maxLength !== undefined && len > bt.maxLength)
-        fail(`"${a}" is longer than ${bt.maxLength} characters`);
+      if (typeof a !== "string") invalid(`expected a string, got ${JSON.stringify(a)}`, table, column);
+      if (bt.minLength !== undefined || bt.maxLength !== undefined) {
+        // ovsdb-server counts code points, not bytes: "ééé" fits maxLength 3.
+        const len = codePoints(a as string);
+        if (bt.minLength !== undefined && len < bt.minLength)
+          invalid(`"${a}" is shorter than ${bt.minLength} characters`, table, column);
+        if (bt.maxLength !== undefined && len > bt.maxLength)
+          invalid(`"${a}" is longer than ${bt.maxLength} characters`, table, column);
+      }
       break;
     }
     case "uuid":
       if (a instanceof NamedUuid) break;
       if (typeof a !== "string" || !isUuid(a))
-        fail(`expected a UUID or a NamedUuid, got ${JSON.stringify(a)}`);
+        invalid(`expected a UUID or a NamedUuid, got ${JSON.stringify(a)}`, table, column);
       break;
   }
   if (bt.enum && !(a instanceof NamedUuid) && !bt.enum.includes(a as string | number | boolean)) {
-    fail(`${JSON.stringify(a)} is not one of ${bt.enum.map((e) => JSON.stringify(e)).join(", ")}`);
+    invalid(
+      `${JSON.stringify(a)} is not one of ${bt.enum.map((e) => JSON.stringify(e)).join(", ")}`,
+      table,
+      column,
+    );
   }
   return a as Atom;
+}
+
+/** The number of code points of `s`: its UTF-16 length less one for each surrogate pair. */
+function codePoints(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n--;
+        i++;
+      }
+    }
+  }
+  return n;
 }
 
 export function encodeAtom(a: Atom, bt: BaseType): unknown {
@@ -206,11 +219,9 @@ export interface EncodeOptions {
 /** Validates `v` against the column type and encodes it in wire notation. */
 export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}): unknown {
   const { table, column } = opts;
-  const at = where(table, column);
   switch (ct.kind) {
     case "scalar":
-      if (Array.isArray(v))
-        throw new ValueError(`${at}: expected a single value, got an array`, table, column);
+      if (Array.isArray(v)) invalid("expected a single value, got an array", table, column);
       return encodeAtom(validateAtom(v, ct.key, table, column), ct.key);
     case "optional":
     case "set": {
@@ -219,14 +230,17 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
       else if (Array.isArray(v)) elems = dedupe(v);
       else elems = [v];
       if (opts.cardinality !== false && (elems.length < ct.min || elems.length > ct.max)) {
-        throw new ValueError(
-          `${at}: holds ${ct.min === ct.max ? ct.min : `${ct.min} to ${ct.max}`} elements, got ${elems.length}`,
+        invalid(
+          `holds ${ct.min === ct.max ? ct.min : `${ct.min} to ${ct.max}`} elements, got ${elems.length}`,
           table,
           column,
         );
       }
-      const out = elems.map((e) => encodeAtom(validateAtom(e, ct.key, table, column), ct.key));
-      return out.length === 1 ? out[0] : ["set", out];
+      if (elems.length === 1) return encodeAtom(validateAtom(elems[0], ct.key, table, column), ct.key);
+      const out: unknown[] = new Array(elems.length);
+      for (let i = 0; i < elems.length; i++)
+        out[i] = encodeAtom(validateAtom(elems[i], ct.key, table, column), ct.key);
+      return ["set", out];
     }
     case "map": {
       if (v === null || v === undefined) return ["map", []];
@@ -234,11 +248,10 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
       if (Array.isArray(v)) {
         return ["set", v.map((k) => encodeAtom(validateAtom(k, ct.key, table, column), ct.key))];
       }
-      if (typeof v !== "object")
-        throw new ValueError(`${at}: expected a map object, got ${typeof v}`, table, column);
+      if (typeof v !== "object") invalid(`expected a map object, got ${typeof v}`, table, column);
       const entries = v instanceof Map ? [...v.entries()] : Object.entries(v as object);
       if (opts.cardinality !== false && (entries.length < ct.min || entries.length > ct.max)) {
-        throw new ValueError(`${at}: holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
+        invalid(`holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
       }
       const valueType = ct.value as BaseType;
       return [

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { TransactionError, ValueError } from "./errors.ts";
+import fc from "fast-check";
+import { OrphanRowError, TransactionError, ValueError } from "./errors.ts";
 import { type NbTables, nbModel } from "./models/nb.generated.ts";
-import { insertUuidProbe, insertUuidProbeResult, Transaction } from "./transaction.ts";
+import { insertUuidProbe, insertUuidProbeResult, namedUuidMentions, Transaction } from "./transaction.ts";
 
 const U = "1b4e28ba-2fa1-4d2c-883f-0016d3cca427";
 const txn = () =>
@@ -88,4 +89,53 @@ test("the insert-uuid probe inserts with a fresh uuid and aborts, and reads the 
     false,
   );
   assert.equal(insertUuidProbeResult(null), false);
+});
+
+test("the orphan check finds a uuid-name wherever the JSON text of an operation holds it", () => {
+  // The old check matched ["named-uuid","name"] in JSON.stringify(op); the walk must find the same operations.
+  const name = fc.constantFrom("row1", "row2", "_x", "bad-name", "");
+  const pair = name.map((n) => ["named-uuid", n] as unknown);
+  const leaf = fc.oneof(
+    fc.string({ maxLength: 4 }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    pair,
+    name,
+  );
+  const value = fc.letrec((tie) => ({
+    v: fc.oneof(
+      { depthSize: "small" },
+      leaf,
+      fc.array(tie("v"), { maxLength: 4 }),
+      fc.dictionary(fc.constantFrom("row", "where", "named-uuid", "x"), tie("v"), { maxKeys: 3 }),
+    ),
+  })).v;
+  fc.assert(
+    fc.property(fc.array(value, { maxLength: 4 }), (ops) => {
+      const walked = new Map<string, number[]>();
+      ops.forEach((op, i) => {
+        namedUuidMentions(op, i, walked);
+      });
+      const matched = new Map<string, number[]>();
+      ops.forEach((op, i) => {
+        for (const m of (JSON.stringify(op) ?? "").matchAll(/\["named-uuid","([A-Za-z_][A-Za-z0-9_]*)"\]/g)) {
+          const list = matched.get(m[1] as string) ?? [];
+          if (list[list.length - 1] !== i) list.push(i);
+          matched.set(m[1] as string, list);
+        }
+      });
+      assert.deepEqual(walked, matched);
+    }),
+  );
+});
+
+test("an inserted port that only a later mutate refers to is no orphan; one nothing refers to is", () => {
+  const t = txn();
+  const p = t.insert("Logical_Switch_Port", { name: "p" });
+  t.mutate("Logical_Switch", [["name", "==", "ls"]], [["ports", "insert", [p]]]);
+  t.checkReferences();
+  const lone = txn();
+  lone.insert("Logical_Switch_Port", { name: "q" });
+  assert.throws(() => lone.checkReferences(), OrphanRowError);
 });

@@ -282,17 +282,12 @@ export class Transaction<T extends TableMap = TableMap> {
    * or ovsdb-server garbage-collects them at commit without an error.
    */
   checkReferences(): void {
-    const nonRoot = [...this.inserted].filter(([, { table }]) => !this.table(table).isRoot);
+    const nonRoot: [string, { table: string; index: number }][] = [];
+    for (const e of this.inserted) if (!this.table(e[1].table).isRoot) nonRoot.push(e);
     if (nonRoot.length === 0) return;
-    // One pass over the operations: which op indexes mention each uuid-name.
+    // Which operations mention each uuid-name, found by walking the encoded operations.
     const mentions = new Map<string, number[]>();
-    this.ops.forEach((op, i) => {
-      for (const m of JSON.stringify(op).matchAll(/\["named-uuid","([A-Za-z_][A-Za-z0-9_]*)"\]/g)) {
-        const list = mentions.get(m[1] as string);
-        if (list) list.push(i);
-        else mentions.set(m[1] as string, [i]);
-      }
-    });
+    for (let i = 0; i < this.ops.length; i++) namedUuidMentions(this.ops[i], i, mentions);
     for (const [name, { table, index }] of nonRoot) {
       if (!mentions.get(name)?.some((i) => i !== index)) throw new OrphanRowError(table, name);
     }
@@ -354,6 +349,28 @@ export class Transaction<T extends TableMap = TableMap> {
       alreadyApplied: false,
       uuid: (ref) => uuids.get(ref.name) ?? missing(ref),
     };
+  }
+}
+
+const NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Records in `out` under each uuid-name that `v` (an encoded operation) mentions as ["named-uuid", name] that
+ * `op` mentions it: the pairs that the operation's JSON text holds as `["named-uuid","name"]`.
+ */
+export function namedUuidMentions(v: unknown, op: number, out: Map<string, number[]>): void {
+  if (Array.isArray(v)) {
+    if (v.length === 2 && v[0] === "named-uuid" && typeof v[1] === "string" && NAME_RE.test(v[1])) {
+      const list = out.get(v[1]);
+      if (!list) out.set(v[1], [op]);
+      else if (list[list.length - 1] !== op) list.push(op);
+      return;
+    }
+    for (let i = 0; i < v.length; i++) namedUuidMentions(v[i], op, out);
+  } else if (v instanceof NamedUuid) {
+    namedUuidMentions(v.toJSON(), op, out);
+  } else if (typeof v === "object" && v !== null) {
+    for (const k in v) if (Object.hasOwn(v, k)) namedUuidMentions((v as Record<string, unknown>)[k], op, out);
   }
 }
 
