@@ -282,6 +282,74 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     assert.equal(r.peer, SNAT_IP);
   });
 
+  test("accept_local=1: a NodePort connection from outside with the node's own address as source is not taken for the node's own (never masqueraded to the management address)", async () => {
+    // The pod counts the connection attempts it gets on its port by source; the external host forges the
+    // node's address as the source of its NodePort connections (it never sees a reply: that goes to the node).
+    const counters = "h2_probe";
+    const count = async (): Promise<Record<string, number>> => {
+      const r = await execIn(podNetns, "nft", ["-j", "list", "table", "inet", counters]);
+      const out: Record<string, number> = {};
+      for (const item of (JSON.parse(r.stdout) as { nftables: Record<string, unknown>[] }).nftables) {
+        const rule = item.rule as
+          | { comment?: string; expr?: { counter?: { packets: number } }[] }
+          | undefined;
+        const n = rule?.expr?.find((e) => e.counter)?.counter?.packets;
+        if (rule?.comment && n !== undefined) out[rule.comment] = n;
+      }
+      return out;
+    };
+    const sources = { mgmt: MGMT_IP, snat: SNAT_IP, node: NODE_IP };
+    await execIn(podNetns, "nft", ["-f", "-"], {
+      input: [
+        `table inet ${counters} {`,
+        "  chain in {",
+        "    type filter hook input priority -300; policy accept;",
+        ...Object.entries(sources).map(
+          ([k, a]) => `    ip saddr ${a} tcp dport 8080 tcp flags syn counter comment "${k}"`,
+        ),
+        "  }",
+        "}",
+      ].join("\n"),
+    });
+    const forge = "h2_forge";
+    // The kernel takes `all` OR the interface's own value.
+    const sysctl = (v: 0 | 1) => c.node.exec("sysctl", ["-q", "-w", `net.ipv4.conf.all.accept_local=${v}`]);
+    try {
+      const r = await execIn(c.ext.path, "nft", ["-f", "-"], {
+        input: [
+          `table ip ${forge} {`,
+          "  chain pre { type filter hook prerouting priority -200; policy accept; ct state new counter; }",
+          "  chain post {",
+          "    type nat hook postrouting priority srcnat; policy accept;",
+          `    ip daddr ${NODE_IP} tcp dport { 30080, 30081 } snat to ${NODE_IP}`,
+          "  }",
+          "}",
+        ].join("\n"),
+      });
+      assert.equal(r.code, 0, r.stderr);
+      await sysctl(1);
+      await c.node.appctl("dpctl/flush-conntrack");
+      const before = await count();
+      // The forged connections cannot complete (the reply goes to the node itself): only their SYNs matter.
+      await Promise.all(
+        [30080, 30081].map((p) => execIn(c.ext.path, "nc", ["-z", "-w", "2", NODE_IP, String(p)])),
+      );
+      const got = await count();
+      const delta = (k: keyof typeof sources) => (got[k] ?? 0) - (before[k] ?? 0);
+      assert.equal(
+        delta("mgmt"),
+        0,
+        `a forged source reached the pod as the node's own: ${JSON.stringify(got)}`,
+      );
+      assert.ok(delta("snat") > 0, `ETP Cluster: SNATed to the service SNAT address: ${JSON.stringify(got)}`);
+      assert.ok(delta("node") > 0, `ETP Local: the client's (forged) address kept: ${JSON.stringify(got)}`);
+    } finally {
+      await sysctl(0);
+      await execIn(c.ext.path, "nft", ["delete", "table", "ip", forge]);
+      await execIn(podNetns, "nft", ["delete", "table", "inet", counters]);
+    }
+  });
+
   test("no endpoints: the connection is refused (TCP reset), from the node and from outside", async () => {
     for (const [from, host, p] of [
       [nodeNetns, "10.96.0.13", 80],
