@@ -13,7 +13,15 @@ import { formatIp, ipFromValue, parseIp } from "../ipam/address.ts";
 import { cidrLast, parseCidr } from "../ipam/cidr.ts";
 import { macFromIPv4 as macFromIPv4Address } from "../ipam/mac.ts";
 import type { DesiredRow, Scope } from "./nb-diff.ts";
-import { KIND_KEY, NODE_KEY, ownedIds, SERVICE_SNAT_IP_KEY, SUBNET_KEY } from "./ownership.ts";
+import {
+  addressKey,
+  JOIN_ADDRESS_SCOPE,
+  KIND_KEY,
+  NODE_KEY,
+  ownedIds,
+  SERVICE_SNAT_IP_KEY,
+  SUBNET_KEY,
+} from "./ownership.ts";
 
 export const CLUSTER_ROUTER = "zovn-cluster-router";
 export const JOIN_SWITCH = "zovn-join";
@@ -255,9 +263,12 @@ export function nodeRows(n: NodeTopology, podAddresses?: readonly string[]): Des
         name: mgmtPortName(n.name),
         addresses: [`${n.mgmtMAC} ${mgmtIp}${n.serviceSnatIP ? ` ${n.serviceSnatIP}` : ""}`],
         options: { "requested-chassis": n.name },
+        // One key per address: an insert of a fresh address waits until no join port has its key.
         external_ids: ownedIds("mgmt-port", `node/${n.name}/mgmt`, {
           ...tag,
           ...(n.serviceSnatIP ? { [SERVICE_SNAT_IP_KEY]: n.serviceSnatIP } : {}),
+          [addressKey(mgmtIp)]: JOIN_ADDRESS_SCOPE,
+          ...(n.serviceSnatIP ? { [addressKey(n.serviceSnatIP)]: JOIN_ADDRESS_SCOPE } : {}),
         }),
       },
       parent: { table: "Logical_Switch", id: "join", column: "ports" },
