@@ -41,6 +41,7 @@ export type Kind =
   | "router-port"
   | "switch-router-port"
   | "mgmt-port"
+  | "mgmt-source-guard"
   | "pod-port"
   | "node-pods"
   | "egress-policy"
