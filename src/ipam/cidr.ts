@@ -46,7 +46,10 @@ export function networkOf(text: string, field = "cidr"): Cidr {
   const slash = text.indexOf("/");
   if (slash < 0) return parseCidr(text, field);
   const ip = parseIp(text.slice(0, slash), field);
-  const { prefix } = parseCidr(`${formatIp({ family: ip.family, value: 0n })}/${text.slice(slash + 1)}`, field);
+  const { prefix } = parseCidr(
+    `${formatIp({ family: ip.family, value: 0n })}/${text.slice(slash + 1)}`,
+    field,
+  );
   return { family: ip.family, network: ip.value & prefixMask(ip.family, prefix), prefix };
 }
 
