@@ -22,15 +22,11 @@ export class NodeReconciler implements Reconciler {
   watch(): Disposer[] {
     const { ctx } = this;
     const nb = this.o.nb;
-    // After a full reload of the NB cache, the join allocator is rebuilt from the cache like the pod ones.
-    const onNbReady = (info: { fullSnapshot: boolean }) => {
-      if (info.fullSnapshot) ctx.mgmtPorts?.rebuild();
-    };
-    nb.on("ready", onNbReady);
-    const offNbReady = () => nb.off("ready", onNbReady);
-    ctx.term.addEventListener("abort", offNbReady, { once: true });
+    // The join allocator follows the join ports' changes, and is rebuilt after a full reload of the NB cache.
+    const unfollow = ctx.mgmtPorts?.follow() ?? (() => {});
+    ctx.term.addEventListener("abort", unfollow, { once: true });
     return [
-      offNbReady,
+      unfollow,
       this.nodes.addHandlers(
         {
           onAdd: (n) => ctx.requeueNode(n.metadata.name),

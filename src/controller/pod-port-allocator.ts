@@ -10,7 +10,7 @@ import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "../ipam/mac.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import type { Logger } from "../observability/log.ts";
-import { findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
+import { type DesiredRow, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
 import {
   addressKey,
   ID_KEY,
@@ -47,10 +47,17 @@ export interface PodSpecInfo {
   readonly statefulSet?: string;
   /**
    * Ids of the port groups a new port joins in the transaction that inserts it (its NetworkPolicy isolation), so
-   * it never exists in NB without them; groups not in NB yet are left to their reconciler. An existing port's
-   * groups are not touched here.
+   * it never exists in NB without them; a port whose node changes joins them too (its new own-node group).
+   * Other changes of an existing port's groups are their reconcilers'.
    */
   readonly portGroups?: readonly string[];
+  /**
+   * The rows that create a group of portGroups that NB does not hold yet (a port group and its ACLs, parents
+   * first): created, guarded, in the port's transaction with the port in it. A group without rows here is left to
+   * its reconciler. The own-node group of a pod's node goes this way, so the first isolated pod of a new node is
+   * never in the default deny without its node's allow.
+   */
+  readonly portGroupRows?: readonly DesiredRow[];
 }
 
 /**
@@ -477,6 +484,8 @@ export class PodPortAllocator {
     let sent = false;
     /** Index of the wait guarding each fresh address, in txn. */
     const addressGuards = new Map<number, string>();
+    /** Indexes of the waits guarding the port groups this write creates. */
+    const groupGuards = new Set<number>();
     if (fresh) {
       this.pending.set(owner, { subnet: subnetName, ips, mac });
       this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 0) + 1);
@@ -507,20 +516,41 @@ export class PodPortAllocator {
       const planned = plan(cache, this.nb.schema, txn as never, [
         podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
       ]);
-      if (!existing) {
-        // The new port joins its isolation groups in its own insert (by named uuid): no NB state has it without.
-        const ref = planned.refOf("Logical_Switch_Port", id);
+      // The new port joins its isolation groups in its own insert (by named uuid): no NB state has it without.
+      // A port given its node joins that node's own-node group in the same write.
+      const prevNode = existing?.options["requested-chassis"];
+      const ref = existing ? existing._uuid : planned.refOf("Logical_Switch_Port", id);
+      if (ref !== undefined && (!existing || prevNode !== pod.node))
         for (const g of pod.portGroups ?? []) {
           const pg = findOwned(cache, "Port_Group", g);
-          if (pg && ref !== undefined)
-            txn.mutate("Port_Group", byUuid(pg._uuid), [["ports", "insert", [ref]]]);
+          if (pg) {
+            if (!existing || !setHas(pg.ports as readonly string[], existing._uuid))
+              txn.mutate("Port_Group", byUuid(pg._uuid), [["ports", "insert", [ref]]]);
+            continue;
+          }
+          const rows = (pod.portGroupRows ?? []).filter((r) => r.id === g || r.parent?.id === g);
+          if (!rows.some((r) => r.table === "Port_Group" && r.id === g)) continue;
+          // The group's reconciler may be creating it too: whichever lands second is refused by its guard.
+          for (const r of rows) {
+            if (findOwned(cache, r.table, r.id)) continue;
+            groupGuards.add(txn.size);
+            txn.guardAbsent(r.table as keyof NbTables & string, [
+              ["external_ids", "includes", { [ID_KEY]: r.id }],
+            ]);
+          }
+          plan(
+            cache,
+            this.nb.schema,
+            txn as never,
+            rows.map((r) =>
+              r.table === "Port_Group" && r.id === g ? { ...r, row: { ...r.row, ports: [ref] } } : r,
+            ),
+          );
         }
-      }
       if (fresh) this.withdraw(txn, ips);
       for (const extra of extras)
         unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", extra._uuid);
       // The pod's address joins its node's address set, which the node's egress policy matches on.
-      const prevNode = existing?.options["requested-chassis"];
       const v4 = ips.filter((ip) => !ip.includes(":"));
       if (prevNode !== pod.node && v4.length > 0) {
         if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
@@ -545,6 +575,8 @@ export class PodPortAllocator {
         this.opts.log?.info({ pod: owner, ip }, ADDRESS_REFUSED);
         return new AddressTaken(ip);
       }
+      // A group this write meant to create came first from its reconciler: join it once the view shows it.
+      if (e instanceof WaitFailedError && e.failures.some((f) => groupGuards.has(f.index))) return RETRY;
       throw e;
     } finally {
       if (fresh) {

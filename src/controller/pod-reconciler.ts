@@ -205,6 +205,7 @@ export class PodReconciler implements Reconciler {
       return { requeueAfterMs: 60_000 };
     }
     if (!this.ctx.loadedSpecs.has(subnet)) return this.waitForSubnet(key, subnet);
+    const groups = this.ctx.policies?.portGroupsOf(pod);
     const res = await this.podPorts.ensure(
       {
         namespace: ns,
@@ -214,7 +215,9 @@ export class PodReconciler implements Reconciler {
         ...(pod.spec.nodeName ? { node: pod.spec.nodeName } : {}),
         ...(pod.metadata.annotations ? { annotations: pod.metadata.annotations } : {}),
         // Its NetworkPolicy isolation lands with the port; the policy reconcilers keep it from then on.
-        ...(this.ctx.policies ? { portGroups: this.ctx.policies.portGroupsOf(pod) } : {}),
+        ...(this.ctx.policies && groups
+          ? { portGroups: groups, portGroupRows: this.ctx.policies.portGroupRowsOf(pod, groups) }
+          : {}),
       },
       subnet,
     );

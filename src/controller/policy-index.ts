@@ -6,12 +6,13 @@
 import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
 import { portIps } from "../ipam/lsp-addresses.ts";
 import type { Informer } from "../k8s/informer.ts";
-import { findOwned } from "../ovn/nb-diff.ts";
+import { type DesiredRow, findOwned } from "../ovn/nb-diff.ts";
 import { CONTROLLER, KIND_KEY, OWNER_KEY, ownedIds, SERVICE_SNAT_IP_KEY } from "../ovn/ownership.ts";
 import { podPortId } from "../ovn/pod-port.ts";
 import { mgmtPortName } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { nodeRows as isolationNodeRows } from "../policy/isolation-acls.ts";
 import {
   EVERYTHING,
   type LabelSelector,
@@ -19,7 +20,7 @@ import {
   selectorMatches,
 } from "../policy/label-selector.ts";
 import { podPortGroupIds } from "../policy/membership.ts";
-import { PEER_KEY, peerSetId, peerSetName } from "../policy/nb-names.ts";
+import { nodeGroupId, PEER_KEY, peerSetId, peerSetName } from "../policy/nb-names.ts";
 import {
   type PodPeer,
   type PolicyModel,
@@ -213,6 +214,15 @@ export class PolicyIndex {
       policyPod(p),
       p.spec.nodeName,
     );
+  }
+
+  /**
+   * The rows that create the pod's own-node group with its allow, for its port's transaction to create when NB
+   * does not hold the group yet (none when the pod is not ingress-isolated or not scheduled).
+   */
+  portGroupRowsOf(p: PodLite, groups: readonly string[]): DesiredRow[] {
+    const node = p.spec.nodeName;
+    return node && groups.includes(nodeGroupId(node)) ? isolationNodeRows(node, this.mgmtIps(node)) : [];
   }
 
   podsIn(ns: string): PodLite[] {

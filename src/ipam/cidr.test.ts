@@ -8,6 +8,7 @@ import {
   cidrSize,
   formatCidr,
   networkAddress,
+  networkOf,
   overlaps,
   parseCidr,
 } from "./cidr.ts";
@@ -68,4 +69,12 @@ test("network and broadcast addresses exist except in point-to-point blocks", ()
   assert.equal(broadcastAddress(parseCidr("fd00::/64")), undefined);
   assert.equal(networkAddress(parseCidr("fd00::/64"))?.value, parseIp("fd00::").value);
   assert.equal(networkAddress(parseCidr("fd00::/127")), undefined);
+});
+
+test("the network of an interface address is its address with the host bits cleared", () => {
+  assert.equal(formatCidr(networkOf("100.64.0.2/16")), "100.64.0.0/16");
+  assert.equal(formatCidr(networkOf("fd00::5/64")), "fd00::/64");
+  assert.equal(formatCidr(networkOf("10.0.0.0/8")), "10.0.0.0/8");
+  assert.throws(() => networkOf("100.64.0.2/33"), /prefix/);
+  assert.throws(() => networkOf("100.64.0.2/16 || 1"), /16 \|\| 1/);
 });

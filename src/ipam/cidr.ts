@@ -41,6 +41,18 @@ export function parseCidr(text: string, field = "cidr"): Cidr {
   return { family: ip.family, network, prefix };
 }
 
+/** The network an interface address with its prefix ("100.64.0.2/16") is on: 100.64.0.0/16. */
+export function networkOf(text: string, field = "cidr"): Cidr {
+  const slash = text.indexOf("/");
+  if (slash < 0) return parseCidr(text, field);
+  const ip = parseIp(text.slice(0, slash), field);
+  const { prefix } = parseCidr(
+    `${formatIp({ family: ip.family, value: 0n })}/${text.slice(slash + 1)}`,
+    field,
+  );
+  return { family: ip.family, network: ip.value & prefixMask(ip.family, prefix), prefix };
+}
+
 export function formatCidr(cidr: Cidr): string {
   return `${formatIp({ family: cidr.family, value: cidr.network })}/${cidr.prefix}`;
 }

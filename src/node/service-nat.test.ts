@@ -14,10 +14,13 @@ import {
 const MGMT = parseInterfaceName("zovn-mgmt");
 const ip = (t: string) => parseIp(t);
 const ep = (a: string, port: number) => ({ ip: ip(a), port });
-/** The two rules that mark a connection for masquerade: the node's own, or one that entered the node. */
+/**
+ * The two rules that mark a connection for masquerade: the node's own (no input interface: the output hook), or
+ * one that entered the node (whatever its source claims).
+ */
 const MARKS = [
-  "fib saddr type local meta mark set meta mark | 0x4000",
-  "fib saddr type != local meta mark set meta mark | 0x2000",
+  "meta iif 0 meta mark set meta mark | 0x4000",
+  "meta iif != 0 meta mark set meta mark | 0x2000",
 ];
 
 function svcPort(over: Partial<NatServicePort> = {}): NatServicePort {
@@ -147,10 +150,7 @@ describe("service NAT ruleset", () => {
     assert.match(text, /ip daddr @node_ips_v4 meta l4proto \. th dport vmap @nodeports_v4/);
     const body = chainOf(text, ext);
     const all = target(text, "10.96.0.10 . 6 . 80");
-    assert.deepEqual(body.slice(0, 2), [
-      `iifname "zovn-mgmt" goto ${all}`,
-      `fib saddr type local goto ${all}`,
-    ]);
+    assert.deepEqual(body.slice(0, 2), [`iifname "zovn-mgmt" goto ${all}`, `meta iif 0 goto ${all}`]);
     const loc = /^goto (\w+)$/.exec(body[2] ?? "")?.[1];
     assert.ok(loc);
     const locBody = chainOf(text, loc);

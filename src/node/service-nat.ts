@@ -15,7 +15,7 @@
 //   masquerade), `_ext` (ETP Local: pods via the management port and the node itself get `_all`, outside
 //   clients get `_loc`: this node's endpoints, no masquerade, so the pod sees the client's address), and one
 //   chain per endpoint that DNATs (and records the client for session affinity).
-//   Masquerade is marked per source: the node's own connections (source a local address: kubelet, host
+//   Masquerade is marked per hook: the node's own connections (sent by its stack, the output hook: kubelet, host
 //   processes, node -> Service) keep the management address, which NetworkPolicy treats as the node itself;
 //   connections that entered the node (outside clients, other nodes' hosts, pods through the management port)
 //   are SNATed to the node's service SNAT address when they go to a pod (out of the management port), which no
@@ -32,6 +32,14 @@ export const SERVICE_NFT_TABLE = "zstack_ovn_svc";
 export const MASQUERADE_MARK = 0x4000;
 /** The mark bit for a DNATed connection that entered the node: SNAT to the service SNAT address. */
 export const SERVICE_SNAT_MARK = 0x2000;
+/**
+ * What makes a connection the node's own: it was sent by this node's stack (the output hook, where a packet has
+ * no input interface), not that its source is a local address. With `accept_local=1` the kernel accepts packets
+ * from outside carrying a local source; judged by source, they would be masqueraded to the management address,
+ * which NetworkPolicy lets in as the node itself. A packet in prerouting always has its input interface.
+ */
+const FROM_NODE = "meta iif 0";
+const ENTERED = "meta iif != 0";
 /** Kubernetes caps sessionAffinityConfig.clientIP.timeoutSeconds at a day. */
 export const MAX_AFFINITY_TIMEOUT_SECONDS = 86_400;
 
@@ -298,10 +306,9 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     const lbChain = (name: string, eps: readonly NatEndpoint[], masquerade: boolean) => {
       const rules: string[] = [];
       if (masquerade)
-        // A packet arriving with a local source is a martian the kernel drops after DNAT (accept_local=0).
         rules.push(
-          `    fib saddr type local meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`,
-          `    fib saddr type != local meta mark set meta mark | 0x${SERVICE_SNAT_MARK.toString(16)}`,
+          `    ${FROM_NODE} meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`,
+          `    ${ENTERED} meta mark set meta mark | 0x${SERVICE_SNAT_MARK.toString(16)}`,
         );
       const targets = eps.map((e) => `${s}_e${index.get(endpointKey(e))}`);
       if (timeout !== undefined)
@@ -329,7 +336,7 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
         `  chain ${external} {`,
         // Pods (through their egress reroute) and the node itself are in-cluster clients: Cluster, as kube-proxy.
         `    iifname ${dev} goto ${s}_all`,
-        `    fib saddr type local goto ${s}_all`,
+        `    ${FROM_NODE} goto ${s}_all`,
         `    goto ${s}_loc`,
         "  }",
       );

@@ -26,6 +26,11 @@ export const ADDRESS_KEY_PREFIX = "zstack.io/ip/";
 export function addressKey(ip: string): string {
   return `${ADDRESS_KEY_PREFIX}${ip}`;
 }
+/**
+ * The value of the address keys on join switch ports (management and service SNAT addresses): not a valid
+ * Subnet name, so a join address and a pod address of a Subnet never guard each other.
+ */
+export const JOIN_ADDRESS_SCOPE = "@join";
 /** The Service (`<namespace>/<name>`) a load balancer realizes. */
 export const SERVICE_KEY = "zstack.io/service";
 
@@ -36,6 +41,7 @@ export type Kind =
   | "router-port"
   | "switch-router-port"
   | "mgmt-port"
+  | "mgmt-source-guard"
   | "pod-port"
   | "node-pods"
   | "egress-policy"

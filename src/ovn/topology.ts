@@ -10,15 +10,29 @@
 
 import { createHash } from "node:crypto";
 import { formatIp, ipFromValue, parseIp } from "../ipam/address.ts";
-import { cidrLast, parseCidr } from "../ipam/cidr.ts";
+import { cidrLast, formatCidr, networkOf, parseCidr } from "../ipam/cidr.ts";
 import { macFromIPv4 as macFromIPv4Address } from "../ipam/mac.ts";
 import type { DesiredRow, Scope } from "./nb-diff.ts";
-import { KIND_KEY, NODE_KEY, ownedIds, SERVICE_SNAT_IP_KEY, SUBNET_KEY } from "./ownership.ts";
+import {
+  addressKey,
+  JOIN_ADDRESS_SCOPE,
+  KIND_KEY,
+  NODE_KEY,
+  ownedIds,
+  SERVICE_SNAT_IP_KEY,
+  SUBNET_KEY,
+} from "./ownership.ts";
 
 export const CLUSTER_ROUTER = "zovn-cluster-router";
 export const JOIN_SWITCH = "zovn-join";
 export const JOIN_ROUTER_PORT = "zovn-rtoj";
 export const JOIN_SWITCH_PORT = "zovn-jtor";
+/**
+ * Priority of the ACL on the join switch that drops whatever a node's management port sends from a join
+ * address not its own. The join switch holds no other ACL (pods' policy port groups never include a join port),
+ * so it competes with none; it sits above every band of the NetworkPolicy plan (policy/acl-priority.ts).
+ */
+export const MGMT_SOURCE_GUARD_PRIORITY = 32_100;
 /** Priority of the per-node egress reroute policies (above OVN's default allow, below anything an admin adds at 2000+). */
 export const EGRESS_POLICY_PRIORITY = 1004;
 
@@ -255,14 +269,37 @@ export function nodeRows(n: NodeTopology, podAddresses?: readonly string[]): Des
         name: mgmtPortName(n.name),
         addresses: [`${n.mgmtMAC} ${mgmtIp}${n.serviceSnatIP ? ` ${n.serviceSnatIP}` : ""}`],
         options: { "requested-chassis": n.name },
+        // One key per address: an insert of a fresh address waits until no join port has its key.
         external_ids: ownedIds("mgmt-port", `node/${n.name}/mgmt`, {
           ...tag,
           ...(n.serviceSnatIP ? { [SERVICE_SNAT_IP_KEY]: n.serviceSnatIP } : {}),
+          [addressKey(mgmtIp)]: JOIN_ADDRESS_SCOPE,
+          ...(n.serviceSnatIP ? { [addressKey(n.serviceSnatIP)]: JOIN_ADDRESS_SCOPE } : {}),
         }),
       },
       parent: { table: "Logical_Switch", id: "join", column: "ports" },
     },
   ];
+  // A node may source into OVN only the join addresses it was given: another node's management address is that
+  // node's own-node allow in NetworkPolicy, its service SNAT address that node's replies. (port_security cannot
+  // say it: it would also limit what OVN delivers to the port, and pods' egress and ETP Local replies go to the
+  // management port with outside destinations; ETP Local brings outside sources in through it too.)
+  const own = [mgmtIp, ...(n.serviceSnatIP ? [n.serviceSnatIP] : [])].join(", ");
+  const join = formatCidr(networkOf(n.mgmtIP));
+  rows.push({
+    table: "ACL",
+    id: `node/${n.name}/source-guard`,
+    row: {
+      direction: "from-lport",
+      priority: MGMT_SOURCE_GUARD_PRIORITY,
+      action: "drop",
+      match:
+        `inport == "${mgmtPortName(n.name)}" && ((ip4 && ip4.src == ${join} && ip4.src != {${own}}) || ` +
+        `(arp && arp.spa == ${join} && arp.spa != {${own}}))`,
+      external_ids: ownedIds("mgmt-source-guard", `node/${n.name}/source-guard`, tag),
+    },
+    parent: { table: "Logical_Switch", id: "join", column: "acls" },
+  });
   const set = nodePodsAddressSet(n.name, 4);
   rows.push(
     {
@@ -297,6 +334,7 @@ const TOPOLOGY_KINDS = new Set([
   "router-port",
   "switch-router-port",
   "mgmt-port",
+  "mgmt-source-guard",
   "node-pods",
   "egress-policy",
   "egress-route",
@@ -311,6 +349,7 @@ export const topologyScope: Scope = {
     "Logical_Router_Port",
     "Logical_Switch_Port",
     "Address_Set",
+    "ACL",
     "Logical_Switch",
     "Logical_Router",
   ],
@@ -331,7 +370,7 @@ export function subnetScope(name: string): Scope {
 /** The rows one node's reconcile is responsible for: its management port, address set and egress policy. */
 export function nodeScope(node: string): Scope {
   return {
-    tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set"],
+    tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set", "ACL"],
     owns: (id) => id.startsWith(`node/${node}/`),
     groups: [`node/${node}`],
   };

@@ -55,6 +55,26 @@ test("the controller gives nodes management ports and pods addresses and ports, 
   });
   assert.match(mgmt, /"ip":"100\.64\.0\.[23]\/16"/);
 
+  // A node that rewrites its own annotation (its agent may patch its Node) to claim another node's management
+  // address as its service SNAT address gets the controller's value back: NB is the truth, the annotation a copy.
+  const node2Mgmt = await until("node2 mgmt annotation", async () => {
+    const n = await api.request<{ metadata: { annotations?: Record<string, string> } }>(
+      "/api/v1/nodes/node2",
+    );
+    return n.metadata.annotations?.[MGMT_PORT_ANNOTATION];
+  });
+  const forged = { ...JSON.parse(mgmt), serviceSnatIp: (JSON.parse(node2Mgmt).ip as string).split("/")[0] };
+  await api.request("/api/v1/nodes/node1", {
+    method: "PATCH",
+    body: { metadata: { annotations: { [MGMT_PORT_ANNOTATION]: JSON.stringify(forged) } } },
+  });
+  await until("node1's annotation restored from NB", async () => {
+    const n = await api.request<{ metadata: { annotations?: Record<string, string> } }>(
+      "/api/v1/nodes/node1",
+    );
+    return n.metadata.annotations?.[MGMT_PORT_ANNOTATION] === mgmt ? true : undefined;
+  });
+
   // 40 pods that can never be scheduled: the controller works before scheduling.
   const names: [string, string][] = [];
   for (let i = 0; i < 40; i++) {

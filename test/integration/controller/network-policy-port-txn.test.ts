@@ -8,6 +8,7 @@ import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { ID_KEY } from "../../../src/ovn/ownership.ts";
 import { podPortId } from "../../../src/ovn/pod-port.ts";
+import { mgmtPortName } from "../../../src/ovn/topology.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
 import {
@@ -56,7 +57,7 @@ async function setUp(t: Parameters<typeof useCluster>[0]) {
   const ipOf = (nb: OvsdbClient<NbTables>, name: string) => lsp(nb, name)?.addresses[0]?.split(" ")[1];
   const pg = (name: string) => witness.cache.table("Port_Group").lookupOne("name", name);
   const set = (name: string) => witness.cache.table("Address_Set").lookupOne("name", name);
-  return { witness, proxy, createPod, deletePod, createPolicy, lsp, ipOf, pg, set };
+  return { api, witness, proxy, createPod, deletePod, createPolicy, lsp, ipOf, pg, set };
 }
 
 test("a new pod's port is in its isolation, own-node and policy port groups in the first NB state that has it", async (t) => {
@@ -148,4 +149,67 @@ test("a freed address leaves its old pod's peer set in the port's delete, before
   assert.ok(states > 0, "the witness saw b's port");
   assert.deepEqual(inherited, [], "b's address is never in a's peer set while b's port exists");
   assert.deepEqual(set(peerSet)?.addresses, []);
+});
+
+test("the first pod on a new node: its own-node group, with the allow from the node's management address, lands with its port", async (t) => {
+  const { api, witness, proxy, createPolicy, lsp, pg } = await setUp(t);
+  await createPolicy("deny-all", { podSelector: {}, policyTypes: ["Ingress"] });
+  const createPodOn = (name: string, node: string) =>
+    api.request(`/api/v1/namespaces/${NS}/pods`, {
+      method: "POST",
+      body: { metadata: { name }, spec: { nodeName: node, containers: [{ name: "c", image: "x" }] } },
+    });
+  await createPodOn("first", NODE);
+  await until("the first pod isolated", () => {
+    const port = lsp(witness, "first");
+    return port && pg(ISOLATED_INGRESS)?.ports.includes(port._uuid) ? true : undefined;
+  });
+
+  // From here on the isolation reconciler's writes wait (the group of a new node included): only the port's
+  // own transaction can give the new node's pod its own-node allow.
+  const release = proxy.holdTransactions(
+    (ops) => withoutPort(ops) && ops.some((o) => o.table === "Port_Group" || o.table === "ACL"),
+  );
+  let released = false;
+  t.after(() => {
+    if (!released) release();
+  });
+  const NEW = "node2";
+  await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: NEW } } });
+  const mgmtIp = await until("node2's management port", () => {
+    const p = witness.cache.table("Logical_Switch_Port").lookupOne("name", mgmtPortName(NEW));
+    return p?.addresses[0]?.split(" ")[1];
+  });
+  const group = nodeGroupName(NEW);
+  const allowed = () => {
+    const g = pg(group);
+    return (g?.acls ?? []).some((a) => {
+      const acl = witness.cache.table("ACL").get(a);
+      return acl?.action === "allow-related" && acl.match.includes(mgmtIp);
+    });
+  };
+  let states = 0;
+  const denied: string[] = [];
+  const unsubscribe = witness.cache.subscribe(undefined, () => {
+    const port = lsp(witness, "new");
+    if (!port || !pg(ISOLATED_INGRESS)?.ports.includes(port._uuid)) return;
+    states++;
+    if (!pg(group)?.ports.includes(port._uuid)) denied.push(`update ${states}: isolated, not in ${group}`);
+    else if (!allowed()) denied.push(`update ${states}: ${group} has no allow from ${mgmtIp}`);
+  });
+  t.after(unsubscribe);
+  // The controller's view has node2's management port before the pod comes.
+  await delay(500);
+  await createPodOn("new", NEW);
+  await until("the new pod's port", () => lsp(witness, "new"));
+  await delay(1000);
+  released = true;
+  release();
+  await until("the new pod in node2's own-node group with its allow", () => {
+    const port = lsp(witness, "new");
+    return port && pg(group)?.ports.includes(port._uuid) && allowed() ? true : undefined;
+  });
+  await delay(500);
+  assert.ok(states > 0, "the witness saw the port isolated");
+  assert.deepEqual(denied, [], "no NB state isolates the pod without its node's allow");
 });

@@ -282,6 +282,131 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
     assert.equal(r.peer, SNAT_IP);
   });
 
+  /** The pod counts the connection attempts it gets on its port 8080, by source (a table of the test's own). */
+  const SYN_COUNTERS = "h2_probe";
+  async function countSyns(sources: Record<string, string>): Promise<() => Promise<Record<string, number>>> {
+    const r = await execIn(podNetns, "nft", ["-f", "-"], {
+      input: [
+        `table inet ${SYN_COUNTERS} {`,
+        "  chain in {",
+        "    type filter hook input priority -300; policy accept;",
+        ...Object.entries(sources).map(
+          ([k, a]) => `    ip saddr ${a} tcp dport 8080 tcp flags syn counter comment "${k}"`,
+        ),
+        "  }",
+        "}",
+      ].join("\n"),
+    });
+    assert.equal(r.code, 0, r.stderr);
+    return async () => {
+      const l = await execIn(podNetns, "nft", ["-j", "list", "table", "inet", SYN_COUNTERS]);
+      const out: Record<string, number> = {};
+      for (const item of (JSON.parse(l.stdout) as { nftables: Record<string, unknown>[] }).nftables) {
+        const rule = item.rule as
+          | { comment?: string; expr?: { counter?: { packets: number } }[] }
+          | undefined;
+        const n = rule?.expr?.find((e) => e.counter)?.counter?.packets;
+        if (rule?.comment && n !== undefined) out[rule.comment] = n;
+      }
+      return out;
+    };
+  }
+  const dropSynCounters = () => execIn(podNetns, "nft", ["delete", "table", "inet", SYN_COUNTERS]);
+
+  test("accept_local=1: a NodePort connection from outside with the node's own address as source is not taken for the node's own (never masqueraded to the management address)", async () => {
+    // The external host forges the node's address as the source of its NodePort connections (it never sees a
+    // reply: that goes to the node).
+    const sources = { mgmt: MGMT_IP, snat: SNAT_IP, node: NODE_IP };
+    const count = await countSyns(sources);
+    const forge = "h2_forge";
+    // The kernel takes `all` OR the interface's own value.
+    const sysctl = (v: 0 | 1) => c.node.exec("sysctl", ["-q", "-w", `net.ipv4.conf.all.accept_local=${v}`]);
+    try {
+      const r = await execIn(c.ext.path, "nft", ["-f", "-"], {
+        input: [
+          `table ip ${forge} {`,
+          "  chain pre { type filter hook prerouting priority -200; policy accept; ct state new counter; }",
+          "  chain post {",
+          "    type nat hook postrouting priority srcnat; policy accept;",
+          `    ip daddr ${NODE_IP} tcp dport { 30080, 30081 } snat to ${NODE_IP}`,
+          "  }",
+          "}",
+        ].join("\n"),
+      });
+      assert.equal(r.code, 0, r.stderr);
+      await sysctl(1);
+      await c.node.appctl("dpctl/flush-conntrack");
+      const before = await count();
+      // The forged connections cannot complete (the reply goes to the node itself): only their SYNs matter.
+      await Promise.all(
+        [30080, 30081].map((p) => execIn(c.ext.path, "nc", ["-z", "-w", "2", NODE_IP, String(p)])),
+      );
+      const got = await count();
+      const delta = (k: keyof typeof sources) => (got[k] ?? 0) - (before[k] ?? 0);
+      assert.equal(
+        delta("mgmt"),
+        0,
+        `a forged source reached the pod as the node's own: ${JSON.stringify(got)}`,
+      );
+      assert.ok(delta("snat") > 0, `ETP Cluster: SNATed to the service SNAT address: ${JSON.stringify(got)}`);
+      assert.ok(delta("node") > 0, `ETP Local: the client's (forged) address kept: ${JSON.stringify(got)}`);
+    } finally {
+      await sysctl(0);
+      await execIn(c.ext.path, "nft", ["delete", "table", "ip", forge]);
+      await dropSynCounters();
+    }
+  });
+
+  test("a node cannot source another node's join address into OVN: what its management port sends from a join address not its own is dropped", async () => {
+    /** Another node's management address (its own-node allow in NetworkPolicy). */
+    const OTHER = "100.64.0.9";
+    const count = await countSyns({ other: OTHER, snat: SNAT_IP });
+    const spoof = "h2_spoof";
+    /** The node's connections to the pod leave the management port with `source`, as a node agent told it might. */
+    const sourceAs = async (source: string) => {
+      await execIn(nodeNetns, "nft", ["delete", "table", "ip", spoof]);
+      const r = await execIn(nodeNetns, "nft", ["-f", "-"], {
+        input: [
+          `table ip ${spoof} {`,
+          "  chain post {",
+          "    type nat hook postrouting priority srcnat - 10; policy accept;",
+          `    ip daddr ${POD_IP} tcp dport 8080 oifname "${MGMT_IFNAME}" snat to ${source}`,
+          "  }",
+          "}",
+        ].join("\n"),
+      });
+      assert.equal(r.code, 0, r.stderr);
+    };
+    /** SYNs the pod got from `key` during one connection attempt, on fresh flows. */
+    const attempt = async (key: "other" | "snat") => {
+      await c.node.appctl("dpctl/flush-conntrack");
+      await c.node.appctl("dpctl/del-flows");
+      const before = (await count())[key] ?? 0;
+      await execIn(nodeNetns, "nc", ["-z", "-w", "2", POD_IP, "8080"]);
+      return ((await count())[key] ?? 0) - before;
+    };
+    try {
+      await sourceAs(OTHER);
+      // ovn-controller installs the join switch's ACLs in its own time.
+      const started = Date.now();
+      while ((await attempt("other")) > 0) {
+        if (Date.now() - started > 120_000)
+          assert.fail(`the pod still gets SYNs from ${OTHER} through ${NODE}'s management port after 120 s`);
+        await sleep(500);
+      }
+      console.log(`another node's join address refused after ${Date.now() - started} ms`);
+      // The node's own service SNAT address passes the same way.
+      await sourceAs(SNAT_IP);
+      assert.ok(
+        (await attempt("snat")) > 0,
+        "a SYN from the node's own service SNAT address reaches the pod",
+      );
+    } finally {
+      await execIn(nodeNetns, "nft", ["delete", "table", "ip", spoof]);
+      await dropSynCounters();
+    }
+  });
+
   test("no endpoints: the connection is refused (TCP reset), from the node and from outside", async () => {
     for (const [from, host, p] of [
       [nodeNetns, "10.96.0.13", 80],

@@ -133,6 +133,7 @@ describe("OVN topology on a real NB database", () => {
     assert.deepEqual(
       [...s.deleted].sort(),
       [
+        "ACL/node/node2/source-guard",
         "Address_Set/node/node2/pods-v4",
         "Logical_Router_Policy/node/node2/egress-v4",
         "Logical_Router_Port/subnet/dual/rtos",
@@ -183,6 +184,7 @@ describe("OVN topology on a real NB database", () => {
     // Node n deleted: n1's rows stay.
     const nodeGone = await planOnly([], nodeScope("n"));
     assert.deepEqual([...nodeGone.deleted].sort(), [
+      "ACL/node/n/source-guard",
       "Address_Set/node/n/pods-v4",
       "Logical_Router_Policy/node/n/egress-v4",
       "Logical_Switch_Port/node/n/mgmt",
