@@ -122,7 +122,7 @@ func forward(conn net.Conn, socket string, stdin []byte) int {
 			truncate(strings.TrimSpace(string(text)), 500))
 	}
 	var reply agentReply
-	if json.Unmarshal(text, &reply) != nil || reply.ExitCode == nil || reply.Stdout == nil {
+	if json.Unmarshal(text, &reply) != nil || reply.ExitCode == nil || *reply.ExitCode < 0 || *reply.ExitCode > 255 || reply.Stdout == nil {
 		return fail(107, stdin, `reply body must be {"exitCode": N, "stdout": "..."}`, "")
 	}
 	os.Stdout.WriteString(*reply.Stdout)
@@ -155,7 +155,7 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 		name, value, _ := strings.Cut(h, ":")
 		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "content-length":
-			if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 {
+			if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 || length > maxReplyBytes {
 				return 0, nil, fmt.Errorf("bad Content-Length %q", value)
 			}
 		case "transfer-encoding":
