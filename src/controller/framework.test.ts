@@ -83,7 +83,7 @@ describe("ReconcilerManager", () => {
     assert.ok(m.term.aborted);
   });
 
-  it("calls every bulkSync at once; each may wait for those registered before it (failed or not), and the workers start after all", async () => {
+  it("calls every bulkSync at once; each may wait for those registered before it (failed or not) and learns whether all landed, and the workers start after all", async () => {
     const log: string[] = [];
     let endA: (() => void) | undefined;
     const a: Reconciler = {
@@ -94,6 +94,7 @@ describe("ReconcilerManager", () => {
           endA = r;
         });
         log.push("a bulk end");
+        return true;
       },
     };
     let failB: ((e: Error) => void) | undefined;
@@ -101,20 +102,20 @@ describe("ReconcilerManager", () => {
       ...recorder("b", log),
       bulkSync: async (previous) => {
         log.push("b built");
-        await previous;
-        log.push("b after a");
+        log.push(`b after a: ${await previous}`);
         // b fails after a, which must not keep c from its turn.
         await new Promise<void>((_, reject) => {
           failB = reject;
         });
+        return true;
       },
     };
     const c: Reconciler = {
       ...recorder("c", log),
       bulkSync: async (previous) => {
         log.push("c built");
-        await previous;
-        log.push("c after a and b");
+        log.push(`c after a and b: ${await previous}`);
+        return true;
       },
     };
     const m = new ReconcilerManager({ log: silentLogger, startWaitMs: 1000 });
@@ -124,12 +125,43 @@ describe("ReconcilerManager", () => {
     assert.deepEqual(log.slice(-3), ["a bulk start", "b built", "c built"]);
     endA?.();
     await until(() => failB !== undefined);
-    assert.ok(!log.includes("c after a and b"), "c waits for b");
+    assert.ok(log.includes("b after a: true"), "a landed");
+    assert.ok(!log.some((l) => l.startsWith("c after")), "c waits for b");
     failB?.(new Error("b's write refused"));
     // A bulkSync that fails fails the start, as before; c still had its turn.
     await assert.rejects(run, /b's write refused/);
-    assert.ok(log.includes("c after a and b"));
+    assert.ok(log.includes("c after a and b: false"), "c learns that b's writes did not land");
     assert.ok(!log.includes("a reconcile k1"), "no worker started");
+  });
+
+  it("a bulkSync that returns false tells every later one that not all landed, and the workers still start", async () => {
+    const log: string[] = [];
+    const a: Reconciler = { ...recorder("a", log), bulkSync: async () => false };
+    const b: Reconciler = {
+      ...recorder("b", log, ["k1"]),
+      bulkSync: async (previous) => {
+        log.push(`b: ${await previous}`);
+        return true;
+      },
+    };
+    const c: Reconciler = {
+      ...recorder("c", log),
+      bulkSync: async (previous) => {
+        log.push(`c: ${await previous}`);
+        return true;
+      },
+    };
+    const m = new ReconcilerManager({ log: silentLogger, startWaitMs: 1000 });
+    for (const r of [a, b, c]) m.register(r);
+    const end = new AbortController();
+    const run = m.run(end.signal);
+    await until(() => log.includes("b reconcile k1"));
+    assert.deepEqual(
+      log.filter((l) => /^[bc]: /.test(l)),
+      ["b: false", "c: false"],
+    );
+    end.abort();
+    await run;
   });
 
   it("refuses a second reconciler of the same name and keys for one it does not know", () => {

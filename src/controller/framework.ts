@@ -28,9 +28,11 @@ export interface Reconciler {
    * one transaction per key would be slow. What it leaves undone the per-key reconciles do. The reconcilers'
    * bulkSyncs are all called at once, in registration order; `previous` settles (never rejects) once those of
    * the reconcilers registered before have ended, so one whose writes must land after theirs can build them at
-   * once and send them then.
+   * once and send them then. It says whether all of those landed: true only if each returned true.
+   * A bulkSync returns false when some of its writes are not known to be in NB (a batch failed, or NB does not
+   * show it), so one that builds on them holds back and leaves its keys to the queue.
    */
-  bulkSync?(previous: Promise<void>): Promise<void>;
+  bulkSync?(previous: Promise<boolean>): Promise<boolean>;
   /** Keys to reconcile once at start besides those the handlers enqueue (rows left in NB by objects now gone). */
   startupKeys?(): Iterable<string>;
   /** Keys enqueued again on each periodic resync, catching anything a watch missed. */
@@ -165,13 +167,14 @@ export class ReconcilerManager {
     await this.opts.prepare?.();
     for (const { r } of this.reconcilers) this.disposers.push(...r.watch());
     for (const { r, q } of this.reconcilers) for (const k of r.startupKeys?.() ?? []) q.add(k);
-    const bulk: Promise<void>[] = [];
-    let previous = Promise.resolve();
+    const bulk: Promise<boolean>[] = [];
+    let previous = Promise.resolve(true);
     for (const { r } of this.reconcilers) {
       if (!r.bulkSync) continue;
       const p = r.bulkSync(previous);
       bulk.push(p);
-      previous = Promise.all([previous, p.catch(() => undefined)]).then(() => undefined);
+      const landed = p.catch(() => false);
+      previous = Promise.all([previous, landed]).then(([a, b]) => a && b);
     }
     await this.unlessStopped(Promise.all(bulk));
     for (const { q } of this.reconcilers) q.start();

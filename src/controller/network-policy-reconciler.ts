@@ -324,15 +324,17 @@ export class NetworkPolicyReconciler implements Reconciler {
    * written BULK_IN_FLIGHT at a time: they touch disjoint rows (a peer set goes with the first batch that needs
    * it), and the server runs one connection's transactions in the order sent. Inserts are guarded by chosen
    * UUIDs where the server takes them (guardInserts). A batch that fails is left to the per-policy reconciles,
-   * which find whatever landed and write the rest.
+   * which find whatever landed and write the rest. Says whether every policy it meant to write is now in NB, as
+   * the cache shows it (a batch refused by a guard, or committed with its reply lost, is judged there), so the
+   * isolation groups are not written ahead of a policy's allow ACLs.
    */
-  async bulkSync(): Promise<void> {
+  async bulkSync(): Promise<boolean> {
     const { nb, log } = this.o;
     const cache = nb.cache as never;
     const todo = [...this.idx.all()].filter(
       ([k, e]) => !e.problem && this.policies.get(k) && !findOwned(cache, "Port_Group", policyGroupId(k)),
     );
-    if (todo.length === 0) return;
+    if (todo.length === 0) return true;
     const fixedUuids = await nb.insertUuidSupported();
     const sets = new Set<string>();
     const pending: { txn: Transaction; policies: number }[] = [];
@@ -357,6 +359,10 @@ export class NetworkPolicyReconciler implements Reconciler {
         }
       }),
     );
+    const missing = todo.filter(([k]) => !findOwned(cache, "Port_Group", policyGroupId(k))).length;
+    if (missing > 0)
+      log.warn({ missing }, "NetworkPolicies not in NB after the bulk write; their reconciles write them");
+    return missing === 0;
   }
 
   /** The peers (of `peers`) with a set missing in NB. */

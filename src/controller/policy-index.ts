@@ -20,7 +20,7 @@ import {
   selectorMatches,
 } from "../policy/label-selector.ts";
 import { podPortGroupIds } from "../policy/membership.ts";
-import { nodeGroupId, PEER_KEY, peerSetId, peerSetName } from "../policy/nb-names.ts";
+import { nodeGroupId, PEER_KEY, peerSetId, peerSetName, policyGroupId } from "../policy/nb-names.ts";
 import {
   type PodPeer,
   type PolicyModel,
@@ -207,10 +207,24 @@ export class PolicyIndex {
     return { uuid: lsp._uuid, ips: lspIps(lsp as unknown as NbTables["Logical_Switch_Port"]) };
   }
 
-  /** The port groups the pod's port belongs to (ids), by the same selection the policy reconcilers apply. */
+  /**
+   * Whether the policy's own rows are in NB as the cache shows them: its group, written in one transaction with
+   * its allow ACLs. Only such a policy isolates a pod, so none is cut off from what a policy allows before the
+   * allow is there.
+   */
+  landed(policyKey: string): boolean {
+    return findOwned(this.nb.cache as never, "Port_Group", policyGroupId(policyKey)) !== undefined;
+  }
+
+  /**
+   * The port groups the pod's port belongs to (ids), by the same selection the policy reconcilers apply,
+   * counting the policies that have landed (the isolation reconciler adds the port when another lands).
+   */
   portGroupsOf(p: PodLite): string[] {
     return podPortGroupIds(
-      this.inNamespace(p.metadata.namespace).map((e) => e.model),
+      this.inNamespace(p.metadata.namespace)
+        .filter((e) => this.landed(e.model.key))
+        .map((e) => e.model),
       policyPod(p),
       p.spec.nodeName,
     );

@@ -1,6 +1,9 @@
 // Isolation: the port group of each direction holds every pod a policy of that direction selects (with the
 // default deny), and each node's own-node group holds that node's ingress-isolated pods (with the allow from the
 // node's management IP). Keys `ingress`, `egress` and `node/<name>`; one transaction per reconcile.
+// A policy isolates a pod only once its own rows (its group with its allow ACLs, written in one transaction) are
+// in NB as the cache shows them: a policy whose write failed or is still on its way never cuts a pod off from
+// the traffic it allows.
 
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
@@ -19,6 +22,8 @@ import { guardInserts } from "./network-policy-reconciler.ts";
 import { type PolicyIndex, policyPod } from "./policy-index.ts";
 
 const KIND = "network-policy-isolation";
+/** The kind of a policy's own group (policy-acls.ts). */
+const POLICY_GROUP_KIND = "network-policy";
 
 export class PolicyIsolationReconciler implements Reconciler {
   readonly name = POLICY_ISOLATION;
@@ -83,7 +88,16 @@ export class PolicyIsolationReconciler implements Reconciler {
         this.o.nb.cache.subscribe(table, (events) => {
           for (const e of events) {
             const ids = (e.kind === "add" ? e.row : e.old).external_ids as Readonly<Record<string, string>>;
-            if (ids[OWNER_KEY] !== CONTROLLER || ids[KIND_KEY] !== KIND) continue;
+            if (ids[OWNER_KEY] !== CONTROLLER) continue;
+            // A policy's group came into NB or left it: the pods it selects are isolated by it from now on, or
+            // no longer.
+            if (table === "Port_Group" && ids[KIND_KEY] === POLICY_GROUP_KIND && e.kind !== "update") {
+              ctx.requeueIsolation("ingress");
+              ctx.requeueIsolation("egress");
+              for (const n of this.nodes.keys()) ctx.requeueIsolation(`node/${n}`);
+              continue;
+            }
+            if (ids[KIND_KEY] !== KIND) continue;
             const id = ids[ID_KEY] ?? "";
             const key = id.startsWith("np-isolation/")
               ? id.split("/")[1]
@@ -116,12 +130,21 @@ export class PolicyIsolationReconciler implements Reconciler {
    * ACLs that allow its traffic are in. One transaction per key, as a reconcile; the queue runs the same keys
    * again and writes what changed meanwhile or failed here.
    */
-  async bulkSync(previous: Promise<void>): Promise<void> {
+  async bulkSync(previous: Promise<boolean>): Promise<boolean> {
     const writes = [...new Set(this.startupKeys())].flatMap((k) => {
-      const txn = this.build(k);
+      const txn = this.build(k, true);
       return txn ? [{ k, txn }] : [];
     });
-    await previous;
+    // Built as if every policy's bulk write had landed; sent only if it has. Otherwise the queue writes each key
+    // counting the policies NB holds.
+    if (!(await previous)) {
+      if (writes.length > 0)
+        this.o.log.warn(
+          { keys: writes.length },
+          "NetworkPolicy bulk write did not all land; isolation groups are left to their reconciles",
+        );
+      return false;
+    }
     await Promise.all(
       writes.map(({ k, txn }) =>
         txn
@@ -134,25 +157,34 @@ export class PolicyIsolationReconciler implements Reconciler {
           ),
       ),
     );
+    return true;
   }
 
   resyncKeys(): Iterable<string> {
     return ["ingress", "egress", ...this.nodes.keys().map((n) => `node/${n}`)];
   }
 
-  /** Whether some policy of the direction selects the pod. */
-  private isolated(p: PodLite, dir: Direction): boolean {
+  /**
+   * Whether some policy of the direction selects the pod, counting only policies whose group is in NB unless
+   * `assumeLanded` (the start-up build, sent only once the policies' bulk write is known to have landed).
+   */
+  private isolated(p: PodLite, dir: Direction, assumeLanded: boolean): boolean {
     const pp = policyPod(p);
     if (!pp) return false;
     return this.idx
       .inNamespace(pp.namespace)
-      .some((e) => e.model[dir] !== undefined && policySelects(e.model, pp));
+      .some(
+        (e) =>
+          e.model[dir] !== undefined &&
+          policySelects(e.model, pp) &&
+          (assumeLanded || this.idx.landed(e.model.key)),
+      );
   }
 
-  private portsOf(pods: Iterable<PodLite>, dir: Direction): string[] {
+  private portsOf(pods: Iterable<PodLite>, dir: Direction, assumeLanded: boolean): string[] {
     const out = new Set<string>();
     for (const p of pods) {
-      if (!this.isolated(p, dir)) continue;
+      if (!this.isolated(p, dir, assumeLanded)) continue;
       const port = this.idx.podPort(p);
       if (port) out.add(port.uuid);
     }
@@ -168,7 +200,7 @@ export class PolicyIsolationReconciler implements Reconciler {
   }
 
   /** The transaction that brings the key's group and ACLs in line, or undefined when NB already is. */
-  private build(key: string): Transaction | undefined {
+  private build(key: string, assumeLanded = false): Transaction | undefined {
     let groupId: string;
     let rows: DesiredRow[];
     let ports: string[] = [];
@@ -180,13 +212,14 @@ export class PolicyIsolationReconciler implements Reconciler {
       ports = this.portsOf(
         [...namespaces].flatMap((ns) => this.idx.podsIn(ns)),
         key,
+        assumeLanded,
       );
       rows = isolationRows(key);
     } else if (key.startsWith("node/")) {
       const node = key.slice("node/".length);
       groupId = nodeGroupId(node);
       if (this.nodes.get(node)) {
-        ports = this.portsOf(this.pods.byIndex(PODS_BY_NODE, node), "ingress");
+        ports = this.portsOf(this.pods.byIndex(PODS_BY_NODE, node), "ingress", assumeLanded);
         rows = nodeRows(node, this.idx.mgmtIps(node));
       } else {
         rows = [];

@@ -297,12 +297,13 @@ export class ServiceReconciler implements Reconciler {
    * At start, the load balancers of every Service that has none in NB yet, up to BULK_SERVICES Services per
    * transaction instead of one each (thousands of Services created while no controller ran). Services that need
    * chassis variables are left to their reconcile, as is every Service of a batch that fails; the reconciles
-   * that follow find these rows and write nothing.
+   * that follow find these rows and write nothing. Says whether every batch landed.
    */
-  async bulkSync(): Promise<void> {
+  async bulkSync(): Promise<boolean> {
     const { nb, log } = this.o;
     const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    if (!group) return;
+    if (!group) return true;
+    let landed = true;
     const fixedUuids = await nb.insertUuidSupported();
     const write = async (batch: ServiceLoadBalancers["rows"][]) => {
       const rows = batch.flat();
@@ -322,6 +323,7 @@ export class ServiceReconciler implements Reconciler {
       try {
         await txn.commit();
       } catch (err) {
+        landed = false;
         log.warn(
           { err, services: batch.length },
           "bulk write of Service load balancers failed; reconciling each",
@@ -346,6 +348,7 @@ export class ServiceReconciler implements Reconciler {
         for (let b = pending.shift(); b; b = pending.shift()) await write(b);
       }),
     );
+    return landed;
   }
 
   async reconcile(key: string): Promise<ReconcileResult> {

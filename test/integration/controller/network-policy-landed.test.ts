@@ -1,0 +1,156 @@
+// A policy isolates a pod only once its own rows are in NB, against a real kube-apiserver and NB: the isolation
+// groups (the default deny) never hold a pod a policy selects while that policy's group and allow ACLs are
+// missing, whether the policy's write is slow (held at a fault proxy) or failed (its start-up bulk write cut off
+// with the connection). A witness client monitors NB directly and checks every update it gets.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { ID_KEY } from "../../../src/ovn/ownership.ts";
+import { podPortId } from "../../../src/ovn/pod-port.ts";
+import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
+import { ISOLATED_INGRESS, nodeGroupName, policyGroupName } from "../../../src/policy/nb-names.ts";
+import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
+import { createNamespace, startInProcess, untilOk as until, useCluster } from "./harness.ts";
+
+const NS = "np-landed";
+const NODE = "node1";
+const POLICY = "allow-from-client";
+const SPEC = {
+  podSelector: { matchLabels: { app: "server" } },
+  ingress: [{ from: [{ podSelector: { matchLabels: { app: "client" } } }] }],
+};
+
+type Ops = readonly Record<string, unknown>[];
+/** The policy's own write: the transaction that inserts its group. */
+const insertsPolicyGroup = (ops: Ops) =>
+  ops.some(
+    (o) =>
+      o.op === "insert" &&
+      o.table === "Port_Group" &&
+      (o.row as { name?: unknown } | undefined)?.name === policyGroupName(`${NS}/${POLICY}`),
+  );
+
+async function setUp(t: Parameters<typeof useCluster>[0]) {
+  const cluster = await useCluster(t);
+  const { api, nb: witness } = cluster;
+  await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: NODE } } });
+  await createNamespace(api, NS);
+  const createPod = (name: string, labels: Record<string, string>) =>
+    api.request(`/api/v1/namespaces/${NS}/pods`, {
+      method: "POST",
+      body: { metadata: { name, labels }, spec: { nodeName: NODE, containers: [{ name: "c", image: "x" }] } },
+    });
+  const createPolicy = () =>
+    api.request(`/apis/networking.k8s.io/v1/namespaces/${NS}/networkpolicies`, {
+      method: "POST",
+      body: { metadata: { name: POLICY }, spec: SPEC },
+    });
+  const lsp = (nb: OvsdbClient<NbTables>, name: string) =>
+    nb.cache.table("Logical_Switch_Port").findOne((r) => r.external_ids[ID_KEY] === podPortId(NS, name));
+  const pg = (name: string) => witness.cache.table("Port_Group").lookupOne("name", name);
+  /** The server pod isolated, and its policy's group (with the allow ACL) in NB. */
+  const state = () => {
+    const port = lsp(witness, "server");
+    const group = pg(policyGroupName(`${NS}/${POLICY}`));
+    const allows = (group?.acls ?? []).filter((a) => witness.cache.table("ACL").get(a)?.action !== "drop");
+    return {
+      port,
+      isolated:
+        port !== undefined &&
+        [ISOLATED_INGRESS, nodeGroupName(NODE)].some((g) => pg(g)?.ports.includes(port._uuid) === true),
+      allowed: group !== undefined && allows.length > 0,
+    };
+  };
+  /** Records every NB state the witness sees that isolates the server without its policy's allow. */
+  const watchInvariant = () => {
+    let states = 0;
+    const bad: string[] = [];
+    const unsubscribe = witness.cache.subscribe(undefined, () => {
+      const s = state();
+      if (!s.isolated) return;
+      states++;
+      if (!s.allowed) bad.push(`update ${states}: the server is isolated, its policy's allow is not in NB`);
+    });
+    t.after(unsubscribe);
+    return { bad, states: () => states };
+  };
+  return { ...cluster, witness, createPod, createPolicy, lsp, state, watchInvariant };
+}
+
+test("a new policy whose write is slow isolates nobody until its allow ACLs are in NB", async (t) => {
+  const { api, srv, witness, createPod, createPolicy, lsp, state, watchInvariant } = await setUp(t);
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await createPod("server", { app: "server" });
+  await createPod("client", { app: "client" });
+  await until("both pods' ports", () => (lsp(witness, "server") && lsp(witness, "client") ? true : undefined));
+
+  let held = 0;
+  const release = proxy.holdTransactions((ops) => {
+    const hit = insertsPolicyGroup(ops);
+    if (hit) held++;
+    return hit;
+  });
+  let released = false;
+  t.after(() => {
+    if (!released) release();
+  });
+  const invariant = watchInvariant();
+  await createPolicy();
+  await until("the policy's write held at the proxy", () => (held > 0 ? true : undefined));
+  // Time for the isolation reconciler to write the groups, were it to go ahead of the policy.
+  await delay(1500);
+  assert.equal(state().isolated, false, "the server is not isolated while its policy's write is held");
+  released = true;
+  release();
+  await until("the server isolated, with its policy's allow", () => {
+    const s = state();
+    return s.isolated && s.allowed ? true : undefined;
+  });
+  assert.ok(invariant.states() > 0, "the witness saw the server isolated");
+  assert.deepEqual(invariant.bad, [], "no NB state isolates the server without its policy's allow");
+});
+
+test("a start-up bulk write of policies that fails: the isolation groups wait for the policies, not for the bulk write's end", async (t) => {
+  const { api, srv, witness, createPod, createPolicy, lsp, state, watchInvariant } = await setUp(t);
+  // A first run places the pods; the policy comes while no controller runs.
+  const first = await startInProcess({ api, srv });
+  await createPod("server", { app: "server" });
+  await createPod("client", { app: "client" });
+  await until("both pods' ports", () => (lsp(witness, "server") && lsp(witness, "client") ? true : undefined));
+  await first.stop();
+  await createPolicy();
+
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  let held = 0;
+  const release = proxy.holdTransactions((ops) => {
+    const hit = insertsPolicyGroup(ops);
+    if (hit) held++;
+    return hit;
+  });
+  let released = false;
+  t.after(() => {
+    if (!released) release();
+  });
+  const invariant = watchInvariant();
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await until("the start-up bulk write of the policy held at the proxy", () => (held > 0 ? true : undefined));
+  // The bulk write fails: its connection is cut before it reaches the server, so it never commits (a held
+  // request released after its connection is gone is dropped).
+  proxy.cut();
+  released = true;
+  release();
+  await run.synced;
+  await until("the server isolated, with its policy's allow", () => {
+    const s = state();
+    return s.isolated && s.allowed ? true : undefined;
+  });
+  await delay(500);
+  assert.ok(invariant.states() > 0, "the witness saw the server isolated");
+  assert.deepEqual(invariant.bad, [], "no NB state isolates the server without its policy's allow");
+});
