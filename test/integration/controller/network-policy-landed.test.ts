@@ -86,7 +86,9 @@ test("a new policy whose write is slow isolates nobody until its allow ACLs are 
   t.after(() => run.stop());
   await createPod("server", { app: "server" });
   await createPod("client", { app: "client" });
-  await until("both pods' ports", () => (lsp(witness, "server") && lsp(witness, "client") ? true : undefined));
+  await until("both pods' ports", () =>
+    lsp(witness, "server") && lsp(witness, "client") ? true : undefined,
+  );
 
   let held = 0;
   const release = proxy.holdTransactions((ops) => {
@@ -120,7 +122,9 @@ test("a start-up bulk write of policies that fails: the isolation groups wait fo
   const first = await startInProcess({ api, srv });
   await createPod("server", { app: "server" });
   await createPod("client", { app: "client" });
-  await until("both pods' ports", () => (lsp(witness, "server") && lsp(witness, "client") ? true : undefined));
+  await until("both pods' ports", () =>
+    lsp(witness, "server") && lsp(witness, "client") ? true : undefined,
+  );
   await first.stop();
   await createPolicy();
 
