@@ -109,6 +109,12 @@ func forward(conn net.Conn, socket string, stdin []byte) int {
 		return lost(stdin, socket, err.Error())
 	}
 	status, text, err := readResponse(bufio.NewReader(io.LimitReader(conn, maxReplyBytes)))
+	var bad *protocolError
+	if errors.As(err, &bad) {
+		// The peer answered, but not in the agent's protocol: trying again would not help.
+		return fail(107, stdin, fmt.Sprintf("the peer at %s did not answer as the zstack-ovn node agent does (%s); "+
+			"the shim and the agent may be of different releases", socket, bad.what), "")
+	}
 	if err != nil {
 		return lost(stdin, socket, err.Error())
 	}
@@ -129,10 +135,21 @@ func forward(conn net.Conn, socket string, stdin []byte) int {
 	return *reply.ExitCode
 }
 
+// protocolError is a reply that arrived but is not an HTTP/1.x response the agent sends; any other error of
+// readResponse is the connection ending early.
+type protocolError struct{ what string }
+
+func (e *protocolError) Error() string { return e.what }
+
+func malformed(format string, args ...any) error { return &protocolError{fmt.Sprintf(format, args...)} }
+
 // readResponse reads one HTTP/1.1 response: the status code and the body (Content-Length bytes, or up
 // to the end of the connection when the header is absent; the request asked for Connection: close).
 func readResponse(r *bufio.Reader) (int, []byte, error) {
 	line, err := r.ReadString('\n')
+	if err != nil && !strings.HasPrefix("HTTP/1.", line) && !strings.HasPrefix(line, "HTTP/1.") {
+		return 0, nil, malformed("not an HTTP/1.x status line: %q", truncate(line, 100))
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("reading the status line: %w", err)
 	}
@@ -140,7 +157,7 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 	codeText, _, _ := strings.Cut(rest, " ")
 	status, err := strconv.Atoi(codeText)
 	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || status < 100 || status > 999 {
-		return 0, nil, fmt.Errorf("not an HTTP/1.x status line: %q", truncate(line, 100))
+		return 0, nil, malformed("not an HTTP/1.x status line: %q", truncate(line, 100))
 	}
 	length := -1
 	for {
@@ -156,10 +173,10 @@ func readResponse(r *bufio.Reader) (int, []byte, error) {
 		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "content-length":
 			if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 || length > maxReplyBytes {
-				return 0, nil, fmt.Errorf("bad Content-Length %q", value)
+				return 0, nil, malformed("bad Content-Length %q", truncate(value, 40))
 			}
 		case "transfer-encoding":
-			return 0, nil, fmt.Errorf("unexpected Transfer-Encoding %q", value)
+			return 0, nil, malformed("unexpected Transfer-Encoding %q", truncate(value, 40))
 		}
 	}
 	if length < 0 {

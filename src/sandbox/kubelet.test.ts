@@ -13,6 +13,8 @@ test("the kubelet configuration carries every setting these machines need", () =
   assert.equal(cfg.resolvConf, "");
   assert.equal(cfg.containerRuntimeEndpoint, "unix:///run/containerd/containerd.sock");
   assert.equal(cfg.oomScoreAdj, 0);
+  // The kubelet checks the kernel settings (the node's fakes) and never writes the machine's own.
+  assert.equal(cfg.protectKernelDefaults, true);
   assert.deepEqual(cfg.authorization, { mode: "Webhook" });
   assert.equal(cfg.imageGCHighThresholdPercent, 100, "imported images must never be collected");
   const args = kubeletArgs({

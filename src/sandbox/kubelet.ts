@@ -51,6 +51,9 @@ export function kubeletConfig(input: KubeletConfigInput): Record<string, unknown
     imageGCLowThresholdPercent: 99,
     // A shared build machine's disk and memory are not this node's to defend.
     evictionHard: { "memory.available": "0%", "nodefs.available": "0%", "imagefs.available": "0%" },
+    // Check the kernel settings the kubelet wants instead of writing them: in the sandbox they are the node's
+    // fakes (already right); were they ever the machine's own, the kubelet fails rather than change them.
+    protectKernelDefaults: true,
     registerNode: true,
     nodeStatusReportFrequency: "20s",
   };

@@ -195,6 +195,26 @@ function ensureNodeSimulator(ctx: NodeContext, node: Host): void {
  * Real-node mode: the node's cgroupRoot in every hierarchy, containerd with the images imported, then the
  * kubelet with the node's credentials.
  */
+/**
+ * The kubelet sets kernel sysctls at start; in the sandbox it must meet the node's fakes bound over them, never
+ * the machine's. A mount namespace made before (by an `up` without --kubelet) lacks them: refuse, naming the fix.
+ */
+async function assertSysctlFakes(layout: Layout, node: Host): Promise<void> {
+  const missing: string[] = [];
+  for (const [key] of KUBELET_SYSCTLS) {
+    const path = `/proc/sys/${key}`;
+    const bound = await runOnNode(layout, node, "mountpoint", ["-q", path]).then(
+      () => true,
+      () => false,
+    );
+    if (!bound) missing.push(path);
+  }
+  if (missing.length > 0)
+    throw new Error(
+      `node ${node.name}: its mount namespace has no sandbox copy of ${missing.join(", ")}, so the kubelet would set the machine's own; run \`zovn sandbox down\` and then \`up --kubelet\``,
+    );
+}
+
 async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
   const { layout, state } = ctx;
   const name = daemonName(node, "kubelet");
@@ -225,6 +245,7 @@ async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
     },
     [images.pause, images.busybox],
   );
+  await assertSysctlFakes(layout, node);
   const kubeconfig = writeNodeKubeconfig(ctx, node);
   const config = join(dirs.kubelet, "kubelet-config.json");
   const cfg = kubeletConfig({ cgroupRoot, clientCaFile: ctx.pki.caCert, oomScoreAdj: currentOomScoreAdj() });

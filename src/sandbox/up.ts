@@ -156,7 +156,9 @@ export async function sandboxUp(opts: UpOptions, progress: Progress): Promise<Up
 async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Promise<UpResult> {
   const previous = loadState(layout);
   const spec = mergeSpec(opts, previous?.spec);
-  if (previous && JSON.stringify(previous.spec) !== JSON.stringify(spec) && previous.daemons.length > 0) {
+  // Any state at all refuses a change: what an earlier `up` made (a node's mount namespace without the kubelet's
+  // sysctl copies, say) outlives its daemons and would be reused as it is.
+  if (previous && JSON.stringify(previous.spec) !== JSON.stringify(spec)) {
     throw new Error(
       `sandbox "${spec.name}" exists with ${JSON.stringify(previous.spec)}; run \`zovn sandbox down\` before changing it`,
     );

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { copyFile, mkdir, mkdtemp } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
+import { createServer as createNetServer, type Server as NetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -114,6 +115,44 @@ describe("zstack-ovn-cni forwarder without its shim", () => {
       body = '{"exitCode":"0","stdout":""}';
       const bad = await runWith(forwarder, [], ADD_ENV, conf("1.1.0", otherSocket()));
       assert.deepEqual([bad.code, bad.json?.code], [1, 107]);
+    });
+
+    it("reports 107 for a peer that answers in no HTTP/1.x, and 11 for one that closes without answering", async () => {
+      // A raw peer: whatever `reply` holds, written once the request has arrived, then the connection closed.
+      let reply = "";
+      const raw: NetServer = createNetServer((sock) => {
+        sock.once("data", () => sock.end(reply));
+        sock.on("error", () => undefined);
+      });
+      const rawSocket = join(dir, "raw.sock");
+      await new Promise<void>((resolve) => raw.listen(rawSocket, resolve));
+      try {
+        const cases: [string, number, RegExp][] = [
+          [
+            "SSH-2.0-OpenSSH_9.2\r\n",
+            107,
+            /did not answer as the zstack-ovn node agent does \(not an HTTP\/1\.x status line/,
+          ],
+          ["garbage without a newline", 107, /not an HTTP\/1\.x status line/],
+          ["HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n", 107, /bad Content-Length/],
+          ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 107, /unexpected Transfer-Encoding/],
+          [
+            'HTTP/1.1 200 OK\r\nContent-Length: 29\r\n\r\n{"exitCode":300,"stdout":""}\n',
+            107,
+            /reply body must be/,
+          ],
+          ["", 11, /closed the connection before answering/],
+          ["HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}", 11, /closed the connection before answering/],
+        ];
+        for (const [bytes, code, msg] of cases) {
+          reply = bytes;
+          const r = await runWith(forwarder, [], ADD_ENV, conf("1.1.0", rawSocket));
+          assert.deepEqual([r.code, r.json?.code], [1, code], JSON.stringify(bytes));
+          assert.match(String(r.json?.msg), msg, JSON.stringify(bytes));
+        }
+      } finally {
+        await new Promise<void>((resolve) => raw.close(() => resolve()));
+      }
     });
 
     it("reports 11 when the agent answers 503 (shutting down)", async () => {
