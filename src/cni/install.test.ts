@@ -3,7 +3,13 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { CONFLIST_NAME, installCniBinary, installCniPlugin, writeConflist } from "./install.ts";
+import {
+  CONFLIST_NAME,
+  installCniBinary,
+  installCniPlugin,
+  isGoExecutable,
+  writeConflist,
+} from "./install.ts";
 import { DEFAULT_SERVER_SOCKET } from "./protocol.ts";
 import { parseConfList } from "./spec.ts";
 
@@ -56,6 +62,27 @@ describe("installing the CNI plugin", () => {
     const alone = join(dir, "plugin-bin-alone");
     await installCniPlugin(join(dir, "build-1"), alone);
     assert.deepEqual(await readdir(alone), ["zstack-ovn-cni"]);
+  });
+
+  it("refuses the Go forwarder without its shim beside it, naming the variable and the fix, and installs nothing", async () => {
+    const build = join(dir, "build-go");
+    await mkdir(build);
+    // An ELF file with a Go build ID note where the Go linker puts it, as the forwarder is.
+    const go = Buffer.alloc(8192);
+    Buffer.from([0x7f, 0x45, 0x4c, 0x46]).copy(go, 0);
+    Buffer.from([4, 0, 0, 0, 0x53, 0, 0, 0, 4, 0, 0, 0, 0x47, 0x6f, 0, 0]).copy(go, 0xf78);
+    await writeFile(join(build, "zstack-ovn-cni"), go);
+    assert.equal(await isGoExecutable(join(build, "zstack-ovn-cni")), true);
+    assert.equal(await isGoExecutable(process.execPath), false, "node (an SEA's base) is not Go");
+    const binDir = join(dir, "plugin-bin-go");
+    await assert.rejects(
+      installCniPlugin(join(build, "zstack-ovn-cni"), binDir),
+      /ZSTACK_CNI_BINARY .* is the Go forwarder but its shim .*zstack-ovn-cni-shim is missing/,
+    );
+    assert.deepEqual(await readdir(binDir).catch(() => []), []);
+    await writeFile(join(build, "zstack-ovn-cni-shim"), "#!/bin/sh\necho shim\n");
+    await installCniPlugin(join(build, "zstack-ovn-cni"), binDir);
+    assert.deepEqual((await readdir(binDir)).sort(), ["zstack-ovn-cni", "zstack-ovn-cni-shim"]);
   });
 
   it("writes 10-zstack-ovn.conflist offering 1.1.0 in cniVersions and 1.0.0 to older libcni, with one zstack-ovn-cni plugin", async () => {

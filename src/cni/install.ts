@@ -96,15 +96,38 @@ export async function installCniBinary(
   return { path: dest, changed: true };
 }
 
+/** The ELF note a Go linker writes first (name "Go", type 4, the build ID): its header's type and name. */
+const GO_BUILD_ID_NOTE = Buffer.from([4, 0, 0, 0, 0x47, 0x6f, 0, 0]);
+
+/** Whether `path` is a Go executable, i.e. the forwarder: its build ID note sits in the first page or so. */
+export async function isGoExecutable(path: string): Promise<boolean> {
+  const fh = await open(path, "r");
+  try {
+    const head = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await fh.read(head, 0, head.length, 0);
+    const elf = bytesRead >= 4 && head.subarray(0, 4).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]));
+    return elf && head.subarray(0, bytesRead).includes(GO_BUILD_ID_NOTE);
+  } finally {
+    await fh.close();
+  }
+}
+
 /**
  * Installs the CNI executable `src` as zstack-ovn-cni and, when `src` has the TypeScript shim beside it
  * (zstack-ovn-cni-shim, which the Go forwarder hands invocations no agent can answer to), the shim first,
- * so the forwarder is never in place without it.
+ * so the forwarder is never in place without it. The Go forwarder without its shim is refused: every DEL or
+ * CHECK while the agent is down would fail.
  */
 export async function installCniPlugin(src: string, binDir: string): Promise<InstallResult[]> {
   const shim = join(dirname(src), CNI_SHIM_NAME);
   const out: InstallResult[] = [];
   if (await stat(shim).catch(() => undefined)) out.push(await installCniBinary(shim, binDir, CNI_SHIM_NAME));
+  else if (await isGoExecutable(src))
+    throw new Error(
+      `ZSTACK_CNI_BINARY ${src} is the Go forwarder but its shim ${shim} is missing: without it a DEL or CHECK ` +
+        "while the node agent is down fails; put the shim beside it (the image has both in /opt/cni/bin) or " +
+        "point ZSTACK_CNI_BINARY at the TypeScript CNI executable",
+    );
   out.push(await installCniBinary(src, binDir));
   return out;
 }
