@@ -29,6 +29,7 @@ import { certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { setHas } from "../ovsdb/set-index.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
+import { nodeGroupId } from "../policy/nb-names.ts";
 
 export const ANNOTATION_IP = "network.zstack.io/ip_address";
 export const ANNOTATION_MAC = "network.zstack.io/mac_address";
@@ -547,6 +548,13 @@ export class PodPortAllocator {
             ),
           );
         }
+      // A port moved to another node leaves its old node's own-node group in the same write: that node's
+      // management address no longer speaks for the pod.
+      if (existing && prevNode && prevNode !== pod.node) {
+        const old = findOwned(cache, "Port_Group", nodeGroupId(prevNode));
+        if (old && setHas(old.ports as readonly string[], existing._uuid))
+          txn.mutate("Port_Group", byUuid(old._uuid), [["ports", "delete", [existing._uuid]]]);
+      }
       if (fresh) this.withdraw(txn, ips);
       for (const extra of extras)
         unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", extra._uuid);

@@ -213,3 +213,71 @@ test("the first pod on a new node: its own-node group, with the allow from the n
   assert.ok(states > 0, "the witness saw the port isolated");
   assert.deepEqual(denied, [], "no NB state isolates the pod without its node's allow");
 });
+
+test("a pod's port moved to another node leaves its old node's own-node group in the write that moves it", async (t) => {
+  const { api, witness, proxy, createPolicy, lsp, pg } = await setUp(t);
+  await createPolicy("deny-all", { podSelector: {}, policyTypes: ["Ingress"] });
+  const OTHER = "node2";
+  await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name: OTHER } } });
+  const createPodOn = (node: string) =>
+    api.request(`/api/v1/namespaces/${NS}/pods`, {
+      method: "POST",
+      body: {
+        metadata: { name: "mover" },
+        spec: { nodeName: node, containers: [{ name: "c", image: "x" }] },
+      },
+    });
+  await createPodOn(NODE);
+  await until("the pod in node1's own-node group", () => {
+    const port = lsp(witness, "mover");
+    return port && pg(nodeGroupName(NODE))?.ports.includes(port._uuid) ? true : undefined;
+  });
+  let states = 0;
+  const stale: string[] = [];
+  const unsubscribe = witness.cache.subscribe(undefined, () => {
+    const port = lsp(witness, "mover");
+    if (!port || port.options["requested-chassis"] !== OTHER) return;
+    states++;
+    if (pg(nodeGroupName(NODE))?.ports.includes(port._uuid))
+      stale.push(`update ${states}: on ${OTHER}, still in ${nodeGroupName(NODE)}`);
+  });
+  t.after(unsubscribe);
+  // The pod's delete is held and then lost with its connection, while the pod comes back under the same name
+  // on node2: the retried reconcile finds its port on node1 and moves it. The isolation reconciler's writes
+  // wait meanwhile, so only the port's own write can take it out of node1's group.
+  const isolation = proxy.holdTransactions((ops) => withoutPort(ops) && mutates(ops, "Port_Group"));
+  let deletes = 0;
+  const lost = proxy.holdTransactions((ops) => {
+    const hit = ops.some((o) => o.op === "delete" && o.table === "Logical_Switch_Port");
+    if (hit) deletes++;
+    return hit;
+  });
+  let released = false;
+  t.after(() => {
+    if (!released) {
+      lost();
+      isolation();
+    }
+  });
+  await api.request(`/api/v1/namespaces/${NS}/pods/mover`, {
+    method: "DELETE",
+    query: { gracePeriodSeconds: 0 },
+  });
+  await until("the port's delete held", () => (deletes > 0 ? true : undefined));
+  await createPodOn(OTHER);
+  await delay(1000);
+  proxy.cut();
+  lost();
+  await until("the port on node2", () =>
+    lsp(witness, "mover")?.options["requested-chassis"] === OTHER ? true : undefined,
+  );
+  await delay(1000);
+  released = true;
+  isolation();
+  await until("the pod in node2's own-node group", () => {
+    const port = lsp(witness, "mover");
+    return port && pg(nodeGroupName(OTHER))?.ports.includes(port._uuid) ? true : undefined;
+  });
+  assert.ok(states > 0, "the witness saw the port on node2");
+  assert.deepEqual(stale, [], "no NB state has the moved port in its old node's group");
+});
