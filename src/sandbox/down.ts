@@ -82,7 +82,22 @@ export async function sandboxDown(opts: DownOptions, progress: Progress): Promis
         mounts.push(...(await unmountBelow(NETNS_DIR)));
       }
     }
-    const cgroups = removeCgroup(instanceCgroup(opts.name));
+    // A cgroup whose last process is still exiting refuses rmdir (EBUSY) for a moment: try again, and if one
+    // stays busy, finish the rest of `down` (the mount check above all) before saying which.
+    let cgroups: string[] = [];
+    let busy: unknown;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      try {
+        cgroups = removeCgroup(instanceCgroup(opts.name));
+        busy = undefined;
+        break;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EBUSY") throw e;
+        busy = e;
+        await terminate(processesInCgroup(instanceCgroup(opts.name)));
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
     progress.note(`removed ${netns.length} netns, ${mounts.length} mounts and ${cgroups.length} cgroups`);
 
     const stillMounted = readMountInfo().filter((m) => m.mountPoint.startsWith(`${layout.root}/`));
@@ -96,6 +111,13 @@ export async function sandboxDown(opts: DownOptions, progress: Progress): Promis
         if (entry === "lock" || (!opts.purge && entry === "logs")) continue;
         rmSync(join(layout.root, entry), { recursive: true, force: true });
       }
+    }
+    if (busy) {
+      const pids = processesInCgroup(instanceCgroup(opts.name)).map((p) => p.pid);
+      throw new Error(
+        `cgroup ${instanceCgroup(opts.name)} is still busy (${(busy as Error).message}; processes: ${pids.join(", ") || "none"}); run down again`,
+        { cause: busy },
+      );
     }
     lock?.release();
     if (opts.purge) rmSync(layout.root, { recursive: true, force: true });
