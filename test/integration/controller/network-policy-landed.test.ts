@@ -10,7 +10,7 @@ import { podPortId } from "../../../src/ovn/pod-port.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
 import { ISOLATED_INGRESS, nodeGroupName, policyGroupName } from "../../../src/policy/nb-names.ts";
-import { startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
+import { type OvsdbFaultProxy, startOvsdbFaultProxy } from "../../rig/ovsdb-fault-proxy.ts";
 import { createNamespace, startInProcess, untilOk as until, useCluster } from "./harness.ts";
 
 const NS = "np-landed";
@@ -31,6 +31,27 @@ const insertsPolicyGroup = (ops: Ops) =>
       (o.row as { name?: unknown } | undefined)?.name === policyGroupName(`${NS}/${POLICY}`),
   );
 
+/** Holds the policy's own write at the proxy until release() (also at the test's end). */
+function holdPolicyWrite(t: { after(fn: () => unknown): void }, proxy: OvsdbFaultProxy) {
+  let held = 0;
+  let released = false;
+  const release = proxy.holdTransactions((ops) => {
+    const hit = insertsPolicyGroup(ops);
+    if (hit) held++;
+    return hit;
+  });
+  t.after(() => {
+    if (!released) release();
+  });
+  return {
+    held: () => held,
+    release: () => {
+      released = true;
+      release();
+    },
+  };
+}
+
 async function setUp(t: Parameters<typeof useCluster>[0]) {
   const cluster = await useCluster(t);
   const { api, nb: witness } = cluster;
@@ -48,6 +69,13 @@ async function setUp(t: Parameters<typeof useCluster>[0]) {
     });
   const lsp = (nb: OvsdbClient<NbTables>, name: string) =>
     nb.cache.table("Logical_Switch_Port").findOne((r) => r.external_ids[ID_KEY] === podPortId(NS, name));
+  const createPods = async () => {
+    await createPod("server", { app: "server" });
+    await createPod("client", { app: "client" });
+    await until("both pods' ports", () =>
+      lsp(witness, "server") && lsp(witness, "client") ? true : undefined,
+    );
+  };
   const pg = (name: string) => witness.cache.table("Port_Group").lookupOne("name", name);
   /** The server pod isolated, and its policy's group (with the allow ACL) in NB. */
   const state = () => {
@@ -75,39 +103,25 @@ async function setUp(t: Parameters<typeof useCluster>[0]) {
     t.after(unsubscribe);
     return { bad, states: () => states };
   };
-  return { ...cluster, witness, createPod, createPolicy, lsp, state, watchInvariant };
+  return { ...cluster, witness, createPods, createPolicy, state, watchInvariant };
 }
 
 test("a new policy whose write is slow isolates nobody until its allow ACLs are in NB", async (t) => {
-  const { api, srv, witness, createPod, createPolicy, lsp, state, watchInvariant } = await setUp(t);
+  const { api, srv, createPods, createPolicy, state, watchInvariant } = await setUp(t);
   const proxy = await startOvsdbFaultProxy(srv.unix);
   t.after(() => proxy.close());
   const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   t.after(() => run.stop());
-  await createPod("server", { app: "server" });
-  await createPod("client", { app: "client" });
-  await until("both pods' ports", () =>
-    lsp(witness, "server") && lsp(witness, "client") ? true : undefined,
-  );
+  await createPods();
 
-  let held = 0;
-  const release = proxy.holdTransactions((ops) => {
-    const hit = insertsPolicyGroup(ops);
-    if (hit) held++;
-    return hit;
-  });
-  let released = false;
-  t.after(() => {
-    if (!released) release();
-  });
+  const hold = holdPolicyWrite(t, proxy);
   const invariant = watchInvariant();
   await createPolicy();
-  await until("the policy's write held at the proxy", () => (held > 0 ? true : undefined));
+  await until("the policy's write held at the proxy", () => (hold.held() > 0 ? true : undefined));
   // Time for the isolation reconciler to write the groups, were it to go ahead of the policy.
   await delay(1500);
   assert.equal(state().isolated, false, "the server is not isolated while its policy's write is held");
-  released = true;
-  release();
+  hold.release();
   await until("the server isolated, with its policy's allow", () => {
     const s = state();
     return s.isolated && s.allowed ? true : undefined;
@@ -117,38 +131,26 @@ test("a new policy whose write is slow isolates nobody until its allow ACLs are 
 });
 
 test("a start-up bulk write of policies that fails: the isolation groups wait for the policies, not for the bulk write's end", async (t) => {
-  const { api, srv, witness, createPod, createPolicy, lsp, state, watchInvariant } = await setUp(t);
+  const { api, srv, createPods, createPolicy, state, watchInvariant } = await setUp(t);
   // A first run places the pods; the policy comes while no controller runs.
   const first = await startInProcess({ api, srv });
-  await createPod("server", { app: "server" });
-  await createPod("client", { app: "client" });
-  await until("both pods' ports", () =>
-    lsp(witness, "server") && lsp(witness, "client") ? true : undefined,
-  );
+  await createPods();
   await first.stop();
   await createPolicy();
 
   const proxy = await startOvsdbFaultProxy(srv.unix);
   t.after(() => proxy.close());
-  let held = 0;
-  const release = proxy.holdTransactions((ops) => {
-    const hit = insertsPolicyGroup(ops);
-    if (hit) held++;
-    return hit;
-  });
-  let released = false;
-  t.after(() => {
-    if (!released) release();
-  });
+  const hold = holdPolicyWrite(t, proxy);
   const invariant = watchInvariant();
   const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
   t.after(() => run.stop());
-  await until("the start-up bulk write of the policy held at the proxy", () => (held > 0 ? true : undefined));
+  await until("the start-up bulk write of the policy held at the proxy", () =>
+    hold.held() > 0 ? true : undefined,
+  );
   // The bulk write fails: its connection is cut before it reaches the server, so it never commits (a held
   // request released after its connection is gone is dropped).
   proxy.cut();
-  released = true;
-  release();
+  hold.release();
   await run.synced;
   await until("the server isolated, with its policy's allow", () => {
     const s = state();
