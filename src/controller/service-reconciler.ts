@@ -68,6 +68,10 @@ export class ServiceReconciler implements Reconciler {
   private readonly lastDesired = new Map<string, Map<string, Readonly<Record<string, unknown>>>>();
   /** Node and API server addresses, recomputed after a Node or the API server's endpoints change. */
   private reserved: ReservedAddresses | undefined;
+  private readonly parsedServices = new WeakMap<
+    ServiceObject,
+    { reserved: ReservedAddresses; result: ReturnType<typeof parseService> }
+  >();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -233,11 +237,19 @@ export class ServiceReconciler implements Reconciler {
   }
 
   /** What NB should hold for a Service (nothing for one that is gone), and what in it could not be realized. */
+  /** The Service parsed, once per object and reserved set: an endpoint change leaves both as they were. */
+  private parsed(svc: ServiceObject): ReturnType<typeof parseService> {
+    const reserved = this.reservedAddresses();
+    const known = this.parsedServices.get(svc);
+    if (known?.reserved === reserved) return known.result;
+    const result = parseService(svc, { ...this.ranges, reserved });
+    this.parsedServices.set(svc, { reserved, result });
+    return result;
+  }
+
   private desiredOf(key: string) {
     const svc = this.services.get(key);
-    const { model, problems } = svc
-      ? parseService(svc, { ...this.ranges, reserved: this.reservedAddresses() })
-      : { model: undefined, problems: [] };
+    const { model, problems } = svc ? this.parsed(svc) : { model: undefined, problems: [] };
     const slices = model ? this.slices.byIndex(SLICES_BY_SERVICE, key) : [];
     const desired = model
       ? serviceLoadBalancers(

@@ -1,8 +1,7 @@
 // Which endpoints a Service port sends to, chosen as kube-proxy chooses them, from the Service's EndpointSlices.
 
-import type { V1EndpointSlice } from "@kubernetes/client-node";
-import { compareIp, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
-import { parseCidr } from "../ipam/cidr.ts";
+import type { V1Endpoint, V1EndpointSlice } from "@kubernetes/client-node";
+import { compareIp, type Family, familyBits, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import type { L4Protocol, ServicePortModel } from "./service-model.ts";
 
@@ -68,6 +67,38 @@ export function hasTopologyHints(slices: readonly V1EndpointSlice[]): boolean {
  * Endpoints with an address or port that cannot be read, or an address in a special range, are left out.
  * Sorted, without duplicates.
  */
+interface UsableEndpoint {
+  readonly ep: V1Endpoint;
+  readonly ip: IpAddress;
+  /** The address in canonical form. */
+  readonly text: string;
+}
+
+/**
+ * A slice's endpoints whose first address parses into the slice's family and lies in no special range, parsed
+ * once per slice object: the informer replaces the object on every change, and one reconcile asks for the same
+ * slice once per port and node.
+ */
+const usable = new WeakMap<V1EndpointSlice, readonly UsableEndpoint[]>();
+
+function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly UsableEndpoint[] {
+  const known = usable.get(slice);
+  if (known) return known;
+  const out: UsableEndpoint[] = [];
+  for (const ep of slice.endpoints ?? []) {
+    // kube-proxy uses the first address only; the API says they are fungible.
+    const text = ep.addresses?.[0];
+    const ip = typeof text === "string" ? tryParseIp(text) : undefined;
+    if (!ip || ip.family !== family) continue;
+    // The apiserver refuses these in a slice, but a slice's author is still not trusted: loopback (the node's
+    // own local-only services for node-originated traffic), link-local (cloud metadata), multicast, 0.0.0.0.
+    if (specialRangeOverlapping({ family, network: ip.value, prefix: familyBits(family) })) continue;
+    out.push({ ep, ip, text: formatIp(ip) });
+  }
+  usable.set(slice, out);
+  return out;
+}
+
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
   port: ServicePortModel,
@@ -82,20 +113,13 @@ export function selectEndpoints(
     );
     const number = slicePort?.port;
     if (typeof number !== "number" || !Number.isInteger(number) || number < 1 || number > 65535) continue;
-    for (const ep of slice.endpoints ?? []) {
+    for (const { ep, ip, text } of usableEndpoints(slice, family)) {
       if (opts.node !== undefined && ep.nodeName !== opts.node) continue;
-      // kube-proxy uses the first address only; the API says they are fungible.
-      const text = ep.addresses?.[0];
-      const ip = typeof text === "string" ? tryParseIp(text) : undefined;
-      if (!ip || ip.family !== family) continue;
-      // The apiserver refuses these in a slice, but a slice's author is still not trusted: loopback (the node's
-      // own local-only services for node-originated traffic), link-local (cloud metadata), multicast, 0.0.0.0.
-      if (specialRangeOverlapping(parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`))) continue;
       const c = ep.conditions ?? {};
       const ready = c.ready !== false;
       const serving = c.serving !== false;
       const terminating = c.terminating === true;
-      const key = `${formatIp(ip)}|${number}`;
+      const key = `${text}|${number}`;
       const prior = candidates.get(key);
       // The same endpoint can sit in two slices while the slice controller moves it; the readier copy wins.
       if (prior && (prior.ready || !ready)) continue;

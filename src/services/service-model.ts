@@ -3,7 +3,7 @@
 // is kept, and each problem names the field and the fix so it can become a Warning Event unchanged.
 
 import type { V1Service } from "@kubernetes/client-node";
-import { formatIp, type IpAddress, ipEquals, parseIp, tryParseIp } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress, ipEquals, parseIp, tryParseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, cidrContainsCidr, formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
@@ -396,7 +396,11 @@ function clusterRangeConflict(
   ranges: ClusterRanges,
   serviceCidrs: boolean,
 ): string | undefined {
-  const special = specialRangeOverlapping(parseCidr(`${formatIp(ip)}/${ip.family === 4 ? 32 : 128}`));
+  const special = specialRangeOverlapping({
+    family: ip.family,
+    network: ip.value,
+    prefix: familyBits(ip.family),
+  });
   if (special) return `in the ${special.name}`;
   const groups: [readonly Cidr[], string][] = [
     [ranges.clusterCIDRs, "cluster CIDR"],
