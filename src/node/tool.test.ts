@@ -25,3 +25,21 @@ test("tools run in the C locale whatever the agent's own, so their error text ca
     }
   }
 });
+
+test("a tool's stdin, exit status and output come back; one that cannot start or outlives its timeout is an error", async () => {
+  const echoed = await runTool("sh", ["-c", "cat; echo err >&2; exit 3"], { input: "line\n" });
+  assert.deepEqual(echoed, { code: 3, stdout: "line\n", stderr: "err\n" });
+  await assert.rejects(
+    runTool("zovn-no-such-tool", []),
+    (e: Error) => e.name === "ToolError" && /ENOENT/.test(e.message),
+  );
+  await assert.rejects(runTool("sleep", ["10"], { timeoutMs: 200 }), /killed after 200 ms/);
+});
+
+test("many tools at once each get their own answer", async () => {
+  const out = await Promise.all(Array.from({ length: 40 }, (_, i) => runTool("sh", ["-c", `echo ${i}`])));
+  assert.deepEqual(
+    out.map((r) => r.stdout.trim()),
+    Array.from({ length: 40 }, (_, i) => String(i)),
+  );
+});
