@@ -2,7 +2,7 @@
 // against the same NB rows written by a bare OVSDB client (the raw baseline), and the time from scaling a
 // Deployment until clients reach the new pod, against a load balancer changed by hand in the same sandbox.
 //   node --import tsx bench/services.ts [--quick] [--services=N] [--endpoints=E] [--pods=P] [--changes=C]
-//     [--churn-services=S] [--flips=F] [--no-sandbox] [--profile]
+//     [--churn-services=S] [--flips=F] [--no-sandbox] [--profile] [--node-flags="V8 flags of the controller"]
 // One run prints, side by side:
 //   A. N Services × E endpoints: time until NB holds them all, NB rows per Service; raw: the same rows in batches.
 //   B. C endpoint changes across S Services: the slice event reaches the controller → NB reflects it, p50/p99
@@ -54,6 +54,8 @@ const FLIPS = Number(flag("flips") ?? (quick ? "2" : "5"));
 const SANDBOX = !argv.includes("--no-sandbox");
 /** --profile: the controller writes a V8 CPU profile (.cpuprofile) into PROFILE_DIR when it stops. */
 const PROFILE = argv.includes("--profile");
+/** --node-flags="...": the controller's V8 flags instead of NODE_FLAGS (e.g. another young-generation size). */
+const CONTROLLER_FLAGS: readonly string[] = flag("node-flags")?.split(" ").filter(Boolean) ?? NODE_FLAGS;
 const PROFILE_DIR = join(tmpdir(), `zovn-bench-services-profile-${process.pid}`);
 const IN_FLIGHT = 20;
 const CHURN_IN_FLIGHT = 10;
@@ -185,7 +187,7 @@ async function controllerRun(): Promise<ControllerResult> {
     const traceFile = join(kube.dir, "watch-trace.jsonl");
     const metricsPort = await freePort();
     const ts = tsNodeCommand(
-      PROFILE ? [...NODE_FLAGS, "--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : NODE_FLAGS,
+      PROFILE ? [...CONTROLLER_FLAGS, "--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : CONTROLLER_FLAGS,
     );
     if (PROFILE) log(`   CPU profile in ${PROFILE_DIR}`);
     const nbBefore = await writeRecords(nb, "OVN_Northbound");
@@ -438,7 +440,7 @@ function report(
 
 async function main(): Promise<void> {
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
-  log(`bench-services: node ${NODE_FLAGS.join(" ")}`);
+  log(`bench-services: controller node ${CONTROLLER_FLAGS.join(" ")}`);
   const ctl = await controllerRun();
   log("-- raw baseline: the same rows and updates from a bare client");
   const raw = await rawBaseline(ctl.rows, ctl.changes, { batch: RAW_BATCH, inFlight: CHURN_IN_FLIGHT });
