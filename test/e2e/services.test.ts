@@ -7,12 +7,13 @@
 // one acceptance item of issue 10 and fails on its own, naming what it saw, so a partial implementation shows
 // which items work. The last test brings the sandbox up again with Geneve for the ClusterIP matrix.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "../../src/sandbox/command.ts";
 import { adminKubeconfig } from "../../src/sandbox/kubectl.ts";
 import { CONTROLLER_DAEMON } from "../../src/sandbox/ovnkube-controller.ts";
 import { isAlive, terminate } from "../../src/sandbox/process-table.ts";
+import { diagnoseSandbox } from "../rig/sandbox-diagnosis.ts";
 import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
 import { type DialAttempt, describeTally, dialMany } from "../rig/service-dial.ts";
 
@@ -38,6 +39,8 @@ const NP_UDP = 30081;
 const LB_NODE_PORT = 30090;
 const HEALTH_CHECK_PORT = 30091;
 const EXT_IP = "192.168.200.100";
+/** The Services whose NB load balancers a failure's diagnosis lists. */
+const DIAGNOSED_SERVICES = ["web", "web-affinity", "hairpin", "itp", "term", "scale", "web-extra-cidr"];
 
 // ---- manifests ----------------------------------------------------------------------------------------------
 
@@ -444,8 +447,27 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await sandbox.inside("ext", ["ip", "route", "replace", `${EXTERNAL_IP}/32`, "via", nodeIP("node2")]);
   });
 
+  // The first failure, with the sandbox's state taken right then: later failures often only follow from it.
+  let firstFailure: { test: string; message: string; diagnosis: string } | undefined;
+  afterEach(async (t) => {
+    // Node 20's test context carries the test's error at run time; its type declarations do not say so.
+    const err = (t as unknown as { error?: Error & { cause?: Error } }).error;
+    if (firstFailure || !err) return;
+    const message = (err.cause?.message ?? err.message).slice(0, 1500);
+    firstFailure = { test: t.name, message, diagnosis: await diagnoseSandbox(sandbox, DIAGNOSED_SERVICES) };
+    console.log(`first failure: ${t.name}\n${message}\n${firstFailure.diagnosis}`);
+  });
+
   after(async () => {
-    await zovn(["down", "--purge"]).catch(() => undefined);
+    // ZOVN_E2E_KEEP_ON_FAILURE=1 leaves a failed run's sandbox up to be looked at (`zovn sandbox --name zsbsvc down
+    // --purge` when done).
+    const keep = firstFailure !== undefined && process.env.ZOVN_E2E_KEEP_ON_FAILURE === "1";
+    if (!keep) await zovn(["down", "--purge"]).catch(() => undefined);
+    // CI keeps only the tail of the output: the suite's own failure, printed last, names the first failure.
+    if (firstFailure)
+      assert.fail(
+        `first failure: ${firstFailure.test}: ${firstFailure.message}\n${firstFailure.diagnosis}${keep ? `\n(sandbox ${NAME} kept)` : ""}`,
+      );
   });
 
   it("ClusterIP (VXLAN): pods and nodes reach the endpoints on their own node and on the others, over TCP and UDP", async () => {
