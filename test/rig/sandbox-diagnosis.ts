@@ -7,13 +7,18 @@ import { run } from "../../src/sandbox/command.ts";
 import { isAlive } from "../../src/sandbox/process-table.ts";
 import type { SandboxHandle } from "./sandbox-handle.ts";
 
-/** The last `n` lines of a log at warn level or worse (JSON lines' "level", or OVS's "|WARN|"/"|ERR|"). */
+/**
+ * The last `n` lines of a log at error level or worse (JSON lines' "level", or OVS's "|ERR|"/"|EMER|"); when it
+ * has none, its last warnings. A JSON line's stack is left out: the message says enough at this length.
+ */
 export function lastErrorLines(text: string, n: number): string[] {
-  const bad = text
-    .split("\n")
-    .filter((l) => /"level":"(warn|error|fatal)"|\|(WARN|ERR|EMER)\|/.test(l))
+  const lines = text.split("\n");
+  const errors = lines.filter((l) => /"level":"(error|fatal)"|\|(ERR|EMER)\|/.test(l));
+  const picked = errors.length > 0 ? errors : lines.filter((l) => /"level":"warn"|\|WARN\|/.test(l));
+  return picked
+    .slice(-n)
+    .map((l) => l.replace(/,?"stack":"(?:[^"\\]|\\.)*"/g, ""))
     .map((l) => (l.length > 300 ? `${l.slice(0, 300)}…` : l));
-  return bad.slice(-n);
 }
 
 const tailOf = (path: string, n: number): string[] =>
@@ -50,7 +55,7 @@ export async function diagnoseSandbox(
         },
       ),
     );
-  out.push(`controller /leaderz: ${await get("/leaderz")}`);
+  out.push(`controller /leaderz: ${(await get("/leaderz")).replace(/\n/g, " ")}`);
   out.push(`controller /healthz?verbose: ${(await get("/healthz?verbose")).replace(/\n/g, "; ")}`);
   const metrics = await get("/metrics");
   const interesting = metrics
@@ -61,6 +66,65 @@ export async function diagnoseSandbox(
   if (controller) out.push(`controller log, last errors:\n  ${tailOf(controller.log, 8).join("\n  ")}`);
   for (const d of state.daemons.filter((x) => /\/(zstack-ovnkube-node|ovn-controller)$/.test(x.name)))
     out.push(`${d.name} log, last errors:\n  ${tailOf(d.log, 4).join("\n  ")}`);
+  // Each node's datapath: is ovn-controller connected to SB, and how many OpenFlow flows br-int holds (a node
+  // whose ovn-controller stopped or whose flows were wiped stands out next to the others).
+  for (const node of sandbox.ctx().topo.nodes.map((n) => n.name)) {
+    const status = await attempt("ovn-appctl connection-status", () =>
+      sandbox.inside(node, ["ovn-appctl", "-t", "ovn-controller", "connection-status"], {
+        timeoutMs: 15_000,
+      }),
+    );
+    const flows = await attempt("ovs-ofctl dump-aggregate", () =>
+      sandbox.inside(node, ["ovs-ofctl", "dump-aggregate", "br-int"], { timeoutMs: 15_000 }),
+    );
+    out.push(`${node}: ovn-controller ${status}; br-int ${flows.replace(/^.*?(flow_count=\d+).*$/s, "$1")}`);
+  }
+  const kubectl = state.binaries?.KUBECTL;
+  const admin = `--kubeconfig=${sandbox.layout.pkiDir}/admin.kubeconfig`;
+  if (kubectl) {
+    out.push(
+      `controller Lease: ${await attempt("kubectl get lease", () =>
+        run(
+          kubectl,
+          [
+            admin,
+            "-n",
+            "kube-system",
+            "get",
+            "lease",
+            "zstack-ovnkube-controller",
+            "-o",
+            "jsonpath={.spec.holderIdentity} renewed {.spec.renewTime} transitions {.spec.leaseTransitions}",
+          ],
+          { timeoutMs: 20_000 },
+        ),
+      )} (now ${new Date().toISOString()})`,
+    );
+    // Pods by node and address; an address held twice is named (a duplicate breaks both pods' traffic).
+    const pods = await attempt("kubectl get pods", () =>
+      run(
+        kubectl,
+        [
+          admin,
+          "get",
+          "pods",
+          "-A",
+          "-o",
+          "jsonpath={range .items[*]}{.metadata.name}@{.spec.nodeName}={.status.podIP}{' '}{end}",
+        ],
+        { timeoutMs: 20_000 },
+      ),
+    );
+    const byIp = new Map<string, string[]>();
+    for (const p of pods.split(" ").filter((x) => x.includes("="))) {
+      const ip = p.slice(p.indexOf("=") + 1);
+      if (ip) byIp.set(ip, [...(byIp.get(ip) ?? []), p]);
+    }
+    const dup = [...byIp.values()].filter((l) => l.length > 1);
+    out.push(
+      `pods: ${pods}${dup.length > 0 ? `\nADDRESS HELD TWICE: ${dup.map((l) => l.join(" & ")).join("; ")}` : ""}`,
+    );
+  }
   const central = sandbox.layout.centralDir;
   out.push(
     `ovn-sbctl show:\n${await attempt("ovn-sbctl show", () =>
@@ -84,6 +148,22 @@ export async function diagnoseSandbox(
     );
     const wanted = lbs.split("\n").filter((l) => services.some((s) => l.includes(`zovn-svc_default_${s}_`)));
     out.push(`NB load balancers of ${services.join(", ")}:\n  ${wanted.join("\n  ") || "(none)"}`);
+    out.push(
+      `NB Chassis_Template_Var:\n${await attempt("ovn-nbctl list Chassis_Template_Var", () =>
+        run(
+          "ovn-nbctl",
+          [
+            `--db=unix:${central}/nb.sock`,
+            "--timeout=10",
+            "--format=csv",
+            "--columns=chassis,variables",
+            "list",
+            "Chassis_Template_Var",
+          ],
+          { timeoutMs: 20_000 },
+        ),
+      )}`,
+    );
   }
   return out.join("\n");
 }
