@@ -909,7 +909,7 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
   it("a controller restart with nothing changed writes no NB transaction", async () => {
     // Quiet first: no key in any of the controller's queues, and no controller write for 5 s. A controller that is
     // behind (or stuck) fails here, naming its queues, rather than passing its backlog to its successor.
-    const before = await eventually("the controller is quiet", 60_000, async () => {
+    const before = await eventually("the controller is quiet", 180_000, async () => {
       const busy = await busyQueues();
       if (busy !== "") throw new Error(`queues not empty: ${busy}`);
       const a = await controllerNbWrites();
