@@ -7,12 +7,13 @@
 // one acceptance item of issue 10 and fails on its own, naming what it saw, so a partial implementation shows
 // which items work. The last test brings the sandbox up again with Geneve for the ClusterIP matrix.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "../../src/sandbox/command.ts";
 import { adminKubeconfig } from "../../src/sandbox/kubectl.ts";
 import { CONTROLLER_DAEMON } from "../../src/sandbox/ovnkube-controller.ts";
 import { isAlive, terminate } from "../../src/sandbox/process-table.ts";
+import { diagnoseSandbox } from "../rig/sandbox-diagnosis.ts";
 import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
 import { type DialAttempt, describeTally, dialMany } from "../rig/service-dial.ts";
 
@@ -38,6 +39,8 @@ const NP_UDP = 30081;
 const LB_NODE_PORT = 30090;
 const HEALTH_CHECK_PORT = 30091;
 const EXT_IP = "192.168.200.100";
+/** The Services whose NB load balancers a failure's diagnosis lists. */
+const DIAGNOSED_SERVICES = ["web", "web-affinity", "hairpin", "itp", "term", "scale", "web-extra-cidr"];
 
 // ---- manifests ----------------------------------------------------------------------------------------------
 
@@ -269,9 +272,6 @@ async function reachesExactly(
  */
 class Checks {
   private readonly failures: string[] = [];
-  constructor() {
-    patience = PROPAGATION_MS;
-  }
   async check(what: string, fn: () => Promise<unknown>): Promise<boolean> {
     try {
       await fn();
@@ -385,10 +385,46 @@ async function sliceEndpoints(svc: string): Promise<SliceEndpoint[]> {
   );
 }
 
+const CONTROLLER_RECORD = /^record \d+:.*"zstack-ovnkube-controller[^"]*"\s*$/;
+
 /** Write records in the NB database file committed by zstack-ovnkube-controller (by their comment). */
 async function controllerNbWrites(): Promise<number> {
   const out = await run("ovsdb-tool", ["show-log", `${layout.centralDir}/nb.db`], { timeoutMs: 60_000 });
-  return out.split("\n").filter((l) => /^record \d+:.*"zstack-ovnkube-controller[^"]*"\s*$/.test(l)).length;
+  return out.split("\n").filter((l) => CONTROLLER_RECORD.test(l)).length;
+}
+
+/**
+ * What the controller's write records from the `skip`+1-th on changed: each record's tables and rows, with the
+ * first four columns written of each (what a restarted controller found different from what its predecessor
+ * left in NB).
+ */
+async function controllerNbWritesSince(skip: number): Promise<string> {
+  const out = await run("ovsdb-tool", ["show-log", "-mm", `${layout.centralDir}/nb.db`], {
+    timeoutMs: 60_000,
+  });
+  const records = out
+    .split(/\n(?=record \d+:)/)
+    .filter((r) => CONTROLLER_RECORD.test(r.split("\n")[0] ?? ""));
+  const lines: string[] = [];
+  for (const r of records.slice(skip)) {
+    let columns = 0;
+    for (const l of r.split("\n")) {
+      if (/^record /.test(l) || /^ {2}table /.test(l)) {
+        lines.push(l.trimEnd());
+        columns = 0;
+      } else if (/^ {4}\S/.test(l) && columns++ < 4) lines.push(l.slice(0, 200).trimEnd());
+    }
+  }
+  return lines.slice(0, 80).join("\n") + (lines.length > 80 ? `\n(${lines.length - 80} more lines)` : "");
+}
+
+/** The controller's work queues that hold keys, from its metrics ("" when all are empty). */
+async function busyQueues(): Promise<string> {
+  const r = await httpGet("cp", "http://127.0.0.1:10660/metrics");
+  return r.body
+    .split("\n")
+    .filter((l) => /^zstack_ovn_workqueue_depth\{/.test(l) && !/\s0$/.test(l))
+    .join(", ");
 }
 
 /** ClusterIP from pods and nodes, TCP and UDP: each client reaches every endpoint, on its own node and the others. */
@@ -444,8 +480,33 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await sandbox.inside("ext", ["ip", "route", "replace", `${EXTERNAL_IP}/32`, "via", nodeIP("node2")]);
   });
 
+  // Every test starts with the full patience: a failure shortens it only for the rest of its own test (the hairpin
+  // test, which has no Checks, once inherited the 8 s left by the failed test before it).
+  beforeEach(() => {
+    patience = PROPAGATION_MS;
+  });
+
+  // The first failure, with the sandbox's state taken right then: later failures often only follow from it.
+  let firstFailure: { test: string; message: string; diagnosis: string } | undefined;
+  afterEach(async (t) => {
+    // Node 20's test context carries the test's error at run time; its type declarations do not say so.
+    const err = (t as unknown as { error?: Error & { cause?: Error } }).error;
+    if (firstFailure || !err) return;
+    const message = (err.cause?.message ?? err.message).slice(0, 1500);
+    firstFailure = { test: t.name, message, diagnosis: await diagnoseSandbox(sandbox, DIAGNOSED_SERVICES) };
+    console.log(`first failure: ${t.name}\n${message}\n${firstFailure.diagnosis}`);
+  });
+
   after(async () => {
-    await zovn(["down", "--purge"]).catch(() => undefined);
+    // ZOVN_E2E_KEEP_ON_FAILURE=1 leaves a failed run's sandbox up to be looked at (`zovn sandbox --name zsbsvc down
+    // --purge` when done).
+    const keep = firstFailure !== undefined && process.env.ZOVN_E2E_KEEP_ON_FAILURE === "1";
+    if (!keep) await zovn(["down", "--purge"]).catch(() => undefined);
+    // CI keeps only the tail of the output: the suite's own failure, printed last, names the first failure.
+    if (firstFailure)
+      assert.fail(
+        `first failure: ${firstFailure.test}: ${firstFailure.message}\n${firstFailure.diagnosis}${keep ? `\n(sandbox ${NAME} kept)` : ""}`,
+      );
   });
 
   it("ClusterIP (VXLAN): pods and nodes reach the endpoints on their own node and on the others, over TCP and UDP", async () => {
@@ -846,11 +907,14 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
   });
 
   it("a controller restart with nothing changed writes no NB transaction", async () => {
-    // Quiet first: no controller write for 5 s.
-    const before = await eventually("the controller is quiet", 60_000, async () => {
+    // Quiet first: no key in any of the controller's queues, and no controller write for 5 s. A controller that is
+    // behind (or stuck) fails here, naming its queues, rather than passing its backlog to its successor.
+    const before = await eventually("the controller is quiet", 180_000, async () => {
+      const busy = await busyQueues();
+      if (busy !== "") throw new Error(`queues not empty: ${busy}`);
       const a = await controllerNbWrites();
       await sleep(5_000);
-      return (await controllerNbWrites()) === a ? a : undefined;
+      return (await controllerNbWrites()) === a && (await busyQueues()) === "" ? a : undefined;
     });
     assert.ok(before > 0, "the controller's earlier writes are found in the NB file by their comment");
     const record = ctx().state.daemons.find((d) => d.name === CONTROLLER_DAEMON);
@@ -868,7 +932,11 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await sleep(10_000);
     const afterRestart = await controllerNbWrites();
     assert.ok(afterRestart >= before, "the NB file was not compacted meanwhile (the count would drop)");
-    assert.equal(afterRestart - before, 0, "NB write transactions by the restarted controller");
+    if (afterRestart !== before)
+      assert.fail(
+        `NB write transactions by the restarted controller: ${afterRestart - before}, want 0; they wrote:\n` +
+          (await controllerNbWritesSince(before)),
+      );
   });
 
   it("ClusterIP (Geneve): pods and nodes reach the endpoints on their own node and on the others, over TCP and UDP", async () => {
