@@ -5,8 +5,8 @@ import { formatIp, type IpAddress, parseIp } from "./address.ts";
 import { parseCidr } from "./cidr.ts";
 import {
   collectHoldings,
-  dhcpCidrIn,
   describeForeignHolder,
+  dhcpCidrIn,
   HoldingSet,
   readDhcpOptions,
   readExcludeIps,
