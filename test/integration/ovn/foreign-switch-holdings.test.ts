@@ -7,9 +7,9 @@ import fc from "fast-check";
 import { formatIp, type IpAddress, parseIp } from "../../../src/ipam/address.ts";
 import { type Cidr, cidrContains, cidrLast, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { formatRange } from "../../../src/ipam/range.ts";
+import { ForeignSwitchHoldings, type HoldingsChange } from "../../../src/ovn/foreign-switch-holdings.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
-import { ForeignSwitchHoldings, type HoldingsChange } from "../../../src/ovn/foreign-switch-holdings.ts";
 import { type DatabaseDump, type OvsdbServer, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 
 const DB = "OVN_Northbound";
@@ -70,8 +70,10 @@ function expected(dump: DatabaseDump, switchUuid: string): string[] {
     const lo = asAddress(a as string);
     const hi = b === undefined ? lo : asAddress(b);
     if (!lo || !hi || lo.family !== 4 || hi.family !== 4 || lo.value > hi.value) continue;
-    const first = lo.value < CIDR4.network ? CIDR4.network : lo.value;
-    const last = hi.value > cidrLast(CIDR4).value ? cidrLast(CIDR4).value : hi.value;
+    let first = lo.value;
+    let last = hi.value;
+    if (first < CIDR4.network) first = CIDR4.network;
+    if (last > cidrLast(CIDR4).value) last = cidrLast(CIDR4).value;
     if (first <= last)
       out.push(
         `${formatRange({ family: 4, first, last })} Logical_Switch ${switchUuid} ${lsName} other_config:exclude_ips ${entry}`,
