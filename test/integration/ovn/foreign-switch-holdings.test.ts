@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { formatIp, type IpAddress, parseIp } from "../../../src/ipam/address.ts";
-import { type Cidr, cidrContains, cidrLast, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
+import { cidrContains, cidrLast, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { formatRange } from "../../../src/ipam/range.ts";
 import { ForeignSwitchHoldings, type HoldingsChange } from "../../../src/ovn/foreign-switch-holdings.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
