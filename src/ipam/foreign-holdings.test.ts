@@ -186,6 +186,23 @@ describe("collectHoldings", () => {
     assert.equal(set.problems.length, 1);
   });
 
+  test("removeRow takes out exactly what a row recorded, its problems too, and keeps other holders", () => {
+    const s = new HoldingSet(cidrs);
+    const a = { table: "Logical_Switch_Port", uuid: "a", name: "a" } as const;
+    const b = { table: "Logical_Switch_Port", uuid: "b", name: "b" } as const;
+    s.addReading(readSwitchPort(port({ addresses: ["fa:16:3e:00:00:01 10.0.0.5 10.0.0.6 bogus"] })), a);
+    s.addReading(readSwitchPort(port({ port_security: ["fa:16:3e:00:00:02 10.0.0.6"] })), b);
+    assert.equal(s.problems.length, 1);
+    assert.deepEqual(s.removeRow(a).map(formatIp), ["10.0.0.5", "10.0.0.6"]);
+    assert.equal(s.isTaken(ip("10.0.0.5")), false);
+    assert.deepEqual(
+      s.holdersOf(ip("10.0.0.6")).map((h) => h.uuid),
+      ["b"],
+    );
+    assert.equal(s.problems.length, 0);
+    assert.deepEqual(s.removeRow(a), []);
+  });
+
   test("changes lists the addresses whose holders differ and the ranges added or removed", () => {
     const before = new HoldingSet(cidrs);
     before.add(ip("10.0.0.5"), { table: "Logical_Switch_Port", uuid: "p1", name: "a", source: "addresses" });

@@ -46,6 +46,8 @@ export interface SwitchPortColumns {
 }
 
 const KEYWORDS = new Set(["unknown", "router", "dynamic"]);
+// The common MAC spelling, recognised without parseMac's exception for every address word.
+const PLAIN_MAC = /^[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}$/;
 
 function tryMac(word: string): boolean {
   try {
@@ -84,7 +86,7 @@ function readWords(
   problems: FieldProblem[],
 ): void {
   for (const word of text.split(/\s+/)) {
-    if (word === "" || KEYWORDS.has(word)) continue;
+    if (word === "" || KEYWORDS.has(word) || PLAIN_MAC.test(word)) continue;
     const ip = addressWord(word);
     if (ip) found.push({ ip, source });
     else if (!tryMac(word))
@@ -239,6 +241,7 @@ export interface HoldingProblem {
 }
 
 const keyOf = (ip: IpAddress) => `${ip.family}/${ip.value}`;
+const rowId = (h: Pick<ForeignHolder, "table" | "uuid">) => `${h.table} ${h.uuid ?? ""}`;
 
 /**
  * The taken set of one switch: single addresses with the rows showing them, and exclude ranges (a range may
@@ -246,28 +249,74 @@ const keyOf = (ip: IpAddress) => `${ip.family}/${ip.value}`;
  */
 export class HoldingSet {
   private readonly points = new Map<string, { ip: IpAddress; holders: ForeignHolder[] }>();
-  private readonly rangeList: { range: IpRange; holder: ForeignHolder }[] = [];
-  readonly problems: HoldingProblem[] = [];
+  private rangeList: { range: IpRange; holder: ForeignHolder }[] = [];
+  /** The point keys each row added, so a changed row can be taken out again. */
+  private readonly byRow = new Map<string, string[]>();
+  private problemList: HoldingProblem[] = [];
 
   constructor(readonly cidrs: readonly Cidr[]) {}
+
+  get problems(): readonly HoldingProblem[] {
+    return this.problemList;
+  }
 
   private inside(ip: IpAddress): boolean {
     return this.cidrs.some((c) => cidrContains(c, ip));
   }
 
-  /** Records an address; one outside every CIDR is ignored. */
-  add(ip: IpAddress, holder: ForeignHolder): void {
-    if (!this.inside(ip)) return;
+  /** Records an address; one outside every CIDR is ignored. Returns its key when recorded. */
+  add(ip: IpAddress, holder: ForeignHolder): string | undefined {
+    if (!this.inside(ip)) return undefined;
     const k = keyOf(ip);
     const cur = this.points.get(k);
     if (cur) cur.holders.push(holder);
     else this.points.set(k, { ip, holders: [holder] });
+    return k;
   }
 
-  /** Records one row's reading under a holder that differs only in source. */
+  /** Records one row's reading under a holder that differs only in source; the row can be removed later. */
   addReading(reading: RowReading, holder: Omit<ForeignHolder, "source">): void {
-    for (const f of reading.found) this.add(f.ip, { ...holder, source: f.source });
-    for (const problem of reading.problems) this.problems.push({ holder, problem });
+    const keys: string[] = [];
+    for (const f of reading.found) {
+      const k = this.add(f.ip, { ...holder, source: f.source });
+      if (k !== undefined) keys.push(k);
+    }
+    if (keys.length > 0) this.byRow.set(rowId(holder), keys);
+    for (const problem of reading.problems) this.problemList.push({ holder, problem });
+  }
+
+  /** Takes out everything a row recorded with addReading; returns the addresses it held (deduplicated). */
+  removeRow(holder: Pick<ForeignHolder, "table" | "uuid">): IpAddress[] {
+    const id = rowId(holder);
+    if (this.problemList.some((p) => rowId(p.holder) === id))
+      this.problemList = this.problemList.filter((p) => rowId(p.holder) !== id);
+    const keys = this.byRow.get(id);
+    if (!keys) return [];
+    this.byRow.delete(id);
+    const out: IpAddress[] = [];
+    for (const k of new Set(keys)) {
+      const cur = this.points.get(k);
+      if (!cur) continue;
+      out.push(cur.ip);
+      const rest = cur.holders.filter((h) => h.table !== holder.table || h.uuid !== holder.uuid);
+      if (rest.length === 0) this.points.delete(k);
+      else cur.holders = rest;
+    }
+    return out;
+  }
+
+  /** Holders of one address as comparable text (for telling a real change from a row read again). */
+  holdersKey(ip: IpAddress): string {
+    const hs = this.points.get(keyOf(ip))?.holders ?? [];
+    return hs
+      .map((h) => `${h.table} ${h.uuid} ${h.name} ${h.source}`)
+      .sort()
+      .join("\n");
+  }
+
+  /** Drops every range (before recording a switch's exclude_ips again). */
+  clearRanges(): void {
+    this.rangeList = [];
   }
 
   /** Records a range, clipped to the CIDRs of its family; nothing when it lies outside them all. */
@@ -282,6 +331,19 @@ export class HoldingSet {
       if (last > hi) last = hi;
       if (first <= last) this.rangeList.push({ range: { family: range.family, first, last }, holder });
     }
+  }
+
+  /** Records a switch's exclude_ips as ranges, and its unreadable entries as problems of the switch row. */
+  addSwitch(ls: {
+    readonly _uuid: string;
+    readonly name: string;
+    readonly other_config: Readonly<Record<string, string>>;
+  }): void {
+    const { entries, problems } = readExcludeIps(ls.other_config.exclude_ips);
+    const holder = { table: "Logical_Switch", uuid: ls._uuid, name: ls.name } as const;
+    for (const e of entries)
+      this.addRange(e.range, { ...holder, source: "other_config:exclude_ips", entry: e.text });
+    for (const problem of problems) this.problemList.push({ holder, problem });
   }
 
   isTaken(ip: IpAddress): boolean {
@@ -390,14 +452,7 @@ export function collectHoldings<
     if (first) set.add(first, { table: "subnet", name, source: "first" });
     if (last) set.add(last, { table: "subnet", name, source: "last" });
   }
-  const ls = rows.switch;
-  if (ls) {
-    const { entries, problems } = readExcludeIps(ls.other_config.exclude_ips);
-    const holder = { table: "Logical_Switch", uuid: ls._uuid, name: ls.name } as const;
-    for (const e of entries)
-      set.addRange(e.range, { ...holder, source: "other_config:exclude_ips", entry: e.text });
-    for (const problem of problems) set.problems.push({ holder, problem });
-  }
+  if (rows.switch) set.addSwitch(rows.switch);
   for (const p of rows.ports)
     set.addReading(reader.port(p), { table: "Logical_Switch_Port", uuid: p._uuid, name: p.name });
   for (const p of rows.routerPorts)

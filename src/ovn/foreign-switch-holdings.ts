@@ -1,13 +1,14 @@
 // The live taken set of one foreign (ZStack) logical switch, kept up to date from the NB cache. Every batch of
 // cache events that touches a row the switch's set depends on (the switch, its ports, the router ports they
-// attach to, those routers and their NAT rules, DHCP options) rebuilds the set from the cache; rows are
-// immutable objects, so each row is parsed once per version and a rebuild only walks the switch's rows.
+// attach to, those routers and their NAT rules, DHCP options) resolves the switch's rows from the cache again.
+// Rows are immutable objects (a change replaces the object), so only rows whose object changed are taken out of
+// the set and read again; the rest cost one lookup each.
 
-import type { IpAddress } from "../ipam/address.ts";
+import { compareIp, type IpAddress } from "../ipam/address.ts";
 import type { Cidr } from "../ipam/cidr.ts";
+import { formatCidr } from "../ipam/cidr.ts";
 import {
   attachedRouterPort,
-  collectHoldings,
   dhcpCidrIn,
   type ForeignHolder,
   type HoldingProblem,
@@ -19,8 +20,10 @@ import {
   readRouterPort,
   readSwitchPort,
   type SwitchRows,
+  subnetEdges,
 } from "../ipam/foreign-holdings.ts";
 import type { IpRange } from "../ipam/range.ts";
+import { formatRange } from "../ipam/range.ts";
 import type { Cache, RowEvent } from "../ovsdb/cache.ts";
 import type {
   DHCPOptions,
@@ -56,8 +59,17 @@ const WATCHED = new Set([
   "DHCP_Options",
 ]);
 
+/** One row in the set: the row object it was read from, and how it is named. */
+interface Entry {
+  readonly row: object;
+  readonly kind: "port" | "routerPort" | "nat" | "dhcp";
+  readonly holder: Omit<ForeignHolder, "source">;
+}
+
 export class ForeignSwitchHoldings {
-  private current: HoldingSet;
+  private readonly current: HoldingSet;
+  private entries = new Map<string, Entry>();
+  private switchRow: object | undefined;
   private readonly listeners = new Set<HoldingsListener>();
   private readonly unsubscribe: () => void;
   // What the last rebuild depended on, so unrelated events (other switches' ports) cost a lookup only.
@@ -93,7 +105,14 @@ export class ForeignSwitchHoldings {
       nat: memo(readNat),
       dhcp: memo(readDhcpOptions),
     };
-    this.current = this.build();
+    this.current = new HoldingSet(opts.cidrs);
+    for (const c of opts.cidrs) {
+      const { first, last } = subnetEdges(c);
+      const name = formatCidr(c);
+      if (first) this.current.add(first, { table: "subnet", name, source: "first" });
+      if (last) this.current.add(last, { table: "subnet", name, source: "last" });
+    }
+    this.update();
     this.unsubscribe = cache.subscribe(undefined, (events) => this.onEvents(events));
   }
 
@@ -120,7 +139,7 @@ export class ForeignSwitchHoldings {
     return this.current.problems;
   }
 
-  /** The whole current set (read-only; replaced, never changed, by a rebuild). */
+  /** The whole current set, updated in place: read it, never change it. */
   get holdings(): HoldingSet {
     return this.current;
   }
@@ -133,9 +152,7 @@ export class ForeignSwitchHoldings {
 
   private onEvents(events: readonly RowEvent[]): void {
     if (!events.some((e) => this.relevant(e))) return;
-    const before = this.current;
-    this.current = this.build();
-    const change = HoldingSet.changes(before, this.current);
+    const change = this.update();
     if (change.addresses.length === 0 && change.ranges.length === 0) return;
     for (const fn of this.listeners) {
       try {
@@ -144,6 +161,89 @@ export class ForeignSwitchHoldings {
         this.onListenerError(e);
       }
     }
+  }
+
+  /** Brings the set in line with the cache, touching only rows whose object changed. */
+  private update(): HoldingsChange {
+    this.rebuilds++;
+    const rows = this.resolve();
+    const set = this.current;
+    // Keyed by UUID (unique across the tables); an unchanged row keeps its entry, so this walk allocates little.
+    const next = new Map<string, Entry>();
+    const put = (
+      row: { readonly _uuid: string },
+      kind: Entry["kind"],
+      name: () => Omit<ForeignHolder, "source">,
+    ) => {
+      const old = this.entries.get(row._uuid);
+      next.set(row._uuid, old && old.row === row ? old : { row, kind, holder: name() });
+    };
+    for (const p of rows.ports)
+      put(p, "port", () => ({ table: "Logical_Switch_Port", uuid: p._uuid, name: p.name }));
+    for (const p of rows.routerPorts)
+      put(p, "routerPort", () => ({ table: "Logical_Router_Port", uuid: p._uuid, name: p.name }));
+    for (const n of rows.nats) put(n, "nat", () => ({ table: "NAT", uuid: n._uuid, name: n.external_ip }));
+    for (const d of rows.dhcpOptions)
+      put(d, "dhcp", () => ({ table: "DHCP_Options", uuid: d._uuid, name: d.cidr }));
+    const read = (e: Entry): RowReading => {
+      const r = this.reader;
+      switch (e.kind) {
+        case "port":
+          return r.port(e.row as LogicalSwitchPort);
+        case "routerPort":
+          return r.routerPort(e.row as LogicalRouterPort);
+        case "nat":
+          return r.nat(e.row as NAT);
+        default:
+          return r.dhcp(e.row as DHCPOptions);
+      }
+    };
+
+    // Each touched address with its holders before, to report only real changes.
+    const touched = new Map<string, { ip: IpAddress; before: string }>();
+    const note = (reading: RowReading) => {
+      for (const f of reading.found) {
+        const k = `${f.ip.family}/${f.ip.value}`;
+        if (!touched.has(k)) touched.set(k, { ip: f.ip, before: set.holdersKey(f.ip) });
+      }
+    };
+    for (const [id, old] of this.entries) {
+      const now = next.get(id);
+      if (now === old) continue;
+      note(read(old));
+      set.removeRow(old.holder);
+    }
+    for (const [id, now] of next) {
+      const old = this.entries.get(id);
+      if (old === now) continue;
+      const reading = read(now);
+      note(reading);
+      set.addReading(reading, now.holder);
+    }
+    this.entries = next;
+
+    let ranges: IpRange[] = [];
+    if (rows.switch !== this.switchRow) {
+      const rangeKey = (x: { range: IpRange; holder: ForeignHolder }) =>
+        `${formatRange(x.range)} ${x.holder.uuid} ${x.holder.entry}`;
+      const before = [...set.ranges()];
+      set.removeRow({ table: "Logical_Switch", uuid: this.switchUuid });
+      set.clearRanges();
+      if (rows.switch) set.addSwitch(rows.switch);
+      const after = set.ranges();
+      const beforeKeys = new Set(before.map(rangeKey));
+      const afterKeys = new Set(after.map(rangeKey));
+      ranges = [
+        ...after.filter((x) => !beforeKeys.has(rangeKey(x))),
+        ...before.filter((x) => !afterKeys.has(rangeKey(x))),
+      ].map((x) => x.range);
+      this.switchRow = rows.switch;
+    }
+    const addresses = [...touched.values()]
+      .filter((t) => set.holdersKey(t.ip) !== t.before)
+      .map((t) => t.ip)
+      .sort(compareIp);
+    return { addresses, ranges };
   }
 
   private relevant(e: RowEvent): boolean {
@@ -165,12 +265,6 @@ export class ForeignSwitchHoldings {
       default:
         return true; // DHCP_Options: few rows, and any may name the subnet's CIDR
     }
-  }
-
-  private build(): HoldingSet {
-    this.rebuilds++;
-    const rows = this.resolve();
-    return collectHoldings(rows, this.opts.cidrs, this.reader);
   }
 
   private resolve(): SwitchRows<LogicalSwitchPort> {
