@@ -408,6 +408,19 @@ describe("the taken set of a foreign switch, live from a real NB", () => {
     );
     assert.equal(h.rebuilds, before, "a write to another switch does not rebuild this one");
 
+    // A full resync of the cache (reconnect without resume) while ZStack writes: the view follows the reload.
+    const snapshots = view.stats.fullSnapshots;
+    await Promise.all([
+      view.reconnect({ fullResync: true }),
+      writer.write(
+        addPort(sw, { name: "vm-during-resync", addresses: setOfStrings(["fa:16:3e:00:00:0d 10.50.0.13"]) }),
+      ),
+    ]);
+    await writer.write([]);
+    assert.ok(view.stats.fullSnapshots > snapshots, "the cache was reloaded");
+    await writer.check(h, "after a full resync");
+    assert.equal(taken("10.50.0.13"), true);
+
     await writer.write([{ op: "delete", table: "Logical_Switch", where: [ls(sw)] }]);
     await writer.check(h, "switch deleted");
     assert.equal(h.switchPresent, false);
