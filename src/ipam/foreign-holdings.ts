@@ -333,6 +333,16 @@ export class HoldingSet {
     }
   }
 
+  /** Records the first and last address of each CIDR (once, when the set is made). */
+  addSubnetEdges(): void {
+    for (const c of this.cidrs) {
+      const { first, last } = subnetEdges(c);
+      const name = formatCidr(c);
+      if (first) this.add(first, { table: "subnet", name, source: "first" });
+      if (last) this.add(last, { table: "subnet", name, source: "last" });
+    }
+  }
+
   /** Records a switch's exclude_ips as ranges, and its unreadable entries as problems of the switch row. */
   addSwitch(ls: {
     readonly _uuid: string;
@@ -446,12 +456,7 @@ export function collectHoldings<
   P extends SwitchPortColumns & { readonly _uuid: string; readonly name: string },
 >(rows: SwitchRows<P>, cidrs: readonly Cidr[], reader: RowReader = plainReader): HoldingSet {
   const set = new HoldingSet(cidrs);
-  for (const c of cidrs) {
-    const { first, last } = subnetEdges(c);
-    const name = formatCidr(c);
-    if (first) set.add(first, { table: "subnet", name, source: "first" });
-    if (last) set.add(last, { table: "subnet", name, source: "last" });
-  }
+  set.addSubnetEdges();
   if (rows.switch) set.addSwitch(rows.switch);
   for (const p of rows.ports)
     set.addReading(reader.port(p), { table: "Logical_Switch_Port", uuid: p._uuid, name: p.name });

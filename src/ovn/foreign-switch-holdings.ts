@@ -6,7 +6,6 @@
 
 import { compareIp, type IpAddress } from "../ipam/address.ts";
 import type { Cidr } from "../ipam/cidr.ts";
-import { formatCidr } from "../ipam/cidr.ts";
 import {
   attachedRouterPort,
   dhcpCidrIn,
@@ -20,10 +19,8 @@ import {
   readRouterPort,
   readSwitchPort,
   type SwitchRows,
-  subnetEdges,
 } from "../ipam/foreign-holdings.ts";
-import type { IpRange } from "../ipam/range.ts";
-import { formatRange } from "../ipam/range.ts";
+import { formatRange, type IpRange } from "../ipam/range.ts";
 import type { Cache, RowEvent } from "../ovsdb/cache.ts";
 import type {
   DHCPOptions,
@@ -106,12 +103,7 @@ export class ForeignSwitchHoldings {
       dhcp: memo(readDhcpOptions),
     };
     this.current = new HoldingSet(opts.cidrs);
-    for (const c of opts.cidrs) {
-      const { first, last } = subnetEdges(c);
-      const name = formatCidr(c);
-      if (first) this.current.add(first, { table: "subnet", name, source: "first" });
-      if (last) this.current.add(last, { table: "subnet", name, source: "last" });
-    }
+    this.current.addSubnetEdges();
     this.update();
     this.unsubscribe = cache.subscribe(undefined, (events) => this.onEvents(events));
   }
