@@ -35,6 +35,15 @@ export {
   overlaps,
   parseCidr,
 } from "./cidr.ts";
+export {
+  collectHoldings,
+  describeForeignHolder,
+  type ForeignHolder,
+  type HoldingProblem,
+  HoldingSet,
+  type HoldingSource,
+  readSwitchPort,
+} from "./foreign-holdings.ts";
 export { describeHolder, type Holder } from "./holder.ts";
 export { formatLspAddress, type LspAddress, parseLspAddress, portIps } from "./lsp-addresses.ts";
 export {
