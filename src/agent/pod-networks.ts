@@ -8,8 +8,25 @@ import type { KubeObject } from "../k8s/object-key.ts";
 import type { Logger } from "../observability/log.ts";
 import { POD_NETWORKS_ANNOTATION, type PodNetwork, parsePodNetwork } from "../ovn/pod-port.ts";
 
+/** A container port as the API holds it: read only by the hostPort planner, which parses every field. */
+export interface NodePodPort {
+  hostPort?: unknown;
+  containerPort?: unknown;
+  protocol?: unknown;
+  hostIP?: unknown;
+}
+
 export interface NodePod extends KubeObject {
-  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    creationTimestamp?: string;
+    annotations?: Record<string, string>;
+  };
+  /** Kept only for pods asking for a hostPort (src/agent/host-ports.ts). */
+  spec?: { hostNetwork?: boolean; containers?: { ports?: NodePodPort[] }[] };
+  status?: { phase?: string };
 }
 
 /** The pod's parsed network, or why its annotation was refused (nothing is configured from a refused one). */
@@ -29,15 +46,41 @@ export function podNetworkOf(pod: NodePod): PodNetworkInfo | undefined {
   }
 }
 
+/** The pod's container ports that ask for a hostPort, keeping the container and port indexes (field names). */
+function hostPortsOf(pod: NodePod): NodePod["spec"] | undefined {
+  const containers = Array.isArray(pod.spec?.containers) ? pod.spec.containers : [];
+  const wanted = containers.some(
+    (c) => Array.isArray(c?.ports) && c.ports.some((p) => p?.hostPort !== undefined && p?.hostPort !== 0),
+  );
+  if (!wanted) return undefined;
+  return {
+    ...(pod.spec?.hostNetwork === true ? { hostNetwork: true } : {}),
+    containers: containers.map((c) => ({
+      ports: (Array.isArray(c?.ports) ? c.ports : []).map((p) => ({
+        hostPort: p?.hostPort,
+        containerPort: p?.containerPort,
+        protocol: p?.protocol,
+        hostIP: p?.hostIP,
+      })),
+    })),
+  };
+}
+
 function slim(o: KubeObject): NodePod {
-  const m = (o as NodePod).metadata;
+  const pod = o as NodePod;
+  const m = pod.metadata;
+  const spec = hostPortsOf(pod);
+  const phase = pod.status?.phase;
   return {
     metadata: {
       name: m.name,
       namespace: m.namespace,
       uid: m.uid,
+      ...(m.creationTimestamp ? { creationTimestamp: m.creationTimestamp } : {}),
       ...(m.annotations ? { annotations: m.annotations } : {}),
     },
+    ...(spec ? { spec } : {}),
+    ...(spec && typeof phase === "string" ? { status: { phase } } : {}),
   };
 }
 

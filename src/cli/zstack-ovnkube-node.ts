@@ -1,11 +1,12 @@
 // zstack-ovnkube-node: the per-node agent. Parses configuration and wires the pieces: node setup (br-int,
 // chassis settings, management port, egress SNAT), Services on the host path (nftables DNAT, healthCheckNodePort,
-// ServiceCIDR routes), the CNI server and its handler, CNI install, health.
+// ServiceCIDR routes), pods' hostPorts (nftables DNAT), the CNI server and its handler, CNI install, health.
 
 import { KubeConfig } from "@kubernetes/client-node";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
 import { HealthCheckServers } from "../agent/health-check-server.ts";
+import { HostPorts } from "../agent/host-ports.ts";
 import { encapIpOf, NodeAddressError, nodeInternalIps } from "../agent/node-addresses.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
@@ -16,6 +17,7 @@ import { CniServer } from "../cni/server.ts";
 import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import { ApiClient } from "../k8s/api-client.ts";
+import { EventRecorder } from "../k8s/events.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import { type HostAnchors, readHostAnchors } from "../node/host-network.ts";
@@ -231,7 +233,21 @@ async function main(): Promise<number> {
     userspaceDatapath: cfg.datapathType === "netdev",
   });
   const pods = new NodePods(api, cfg.nodeName, log);
+  // Pods' hostPorts, the portmap plugin's job, from the same informer of this node's pods.
+  const events = new EventRecorder({
+    client: api,
+    component: "zstack-ovnkube-node",
+    host: cfg.nodeName,
+    logger: log,
+  });
+  const hostPorts = new HostPorts({
+    pods: pods.informer,
+    mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
+    events,
+    log: log.child({ component: "host-ports" }),
+  });
   pods.start();
+  void hostPorts.start().catch((e) => log.error({ err: (e as Error).message }, "hostPorts did not start"));
   await pods.informer.waitForSync();
   const notReady = () => {
     if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
@@ -272,7 +288,9 @@ async function main(): Promise<number> {
   log.info({}, "shutting down");
   await server.close();
   setup.stop();
+  await hostPorts.stop();
   await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop(), services.stop()]);
+  await events.close();
   await vswitch.close();
   loop.stop();
   await health.stop();

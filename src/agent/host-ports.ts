@@ -1,0 +1,193 @@
+// The node's hostPorts (the CNI portmap plugin's job): follows the pods bound to this node (the agent's node pods
+// informer) and keeps the nft table of hostPort DNAT rules (src/node/host-port-nat.ts) in step with them.
+// Level-triggered like the Services agent: every event only schedules a recompute from the informer's store; a
+// burst within the coalescing window becomes one nft transaction; nothing is written when the ruleset text is
+// what was last applied. The first pass after start applies unconditionally (a restarted agent repairs a table
+// changed while it was down), and a periodic check applies it again if it was removed.
+
+import type { EventRecorder } from "../k8s/events.ts";
+import type { Informer } from "../k8s/informer.ts";
+import {
+  applyHostPortNat,
+  enableRouteLocalnet,
+  hostPortRuleset,
+  hostPortTablePresent,
+} from "../node/host-port-nat.ts";
+import type { InterfaceName } from "../node/interface-name.ts";
+import type { Logger } from "../observability/log.ts";
+import { type HostPortPod, type HostPortProblem, planHostPorts } from "./host-port-plan.ts";
+
+export interface HostPortsOptions {
+  /** The informer of this node's pods (fieldSelector spec.nodeName), started by its owner. */
+  pods: Informer<HostPortPod>;
+  mgmtIfname: InterfaceName;
+  /** Warning Events on pods whose hostPort is refused or held by another pod; none when absent. */
+  events?: EventRecorder;
+  /** Installs the script; default `nft -f -` in the agent's netns (or `netns`). */
+  apply?: (script: string) => Promise<void>;
+  /** Whether the table is still there; default `nft list tables` in the agent's netns. */
+  tablePresent?: () => Promise<boolean>;
+  /** Allows loopback-sourced packets on the management port (hostIP 127.0.0.1); default sysctl in the netns. */
+  routeLocalnet?: () => Promise<void>;
+  /** Check that often that the table was not removed behind our back; default 60 s, 0: never. */
+  resyncMs?: number;
+  netns?: string;
+  /** Events within this window are one recompute; default 20 ms. */
+  coalesceMs?: number;
+  /** Retry a failed apply after this long, doubling up to 30 s; default 500 ms. */
+  retryMs?: number;
+  log: Logger;
+}
+
+const problemKey = (p: HostPortProblem) => `${p.pod.uid}\0${p.reason}\0${p.message}`;
+
+export class HostPorts {
+  /** plans: recomputes; applies: nft transactions; failures: failed applies. */
+  readonly stats = { plans: 0, applies: 0, failures: 0 };
+  private applied: string | undefined;
+  private localnet = false;
+  private ready = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private retryMs: number;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  /** Problems already reported, so a recompute does not report them again. */
+  private reported = new Set<string>();
+  private readonly apply: (script: string) => Promise<void>;
+  private readonly tablePresent: () => Promise<boolean>;
+  private readonly routeLocalnet: () => Promise<void>;
+  private readonly removeHandlers: () => void;
+
+  constructor(private readonly opts: HostPortsOptions) {
+    this.retryMs = opts.retryMs ?? 500;
+    const where = opts.netns ? { netns: opts.netns } : {};
+    this.apply = opts.apply ?? ((script) => applyHostPortNat(script, where));
+    this.tablePresent = opts.tablePresent ?? (() => hostPortTablePresent(where));
+    this.routeLocalnet = opts.routeLocalnet ?? (() => enableRouteLocalnet(opts.mgmtIfname, where));
+    this.removeHandlers = opts.pods.addHandlers({
+      onAdd: () => this.schedule(),
+      onUpdate: () => this.schedule(),
+      onDelete: () => this.schedule(),
+    });
+  }
+
+  /** Applies the first ruleset once the node's pods are listed (a partial view would drop working ports). */
+  async start(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        await this.opts.pods.waitForSync(60_000);
+        break;
+      } catch (e) {
+        this.opts.log.warn({ err: (e as Error).message }, "still waiting to list this node's pods");
+      }
+    }
+    if (this.stopped) return;
+    this.ready = true;
+    this.schedule(0);
+    const every = this.opts.resyncMs ?? 60_000;
+    if (every > 0) {
+      this.resyncTimer = setInterval(() => void this.checkTable(), every);
+      this.resyncTimer.unref();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.removeHandlers();
+    if (this.timer) clearTimeout(this.timer);
+    if (this.resyncTimer) clearInterval(this.resyncTimer);
+    await this.running;
+  }
+
+  /** Resolves once every change seen so far is applied (or has failed). For tests and shutdown. */
+  async settled(): Promise<void> {
+    while (this.timer || this.running) {
+      await this.running;
+      if (this.timer) await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  private schedule(delay = this.opts.coalesceMs ?? 20): void {
+    if (!this.ready || this.stopped) return;
+    if (this.running) {
+      this.dirty = true;
+      return;
+    }
+    if (this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.running = this.flush().finally(() => {
+        this.running = undefined;
+        if (this.dirty) {
+          this.dirty = false;
+          this.schedule();
+        }
+      });
+    }, delay);
+  }
+
+  private async flush(): Promise<void> {
+    try {
+      await this.recompute();
+      this.retryMs = this.opts.retryMs ?? 500;
+    } catch (e) {
+      this.stats.failures++;
+      this.opts.log.error({ err: (e as Error).message }, "cannot apply the hostPort rules; retrying");
+      const wait = this.retryMs;
+      this.retryMs = Math.min(this.retryMs * 2, 30_000);
+      setTimeout(() => this.schedule(0), wait).unref();
+    }
+  }
+
+  private async recompute(): Promise<void> {
+    this.stats.plans++;
+    const plan = planHostPorts(this.opts.pods.list());
+    this.report(plan.problems);
+    const script = hostPortRuleset({ mgmtIfname: this.opts.mgmtIfname, mappings: plan.mappings });
+    if (script === this.applied) return;
+    // Only needed once a port is served (the management port may not exist before).
+    if (!this.localnet && plan.mappings.some((m) => m.podIP.family === 4)) {
+      await this.routeLocalnet();
+      this.localnet = true;
+    }
+    await this.apply(script);
+    this.applied = script;
+    this.stats.applies++;
+    this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules applied");
+  }
+
+  private report(problems: readonly HostPortProblem[]): void {
+    const now = new Set<string>();
+    for (const p of problems) {
+      const key = problemKey(p);
+      now.add(key);
+      if (this.reported.has(key)) continue;
+      this.opts.log.warn(
+        { pod: `${p.pod.namespace}/${p.pod.name}`, field: p.field, why: p.message },
+        p.reason,
+      );
+      this.opts.events?.warning(
+        { apiVersion: "v1", kind: "Pod", namespace: p.pod.namespace, name: p.pod.name, uid: p.pod.uid },
+        p.reason,
+        p.message,
+      );
+    }
+    // A problem that went away and comes back is reported again.
+    this.reported = now;
+  }
+
+  /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */
+  private async checkTable(): Promise<void> {
+    if (this.applied === undefined || this.running || this.stopped) return;
+    const present = await this.tablePresent().catch((e) => {
+      this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
+      return true;
+    });
+    if (present || this.running) return;
+    this.opts.log.warn({}, "the hostPort table is gone; applying it again");
+    this.applied = undefined;
+    this.schedule(0);
+  }
+}
