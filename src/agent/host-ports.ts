@@ -2,8 +2,9 @@
 // informer) and keeps the nft table of hostPort DNAT rules (src/node/host-port-nat.ts) in step with them.
 // Level-triggered like the Services agent: every event only schedules a recompute from the informer's store; a
 // burst within the coalescing window becomes one nft transaction; nothing is written when the ruleset text is
-// what was last applied. The first pass after start applies unconditionally (a restarted agent repairs a table
-// changed while it was down), and a periodic check applies it again if it was removed.
+// what was last applied. After a restart the installed table is compared by the digest of its content that it
+// carries (a restart with nothing changed writes nothing), and a periodic check applies it again if it was
+// removed.
 
 import type { EventRecorder } from "../k8s/events.ts";
 import type { Informer } from "../k8s/informer.ts";
@@ -12,6 +13,8 @@ import {
   enableRouteLocalnet,
   hostPortRuleset,
   hostPortTablePresent,
+  installedHostPortDigest,
+  rulesetDigest,
 } from "../node/host-port-nat.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
 import type { Logger } from "../observability/log.ts";
@@ -27,6 +30,8 @@ export interface HostPortsOptions {
   apply?: (script: string) => Promise<void>;
   /** Whether the table is still there; default `nft list tables` in the agent's netns. */
   tablePresent?: () => Promise<boolean>;
+  /** The digest the installed table carries (undefined: none); default `nft list table` in the agent's netns. */
+  installedDigest?: () => Promise<string | undefined>;
   /** Allows loopback-sourced packets on the management port (hostIP 127.0.0.1); default sysctl in the netns. */
   routeLocalnet?: () => Promise<void>;
   /** Check that often that the table was not removed behind our back; default 60 s, 0: never. */
@@ -57,6 +62,7 @@ export class HostPorts {
   private reported = new Set<string>();
   private readonly apply: (script: string) => Promise<void>;
   private readonly tablePresent: () => Promise<boolean>;
+  private readonly installedDigest: () => Promise<string | undefined>;
   private readonly routeLocalnet: () => Promise<void>;
   private readonly removeHandlers: () => void;
 
@@ -65,6 +71,7 @@ export class HostPorts {
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyHostPortNat(script, where));
     this.tablePresent = opts.tablePresent ?? (() => hostPortTablePresent(where));
+    this.installedDigest = opts.installedDigest ?? (() => installedHostPortDigest(where));
     this.routeLocalnet = opts.routeLocalnet ?? (() => enableRouteLocalnet(opts.mgmtIfname, where));
     this.removeHandlers = opts.pods.addHandlers({
       onAdd: () => this.schedule(),
@@ -147,6 +154,13 @@ export class HostPorts {
     this.report(plan.problems);
     const script = hostPortRuleset({ mgmtIfname: this.opts.mgmtIfname, mappings: plan.mappings });
     if (script === this.applied) return;
+    // After a restart (or a removed table) the kernel's table is compared by the digest it carries: the same
+    // ruleset is not written again.
+    if (this.applied === undefined && (await this.installedDigest()) === rulesetDigest(script)) {
+      this.applied = script;
+      this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules already in place");
+      return;
+    }
     // Only needed once a port is served (the management port may not exist before).
     if (!this.localnet && plan.mappings.some((m) => m.podIP.family === 4)) {
       await this.routeLocalnet();

@@ -93,7 +93,7 @@ export function hostPortRuleset(spec: HostPortNatSpec): string {
   const dev = JSON.stringify(spec.mgmtIfname);
   const t = HOSTPORT_NFT_TABLE;
   const mark = `0x${HOSTPORT_MASQUERADE_MARK.toString(16)}`;
-  const lines = [`table inet ${t}`, `delete table inet ${t}`, `table inet ${t} {`];
+  const lines: string[] = [];
   const chains: string[] = [];
   const pre: string[] = [];
   const out: string[] = [];
@@ -178,9 +178,27 @@ export function hostPortRuleset(spec: HostPortNatSpec): string {
     "    type nat hook postrouting priority srcnat; policy accept;",
     `    meta mark & ${mark} != 0 masquerade`,
     "  }",
-    "}",
   );
-  return `${lines.join("\n")}\n`;
+  // The table carries the digest of its own content: a restarted agent compares it and writes nothing when equal.
+  const body = `${lines.join("\n")}\n`;
+  const digest = createHash("sha256").update(body).digest("hex").slice(0, 16);
+  return `table inet ${t}\ndelete table inet ${t}\ntable inet ${t} {\n  comment "${digest}"\n${body}}\n`;
+}
+
+const DIGEST_LINE = /^\s*comment "([0-9a-f]{16})"$/m;
+
+/** The digest a script (from hostPortRuleset) writes into the table. */
+export function rulesetDigest(script: string): string | undefined {
+  return DIGEST_LINE.exec(script)?.[1];
+}
+
+/** The digest of the table installed now, from `nft list table` text; undefined when absent or not ours. */
+export async function installedHostPortDigest(opts: { netns?: string } = {}): Promise<string | undefined> {
+  const r = await runTool("nft", ["list", "table", "inet", HOSTPORT_NFT_TABLE], opts);
+  if (r.code !== 0) return undefined;
+  // The table's comment comes before its first set, map or chain.
+  const head = r.stdout.split(/\n\s*(?:map|set|chain) /)[0] ?? "";
+  return DIGEST_LINE.exec(head)?.[1];
 }
 
 /** Installs (or replaces) the table: one process, one transaction. */
