@@ -157,4 +157,20 @@ describe("HostPorts", () => {
     assert.match(applied.at(-1)!, /10\.244\.0\.6:80/);
     await hp.stop();
   });
+
+  test("a conflict that lasts is reported again at each resync", async () => {
+    const pods = new FakePods();
+    pods.put(pod("old", "2026-01-01T00:00:00Z", 9000, "10.244.0.5"));
+    pods.put(pod("new", "2026-01-02T00:00:00Z", 9000, "10.244.0.6"));
+    const { hp, applied, warnings } = agent(pods, { present: false });
+    await hp.start();
+    await hp.settled();
+    assert.equal(warnings.length, 1);
+    await (hp as unknown as { checkTable(): Promise<void> }).checkTable();
+    await hp.settled();
+    assert.equal(warnings.length, 2);
+    assert.deepEqual(warnings[1], warnings[0]);
+    assert.equal(applied.length, 1, "the table is not written again");
+    await hp.stop();
+  });
 });

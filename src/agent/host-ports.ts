@@ -58,7 +58,7 @@ export class HostPorts {
   private dirty = false;
   private retryMs: number;
   private resyncTimer: NodeJS.Timeout | undefined;
-  /** Problems already reported, so a recompute does not report them again. */
+  /** Problems already reported, so a recompute does not report them again (until the next resync). */
   private reported = new Set<string>();
   private readonly apply: (script: string) => Promise<void>;
   private readonly tablePresent: () => Promise<boolean>;
@@ -192,9 +192,18 @@ export class HostPorts {
     this.reported = now;
   }
 
-  /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */
+  /**
+   * At each resync: problems still there are reported again (folded by the recorder into their Event, whose
+   * count grows), and a table removed by hand (or by a ruleset flush) is applied again; a table edited in place
+   * is not noticed.
+   */
   private async checkTable(): Promise<void> {
-    if (this.applied === undefined || this.running || this.stopped) return;
+    if (this.stopped) return;
+    if (this.reported.size > 0) {
+      this.reported.clear();
+      this.schedule(0);
+    }
+    if (this.applied === undefined || this.running) return;
     const present = await this.tablePresent().catch((e) => {
       this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
       return true;

@@ -1,8 +1,9 @@
 // The chart's node RBAC is exactly what zstack-ovnkube-node needs. In a one-node sandbox (the agent on a token
 // of the chart's node ServiceAccount, the apiserver's audit log recording ServiceAccounts' requests) a pod comes
-// up with every rule of the node ClusterRole used and none denied; then, for each verb × resource of that role in
-// turn, the role is applied without that one rule, the agent restarted (a fresh token, as a new pod would get),
-// and the audit log shows it denied (403) exactly that verb on that resource. So no rule is unused.
+// up, two pods in hostPort conflict get their Event, and every rule of the node ClusterRole is used and none
+// denied; then, for each verb × resource of that role in turn, the role is applied without that one rule, the
+// agent restarted (a fresh token, as a new pod would get), and the audit log shows it denied (403) exactly that
+// verb on that resource. So no rule is unused.
 
 import assert from "node:assert/strict";
 import { existsSync, statSync } from "node:fs";
@@ -83,6 +84,36 @@ describe("the node agent's RBAC in the sandbox", { timeout: 15 * 60_000 }, () =>
         },
       }),
     );
+  /**
+   * Two pods on the node claiming one hostPort (nodeName skips the scheduler's check): the agent reports the
+   * conflict as an Event on the newer (POST), and again at each resync (PATCH of its count).
+   */
+  const createHostPortConflict = () =>
+    kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "List",
+        items: ["rbac-hp-a", "rbac-hp-b"].map((name) => ({
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name, namespace: "default" },
+          spec: {
+            nodeName: ctx().topo.nodes[0]?.name,
+            terminationGracePeriodSeconds: 0,
+            containers: [
+              {
+                name: "podserver",
+                image: "zstack-ovn/podserver",
+                ports: [{ containerPort: 8080, hostPort: 18080 }],
+              },
+            ],
+          },
+        })),
+      }),
+    );
+  /** The agent's hostPort resync (60 s) is what repeats an Event: waits that involve it allow for it. */
+  const waitFor = (rule: SingleRule) => (rule.resource === "events" ? 150_000 : 60_000);
   /** Stops the agent by its recorded PID and starts it again with a fresh token. */
   const restartAgent = async () => {
     const { state, topo } = ctx();
@@ -109,7 +140,8 @@ describe("the node agent's RBAC in the sandbox", { timeout: 15 * 60_000 }, () =>
         ? true
         : undefined,
     );
-    const seen = await eventually("every rule of the node role used", 60_000, async () => {
+    await createHostPortConflict();
+    const seen = await eventually("every rule of the node role used", 150_000, async () => {
       const reqs = mine(0);
       return rules.every((r) => reqs.some((q) => requestOf(r, q) && q.code !== 403)) ? reqs : undefined;
     }).catch((e: Error) => {
@@ -133,7 +165,7 @@ describe("the node agent's RBAC in the sandbox", { timeout: 15 * 60_000 }, () =>
       await restartAgent();
       // Only a CNI ADD makes the agent GET a pod.
       if (rule.verb === "get" && rule.resource === "pods") await createPod(`rbac-${n++}`);
-      await eventually(`a 403 for ${describeRule(rule)}`, 60_000, async () =>
+      await eventually(`a 403 for ${describeRule(rule)}`, waitFor(rule), async () =>
         mine(from).some((q) => q.code === 403 && requestOf(rule, q)) ? true : undefined,
       );
       await applyRoles(roles);
