@@ -63,6 +63,7 @@ function pod(name: string, created: string, hostPort: number, ip: string): NodeP
 
 function agent(pods: FakePods, installed: { script?: string; present: boolean }) {
   const applied: string[] = [];
+  const localnet = { calls: 0 };
   const warnings: { name: string; reason: string; message: string }[] = [];
   const events = {
     warning: (o: { name: string }, reason: string, message: string) =>
@@ -80,12 +81,14 @@ function agent(pods: FakePods, installed: { script?: string; present: boolean })
     tablePresent: async () => installed.present,
     installedDigest: async () =>
       installed.present && installed.script ? rulesetDigest(installed.script) : undefined,
-    routeLocalnet: async () => undefined,
+    routeLocalnet: async () => {
+      localnet.calls++;
+    },
     resyncMs: 0,
     coalesceMs: 1,
     log: silentLogger,
   });
-  return { hp, applied, warnings };
+  return { hp, applied, warnings, localnet };
 }
 
 describe("HostPorts", () => {
@@ -115,18 +118,20 @@ describe("HostPorts", () => {
     await second.hp.stop();
   });
 
-  test("a removed table is applied again at the next resync check", async () => {
+  test("a removed table is applied again at the next resync check, and route_localnet set again", async () => {
     const pods = new FakePods();
     pods.put(pod("a", "2026-01-01T00:00:00Z", 8080, "10.244.0.5"));
     const kernel = { present: false } as { script?: string; present: boolean };
-    const { hp, applied } = agent(pods, kernel);
+    const { hp, applied, localnet } = agent(pods, kernel);
     await hp.start();
     await hp.settled();
+    assert.equal(localnet.calls, 1, "route_localnet before the first IPv4 mapping");
     kernel.present = false;
     await (hp as unknown as { checkTable(): Promise<void> }).checkTable();
     await hp.settled();
     assert.equal(applied.length, 2);
     assert.equal(applied[1], applied[0]);
+    assert.equal(localnet.calls, 2, "and again at the resync (the management port may have been recreated)");
     await hp.stop();
   });
 

@@ -194,8 +194,8 @@ export class HostPorts {
 
   /**
    * At each resync: problems still there are reported again (folded by the recorder into their Event, whose
-   * count grows), and a table removed by hand (or by a ruleset flush) is applied again; a table edited in place
-   * is not noticed.
+   * count grows), route_localnet is set again, and a table removed by hand (or by a ruleset flush) is applied
+   * again; a table edited in place is not noticed.
    */
   private async checkTable(): Promise<void> {
     if (this.stopped) return;
@@ -204,6 +204,11 @@ export class HostPorts {
       this.schedule(0);
     }
     if (this.applied === undefined || this.running) return;
+    // A management port recreated by node setup comes back with the default (0).
+    if (this.localnet)
+      await this.routeLocalnet().catch((e) =>
+        this.opts.log.warn({ err: (e as Error).message }, "cannot set route_localnet on the management port"),
+      );
     const present = await this.tablePresent().catch((e) => {
       this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
       return true;
