@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds the two images every real sandbox node needs, without Docker or a registry, as OCI archives
+# Builds the images every real sandbox node needs, without Docker or a registry, as OCI archives
 # cached under $ZOVN_CACHE/images/<image>-<content key>/<image>.oci.tar:
 #   pause    the pod sandbox image: `gcc -Os -static` of build/pause/linux/pause.c from the pinned
 #            k8s.io/kubernetes module, named as the kubelet's and kubeadm's default for that release
 #   busybox  Debian's busybox-static with a link per applet in /bin
+#   coredns  the cluster DNS server, the static binary hack/ensure-coredns.sh builds (the first time about
+#            5 minutes), alone in the image, named as kubeadm names CoreDNS's image
 #
-#   hack/build-node-images.sh          build what is missing, print IMAGE_PAUSE=... and IMAGE_BUSYBOX=...
+#   hack/build-node-images.sh          build what is missing, print IMAGE_PAUSE=..., IMAGE_BUSYBOX=..., IMAGE_COREDNS=...
 #   hack/build-node-images.sh --print  print the lines only; exit 1 if an image is not built yet
 #
 # Each archive is an OCI layout whose one tag is the image's tag only; its repository name is printed
@@ -61,6 +63,7 @@ script_hash() { sha256sum "${BASH_SOURCE[0]}" | cut -c1-16; }
 
 pause_key() { { echo "$k8s_version"; gcc --version | head -1; script_hash; } | sha256sum | cut -c1-16; }
 busybox_key() { { echo "$1"; script_hash; } | sha256sum | cut -c1-16; }
+coredns_key() { { sha256sum "$1" | cut -c1-64; script_hash; } | sha256sum | cut -c1-16; }
 
 kdir=$(module_dir || true)
 if [[ -z $kdir || ! -f $kdir/build/pause/linux/pause.c ]]; then
@@ -83,8 +86,18 @@ fi
 btag=${bver#*:}
 btag=${btag%%-*}
 
+# The binary first: its content is the image's key. --print mode fails here when it is not built.
+coredns_args=()
+[[ $mode == build ]] || coredns_args=(--print)
+coredns_lines=$("$repo/hack/ensure-coredns.sh" "${coredns_args[@]}") ||
+	die "the CoreDNS binary is not built (hack/ensure-coredns.sh)"
+coredns_bin=$(sed -n 's/^COREDNS=//p' <<<"$coredns_lines")
+coredns_tag=$(sed -n 's/^COREDNS_VERSION=//p' <<<"$coredns_lines")
+[[ -x $coredns_bin && $coredns_tag =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "hack/ensure-coredns.sh printed no binary and version"
+
 pause_archive=$images_root/pause-$(pause_key)/pause.oci.tar
 busybox_archive=$images_root/busybox-$(busybox_key "$bver")/busybox.oci.tar
+coredns_archive=$images_root/coredns-$(coredns_key "$coredns_bin")/coredns.oci.tar
 
 print_lines() {
 	echo "IMAGE_PAUSE=$pause_archive"
@@ -93,11 +106,14 @@ print_lines() {
 	echo "IMAGE_BUSYBOX=$busybox_archive"
 	echo "IMAGE_BUSYBOX_NAME=docker.io/library/busybox"
 	echo "IMAGE_BUSYBOX_TAG=$btag"
+	echo "IMAGE_COREDNS=$coredns_archive"
+	echo "IMAGE_COREDNS_NAME=registry.k8s.io/coredns/coredns"
+	echo "IMAGE_COREDNS_TAG=$coredns_tag"
 }
 
 if [[ $mode == print ]]; then
 	rc=0
-	for a in "$pause_archive" "$busybox_archive"; do
+	for a in "$pause_archive" "$busybox_archive" "$coredns_archive"; do
 		[[ -f $a ]] || {
 			log "missing $a"
 			rc=1
@@ -184,6 +200,15 @@ fill_busybox() {
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 }
 
+fill_coredns() {
+	# The binary alone: the Corefile comes from a ConfigMap volume (src/sandbox/cluster-dns.ts).
+	install -m 0755 "$coredns_bin" "$1/coredns"
+	mkdir -p "$1/tmp" "$1/etc"
+	chmod 1777 "$1/tmp"
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/home:/bin/false\n' >"$1/etc/passwd"
+	printf 'root:x:0:\nnogroup:x:65534:\n' >"$1/etc/group"
+}
+
 if [[ -f $pause_archive ]]; then
 	log "pause: cached ($pause_archive)"
 else
@@ -196,6 +221,13 @@ if [[ -f $busybox_archive ]]; then
 else
 	pack "$busybox_archive" "$btag" fill_busybox --config.cmd sh \
 		--config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+fi
+
+if [[ -f $coredns_archive ]]; then
+	log "coredns: cached ($coredns_archive)"
+else
+	pack "$coredns_archive" "$coredns_tag" fill_coredns --config.entrypoint /coredns \
+		--config.exposedports 53/udp --config.exposedports 53/tcp
 fi
 
 print_lines

@@ -13,8 +13,9 @@ images-print:
 test-images: images
 	@hack/run-tests.sh $(sort $(wildcard test/images/*.test.ts))
 
-# The pause and busybox images of the real-node sandbox (`zovn sandbox up --kubelet`, docs/sandbox.md):
-# built from the pinned Kubernetes module's pause.c and Debian's busybox-static, cached like the others.
+# The pause, busybox and CoreDNS images of the real-node sandbox (`zovn sandbox up --kubelet`, docs/sandbox.md):
+# built from the pinned Kubernetes module's pause.c, Debian's busybox-static and CoreDNS from its Go module
+# (hack/ensure-coredns.sh), cached like the others.
 .PHONY: node-images node-images-print
 node-images:
 	@hack/build-node-images.sh

@@ -5,12 +5,20 @@ import { kubeletArgs, kubeletConfig } from "./kubelet.ts";
 import { KUBELET_SYSCTLS, layoutFor, nodeBinds } from "./layout.ts";
 
 test("the kubelet configuration carries every setting these machines need", () => {
-  const cfg = kubeletConfig({ cgroupRoot: "/zovn-x/node1", clientCaFile: "/pki/ca.crt", oomScoreAdj: 0 });
+  const cfg = kubeletConfig({
+    cgroupRoot: "/zovn-x/node1",
+    clientCaFile: "/pki/ca.crt",
+    oomScoreAdj: 0,
+    clusterDns: "10.96.0.10",
+    clusterDomain: "cluster.local",
+  });
   assert.equal(cfg.failCgroupV1, false);
   assert.equal(cfg.cgroupDriver, "cgroupfs");
   assert.equal(cfg.cgroupRoot, "/zovn-x/node1");
   assert.equal(cfg.failSwapOn, false);
   assert.equal(cfg.resolvConf, "");
+  assert.deepEqual(cfg.clusterDNS, ["10.96.0.10"], "pods resolve through the sandbox's cluster DNS");
+  assert.equal(cfg.clusterDomain, "cluster.local");
   assert.equal(cfg.containerRuntimeEndpoint, "unix:///run/containerd/containerd.sock");
   assert.equal(cfg.oomScoreAdj, 0);
   // The kubelet checks the kernel settings (the node's fakes) and never writes the machine's own.

@@ -15,6 +15,9 @@ export interface KubeletConfigInput {
   clientCaFile: string;
   /** The kubelet cannot lower its own oom_score_adj without CAP_SYS_RESOURCE; it keeps what it has. */
   oomScoreAdj: number;
+  /** The cluster DNS Service's address, the nameserver of every ClusterFirst pod. */
+  clusterDns: string;
+  clusterDomain: string;
 }
 
 /** A KubeletConfiguration (JSON is YAML, which the kubelet reads). */
@@ -42,9 +45,11 @@ export function kubeletConfig(input: KubeletConfigInput): Record<string, unknown
     authorization: { mode: "Webhook" },
     rotateCertificates: false,
     serverTLSBootstrap: false,
-    // No resolver inside the sandbox: pods get no search path from the machine's /etc/resolv.conf.
+    // Pods resolve through the sandbox's CoreDNS (cluster-dns.ts) only: nothing from the machine's
+    // /etc/resolv.conf, so no query can leave the machine through a pod's resolver.
     resolvConf: "",
-    clusterDomain: "cluster.local",
+    clusterDNS: [input.clusterDns],
+    clusterDomain: input.clusterDomain,
     oomScoreAdj: input.oomScoreAdj,
     // The images were imported from archives and no registry is reachable: never collect them.
     imageGCHighThresholdPercent: 100,

@@ -9,6 +9,9 @@ const GOOD = [
   "IMAGE_BUSYBOX=/var/cache/zstack-ovn/images/busybox-90fd/busybox.oci.tar",
   "IMAGE_BUSYBOX_NAME=docker.io/library/busybox",
   "IMAGE_BUSYBOX_TAG=1.35.0",
+  "IMAGE_COREDNS=/var/cache/zstack-ovn/images/coredns-f403/coredns.oci.tar",
+  "IMAGE_COREDNS_NAME=registry.k8s.io/coredns/coredns",
+  "IMAGE_COREDNS_TAG=v1.14.7",
   "",
 ].join("\n");
 
@@ -16,6 +19,7 @@ test("the build script's lines give each image's archive and exact name", () => 
   const images = parseNodeImageLines(GOOD);
   assert.equal(imageRef(images.pause), "registry.k8s.io/pause:3.10.2");
   assert.equal(imageRef(images.busybox), "docker.io/library/busybox:1.35.0");
+  assert.equal(imageRef(images.coredns), "registry.k8s.io/coredns/coredns:v1.14.7");
   assert.equal(images.pause.archive, "/var/cache/zstack-ovn/images/pause-0a33/pause.oci.tar");
 });
 

@@ -1,4 +1,4 @@
-// The images a real sandbox node imports into its containerd (pause and busybox), built by
+// The images a real sandbox node imports into its containerd (pause, busybox and CoreDNS), built by
 // hack/build-node-images.sh into the shared cache, which prints IMAGE_<NAME>=archive, IMAGE_<NAME>_NAME=repository
 // and IMAGE_<NAME>_TAG=tag lines.
 
@@ -15,6 +15,8 @@ export interface NodeImage {
 export interface NodeImages {
   pause: NodeImage;
   busybox: NodeImage;
+  /** The cluster DNS server (cluster-dns.ts). */
+  coredns: NodeImage;
 }
 
 const REPOSITORY_RE = /^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9-]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)+$/;
@@ -39,7 +41,7 @@ export function parseNodeImageLines(text: string): NodeImages {
     const m = /^(IMAGE_[A-Z_]+)=(.*)$/.exec(line.trim());
     if (m) lines.set(m[1] as string, m[2] as string);
   }
-  return { pause: image(lines, "PAUSE"), busybox: image(lines, "BUSYBOX") };
+  return { pause: image(lines, "PAUSE"), busybox: image(lines, "BUSYBOX"), coredns: image(lines, "COREDNS") };
 }
 
 export function imageRef(i: NodeImage): string {

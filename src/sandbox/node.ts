@@ -23,7 +23,15 @@ import { terminate } from "./process-table.ts";
 import { tsNodeCommand, zovnEntry } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState, saveState } from "./state.ts";
 import { processesIn } from "./sweep.ts";
-import { apiserverUrl, type Host, type Topology, UNDERLAY_GATEWAY, UNDERLAY_PREFIX_LEN } from "./topology.ts";
+import {
+  apiserverUrl,
+  CLUSTER_DNS_IP,
+  CLUSTER_DOMAIN,
+  type Host,
+  type Topology,
+  UNDERLAY_GATEWAY,
+  UNDERLAY_PREFIX_LEN,
+} from "./topology.ts";
 
 export const BR_PHY = "br-phy";
 /** Debian's containernetworking-plugins. */
@@ -243,12 +251,18 @@ async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
       log: join(dirs.logs, "containerd.log"),
       sandboxImage: imageRef(images.pause),
     },
-    [images.pause, images.busybox],
+    [images.pause, images.busybox, images.coredns],
   );
   await assertSysctlFakes(layout, node);
   const kubeconfig = writeNodeKubeconfig(ctx, node);
   const config = join(dirs.kubelet, "kubelet-config.json");
-  const cfg = kubeletConfig({ cgroupRoot, clientCaFile: ctx.pki.caCert, oomScoreAdj: currentOomScoreAdj() });
+  const cfg = kubeletConfig({
+    cgroupRoot,
+    clientCaFile: ctx.pki.caCert,
+    oomScoreAdj: currentOomScoreAdj(),
+    clusterDns: CLUSTER_DNS_IP,
+    clusterDomain: CLUSTER_DOMAIN,
+  });
   writeFileSync(config, `${JSON.stringify(cfg, null, 2)}\n`);
   const log = join(dirs.logs, "kubelet.log");
   const id = spawnDetached({

@@ -29,6 +29,9 @@ export const UNDERLAY_PREFIX_LEN = 24;
 export const UNDERLAY_GATEWAY = "192.168.200.1";
 export const SERVICE_CIDR = "10.96.0.0/16";
 export const KUBERNETES_SERVICE_IP = "10.96.0.1";
+/** The cluster DNS Service (`kube-system/kube-dns`) of the real-node sandbox, the kubelet's clusterDNS. */
+export const CLUSTER_DNS_IP = "10.96.0.10";
+export const CLUSTER_DOMAIN = "cluster.local";
 export const APISERVER_PORT = 6443;
 export const NB_PORT = 6641;
 export const SB_PORT = 6642;

@@ -7,6 +7,7 @@ import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
 import { applyChartRbac } from "./chart-rbac.ts";
+import { ensureClusterDns } from "./cluster-dns.ts";
 import { run } from "./command.ts";
 import { startApiserver, startControllers, waitApiserverReady } from "./control-plane.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
@@ -15,7 +16,7 @@ import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
 import { startNode } from "./node.ts";
 import { ensureCniExecutable, ensureNodeAgent } from "./node-agent.ts";
-import { resolveNodeImages } from "./node-images.ts";
+import { imageRef, resolveNodeImages } from "./node-images.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
 import { ensureOvnkubeController } from "./ovnkube-controller.ts";
 import { ensurePki, type Pki } from "./pki.ts";
@@ -29,7 +30,14 @@ import {
   type SandboxState,
   saveState,
 } from "./state.ts";
-import { APISERVER_PORT, allHosts, planTopology, type SandboxSpec, type Topology } from "./topology.ts";
+import {
+  APISERVER_PORT,
+  allHosts,
+  CLUSTER_DNS_IP,
+  planTopology,
+  type SandboxSpec,
+  type Topology,
+} from "./topology.ts";
 import { ensureUnderlay } from "./underlay.ts";
 
 export interface UpOptions {
@@ -184,7 +192,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   state.binaries = bins;
   saveState(layout, state);
   const images = spec.kubelet
-    ? await progress.step("node images ready (pause, busybox)", () => resolveNodeImages())
+    ? await progress.step("node images ready (pause, busybox, coredns)", () => resolveNodeImages())
     : undefined;
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
   if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
@@ -268,6 +276,17 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     }),
   );
   await progress.step("default Subnet Ready", () => waitDefaultSubnet(kubeconfig, bins.KUBECTL, deadline));
+  // Real nodes run real pods, which resolve Service names through the cluster DNS (the kubelet's clusterDNS).
+  // Its pod needs the CNI and the default Subnet first; a busy machine may take minutes to start it.
+  if (images && spec.nodeAgent)
+    await progress.step(`cluster DNS ready (kube-system/kube-dns at ${CLUSTER_DNS_IP})`, () =>
+      ensureClusterDns(
+        bins.KUBECTL,
+        kubeconfig,
+        { image: imageRef(images.coredns) },
+        Math.max(deadline, Date.now() + 600_000),
+      ),
+    );
   return { layout, topo, state, readyMs, kubeconfig };
 }
 

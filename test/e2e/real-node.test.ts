@@ -1,7 +1,8 @@
 // The real-node sandbox (`zovn sandbox up --kubelet`): a real kubelet v1.37 and containerd with runc on every
 // node, pods built from local images and networked by our node agent and CNI. Smoke test: nodes Ready, two
-// pods on different nodes talk over TCP, `kubectl exec`, `logs` and `port-forward` reach the kubelet, and
-// `down` leaves no process, mount, netns or cgroup behind.
+// pods on different nodes talk over TCP, `kubectl exec`, `logs` and `port-forward` reach the kubelet, a pod
+// resolves Service names through the sandbox's cluster DNS and connects by name, and `down` leaves no process,
+// mount, netns or cgroup behind.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -33,7 +34,7 @@ function pod(name: string, node: string, command: string[]): object {
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "default" },
+    metadata: { name, namespace: "default", labels: { app: name } },
     spec: {
       nodeName: node,
       terminationGracePeriodSeconds: 1,
@@ -154,6 +155,64 @@ describe("the real-node sandbox (up --kubelet)", { timeout: 40 * 60_000 }, () =>
     } finally {
       pf.kill("SIGTERM");
     }
+  });
+
+  it("a pod resolves Service names through the cluster DNS and connects to a Service by its name", async () => {
+    const dns = JSON.parse(
+      await kubectl(["get", "service", "kube-dns", "-n", "kube-system", "-o", "json"]),
+    ) as { spec: { clusterIP: string } };
+    assert.equal(dns.spec.clusterIP, "10.96.0.10");
+    const resolv = await kubectl(["exec", "client", "--", "cat", "/etc/resolv.conf"]);
+    assert.match(resolv, /^nameserver 10\.96\.0\.10$/m, "the kubelet's clusterDNS");
+    assert.match(resolv, /^search default\.svc\.cluster\.local svc\.cluster\.local cluster\.local$/m);
+    const echo = {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "echo", namespace: "default" },
+      spec: { selector: { app: "server" }, ports: [{ port: 80, targetPort: 8080, protocol: "TCP" }] },
+    };
+    await kubectl(["apply", "-f", "-"], JSON.stringify(echo));
+    const svc = JSON.parse(await kubectl(["get", "service", "echo", "-o", "json"])) as {
+      spec: { clusterIP: string };
+    };
+    assert.match(svc.spec.clusterIP, /^10\.96\./);
+    // busybox's nslookup asks the pod's nameserver itself; "Name:" lines are followed by the answer's address.
+    const lookup = async (name: string): Promise<string | undefined> => {
+      const out = await kubectl(["exec", "client", "--", "nslookup", "-type=a", name]);
+      return /Name:\s*\S+\s+Address:\s*(\d+\.\d+\.\d+\.\d+)/.exec(out)?.[1];
+    };
+    const started = Date.now();
+    assert.equal(
+      await eventually("kubernetes.default.svc.cluster.local resolves", 120_000, () =>
+        lookup("kubernetes.default.svc.cluster.local"),
+      ),
+      "10.96.0.1",
+    );
+    assert.equal(
+      await eventually("echo.default.svc.cluster.local resolves", 120_000, () =>
+        lookup("echo.default.svc.cluster.local"),
+      ),
+      svc.spec.clusterIP,
+    );
+    process.stderr.write(`names resolved ${((Date.now() - started) / 1000).toFixed(1)}s after the Service\n`);
+    // The reverse zone: the ClusterIP's PTR record names the Service.
+    const ptr = await kubectl(["exec", "client", "--", "nslookup", svc.spec.clusterIP]);
+    assert.match(ptr, /name = echo\.default\.svc\.cluster\.local/);
+    // By the short name, as the upstream Service tests do (`nc endpoint-test2 80`): the search path and the
+    // C library's resolver, then the Service's load balancer to the server pod on node1.
+    for (const name of ["echo", "echo.default.svc.cluster.local"]) {
+      const reply = await eventually(
+        `TCP to the Service by the name ${name}`,
+        60_000,
+        async () =>
+          (await kubectl(["exec", "client", "--", "sh", "-c", `nc -w 5 ${name} 80 </dev/null`])).trim() ||
+          undefined,
+      );
+      assert.equal(reply, "pong", name);
+    }
+    // A name outside the cluster is not forwarded anywhere: the lookup fails inside the machine.
+    const outside = await kubectl(["exec", "client", "--", "sh", "-c", "nslookup example.com; echo rc=$?"]);
+    assert.doesNotMatch(outside, /Name:\s*example\.com/);
   });
 
   it("down leaves no process, mount, netns or cgroup of the sandbox", async () => {
