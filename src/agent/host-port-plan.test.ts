@@ -148,6 +148,40 @@ describe("planHostPorts", () => {
     }
   });
 
+  test("the node's own ports (kubelet, tunnels, OVN databases, the agent, ssh) are refused, naming the field", () => {
+    for (const [hostPort, protocol] of [
+      [10250, "TCP"],
+      [6081, "UDP"],
+      [4789, "UDP"],
+      [6641, "TCP"],
+      [10665, "TCP"],
+      [22, "TCP"],
+    ] as const) {
+      const p = planHostPorts([pod("x", [{ hostPort, containerPort: 80, protocol }])]);
+      assert.deepEqual(p.mappings, [], `${hostPort}/${protocol}`);
+      assert.equal(p.problems[0]?.field, "spec.containers[0].ports[0].hostPort");
+      assert.match(p.problems[0]?.message ?? "", /one of the node's own ports/);
+    }
+    // The same numbers on another protocol are the pod's to take.
+    assert.equal(planHostPorts([pod("y", [{ hostPort: 6081, containerPort: 80 }])]).mappings.length, 1);
+  });
+
+  test("a pod asking for thousands of hostPorts gets the first 128 served and the rest refused", () => {
+    const ports = Array.from({ length: 20_000 }, (_, i) => ({ hostPort: 20_000 + i, containerPort: 80 }));
+    const p = planHostPorts([pod("greedy", ports)]);
+    assert.equal(p.mappings.length, 128);
+    assert.equal(p.problems.length, 20_000 - 128);
+    assert.match(p.problems[0]?.message ?? "", /more than 128 hostPorts/);
+  });
+
+  test("a pod address in a special range (a forged annotation) is never a DNAT target", () => {
+    const p = planHostPorts([
+      pod("meta", [{ hostPort: 8080, containerPort: 80 }], { ips: ["169.254.169.254/16"] }),
+    ]);
+    assert.deepEqual(p.mappings, []);
+    assert.equal(p.problems[0]?.field, "spec.containers[0].ports[0].hostIP");
+  });
+
   const portArb = fc.record({
     hostPort: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constant(0), fc.constant(70000), fc.string()),
     containerPort: fc.oneof(fc.integer({ min: 1, max: 65535 }), fc.constant(-1)),

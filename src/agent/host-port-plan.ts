@@ -38,6 +38,21 @@ export interface HostPortPlan {
 
 const PROTOCOLS: Record<string, NatProtocol> = { TCP: "tcp", UDP: "udp", SCTP: "sctp" };
 
+/** Mappings one pod may have served, and the node in all; the ports beyond are refused, naming the cap. */
+export const MAX_HOST_PORTS_PER_POD = 128;
+export const MAX_HOST_PORTS_PER_NODE = 4096;
+
+/**
+ * Ports of the node's own that no pod may take, whatever its hostIP: ssh, the OVN databases, the kubelet and its
+ * health port, this plugin's controller and node agent, and the VXLAN and Geneve tunnels (a pod holding one would
+ * take the node's overlay or its management). A pod that really needs one runs with hostNetwork.
+ */
+export const NODE_RESERVED_PORTS: Readonly<Record<NatProtocol, ReadonlySet<number>>> = {
+  tcp: new Set([22, 6641, 6642, 6643, 6644, 10248, 10250, 10660, 10665]),
+  udp: new Set([4789, 6081]),
+  sctp: new Set(),
+};
+
 function portOf(v: unknown, field: string): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > 65535)
     throw new InvalidInputError(
@@ -104,7 +119,9 @@ const describeClaim = (c: Claim) =>
 export function planHostPorts(pods: readonly HostPortPod[]): HostPortPlan {
   const mappings: HostPortMapping[] = [];
   const problems: HostPortProblem[] = [];
-  const claims: Claim[] = [];
+  // Claims by family, protocol and port: a clash is only ever with a claim of the same key.
+  const claims = new Map<string, Claim[]>();
+  const claimKey = (c: Claim) => `${c.family}/${c.protocol}/${c.hostPort}`;
   for (const pod of [...pods].sort(byAge)) {
     if (pod.spec?.hostNetwork === true) continue;
     const phase = pod.status?.phase;
@@ -118,7 +135,15 @@ export function planHostPorts(pods: readonly HostPortPod[]): HostPortPlan {
     // Without its network (not yet annotated, or a refused annotation) the pod is served nothing yet.
     const net = podNetworkOf(pod);
     if (!net?.network) continue;
-    const podIps = net.network.ips.map((a) => a.ip);
+    // The pod's own address only: never one in a special range (a forged annotation naming the metadata service,
+    // say, before the controller puts it right).
+    const podIps = net.network.ips
+      .map((a) => a.ip)
+      .filter(
+        (ip) =>
+          !specialRangeOverlapping({ family: ip.family, network: ip.value, prefix: familyBits(ip.family) }),
+      );
+    let served = 0;
     for (const [i, c] of containers.entries()) {
       const ports = Array.isArray(c?.ports) ? c.ports : [];
       for (const [j, p] of ports.entries()) {
@@ -138,7 +163,22 @@ export function planHostPorts(pods: readonly HostPortPod[]): HostPortPlan {
               `${JSON.stringify(proto)} is not TCP, UDP or SCTP`,
             );
           protocol = PROTOCOLS[proto]!;
+          if (NODE_RESERVED_PORTS[protocol].has(hostPort))
+            throw new InvalidInputError(
+              `${base}.hostPort`,
+              `${hostPort}/${proto} is one of the node's own ports (${[...NODE_RESERVED_PORTS[protocol]].join(", ")}); use another hostPort, or hostNetwork`,
+            );
           hostIP = hostIpOf(p.hostIP, `${base}.hostIP`);
+          if (served >= MAX_HOST_PORTS_PER_POD)
+            throw new InvalidInputError(
+              `${base}.hostPort`,
+              `the pod asks for more than ${MAX_HOST_PORTS_PER_POD} hostPorts; the rest are not served`,
+            );
+          if (mappings.length >= MAX_HOST_PORTS_PER_NODE)
+            throw new InvalidInputError(
+              `${base}.hostPort`,
+              `this node serves ${MAX_HOST_PORTS_PER_NODE} hostPorts already; not served`,
+            );
         } catch (e) {
           if (!(e instanceof InvalidInputError)) throw e;
           problems.push({ pod: ref, field: e.problem.field, reason: "HostPortInvalid", message: e.message });
@@ -169,7 +209,9 @@ export function planHostPorts(pods: readonly HostPortPod[]): HostPortPlan {
           holder: ref,
           field,
         }));
-        const clash = mine.map((m) => [m, claims.find((c) => clashes(c, m))] as const).find(([, c]) => c);
+        const clash = mine
+          .map((m) => [m, claims.get(claimKey(m))?.find((c) => clashes(c, m))] as const)
+          .find(([, c]) => c);
         if (clash) {
           const [m, held] = clash as readonly [Claim, Claim];
           const same = held.holder.uid === ref.uid;
@@ -186,7 +228,12 @@ export function planHostPorts(pods: readonly HostPortPod[]): HostPortPlan {
           });
           continue;
         }
-        claims.push(...mine);
+        served++;
+        for (const m of mine) {
+          const list = claims.get(claimKey(m));
+          if (list) list.push(m);
+          else claims.set(claimKey(m), [m]);
+        }
         for (const [k, ip] of targets.entries())
           mappings.push({
             key: `${ref.uid}\0${i}\0${j}\0${ip.family}`,

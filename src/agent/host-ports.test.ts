@@ -38,7 +38,7 @@ class FakePods {
   }
 }
 
-function pod(name: string, created: string, hostPort: number, ip: string): NodePod {
+function pod(name: string, created: string, hostPort: number, ip: string, hostIP?: string): NodePod {
   return {
     metadata: {
       name,
@@ -57,13 +57,13 @@ function pod(name: string, created: string, hostPort: number, ip: string): NodeP
         }),
       },
     },
-    spec: { containers: [{ ports: [{ hostPort, containerPort: 80 }] }] },
+    spec: { containers: [{ ports: [{ hostPort, containerPort: 80, ...(hostIP ? { hostIP } : {}) }] }] },
   };
 }
 
 function agent(pods: FakePods, installed: { script?: string; present: boolean }) {
   const applied: string[] = [];
-  const localnet = { calls: 0 };
+  const localnet = { calls: [] as string[] };
   const warnings: { name: string; reason: string; message: string }[] = [];
   const events = {
     warning: (o: { name: string }, reason: string, message: string) =>
@@ -81,8 +81,8 @@ function agent(pods: FakePods, installed: { script?: string; present: boolean })
     tablePresent: async () => installed.present,
     installedDigest: async () =>
       installed.present && installed.script ? rulesetDigest(installed.script) : undefined,
-    routeLocalnet: async () => {
-      localnet.calls++;
+    routeLocalnet: async (on) => {
+      localnet.calls.push(`applied ${applied.length}, ${on ? "on" : "off"}`);
     },
     resyncMs: 0,
     coalesceMs: 1,
@@ -125,13 +125,28 @@ describe("HostPorts", () => {
     const { hp, applied, localnet } = agent(pods, kernel);
     await hp.start();
     await hp.settled();
-    assert.equal(localnet.calls, 1, "route_localnet before the first IPv4 mapping");
+    assert.deepEqual(localnet.calls, [], "route_localnet stays off: no hostIP 127.0.0.1 is served");
     kernel.present = false;
     await (hp as unknown as { checkTable(): Promise<void> }).checkTable();
     await hp.settled();
     assert.equal(applied.length, 2);
     assert.equal(applied[1], applied[0]);
-    assert.equal(localnet.calls, 2, "and again at the resync (the management port may have been recreated)");
+    await hp.stop();
+  });
+
+  test("route_localnet is on only after the table with its loopback guard is in, and off while the table is gone", async () => {
+    const pods = new FakePods();
+    pods.put(pod("lo", "2026-01-01T00:00:00Z", 8080, "10.244.0.5", "127.0.0.1"));
+    const kernel = { present: false } as { script?: string; present: boolean };
+    const { hp, applied, localnet } = agent(pods, kernel);
+    await hp.start();
+    await hp.settled();
+    assert.equal(applied.length, 1);
+    assert.deepEqual(localnet.calls, ["applied 1, on"], "set once the table is in");
+    kernel.present = false;
+    await (hp as unknown as { checkTable(): Promise<void> }).checkTable();
+    await hp.settled();
+    assert.deepEqual(localnet.calls, ["applied 1, on", "applied 1, off", "applied 2, on"]);
     await hp.stop();
   });
 

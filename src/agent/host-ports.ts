@@ -14,6 +14,7 @@ import {
   hostPortRuleset,
   hostPortTablePresent,
   installedHostPortDigest,
+  isLoopbackHostIp,
   rulesetDigest,
 } from "../node/host-port-nat.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
@@ -32,8 +33,11 @@ export interface HostPortsOptions {
   tablePresent?: () => Promise<boolean>;
   /** The digest the installed table carries (undefined: none); default `nft list table` in the agent's netns. */
   installedDigest?: () => Promise<string | undefined>;
-  /** Allows loopback-sourced packets on the management port (hostIP 127.0.0.1); default sysctl in the netns. */
-  routeLocalnet?: () => Promise<void>;
+  /**
+   * Allows (on) or refuses (off) loopback-sourced packets on the management port (hostIP 127.0.0.1); default
+   * sysctl in the netns.
+   */
+  routeLocalnet?: (on: boolean) => Promise<void>;
   /** Check that often that the table was not removed behind our back; default 60 s, 0: never. */
   resyncMs?: number;
   netns?: string;
@@ -63,7 +67,7 @@ export class HostPorts {
   private readonly apply: (script: string) => Promise<void>;
   private readonly tablePresent: () => Promise<boolean>;
   private readonly installedDigest: () => Promise<string | undefined>;
-  private readonly routeLocalnet: () => Promise<void>;
+  private readonly routeLocalnet: (on: boolean) => Promise<void>;
   private readonly removeHandlers: () => void;
 
   constructor(private readonly opts: HostPortsOptions) {
@@ -72,7 +76,8 @@ export class HostPorts {
     this.apply = opts.apply ?? ((script) => applyHostPortNat(script, where));
     this.tablePresent = opts.tablePresent ?? (() => hostPortTablePresent(where));
     this.installedDigest = opts.installedDigest ?? (() => installedHostPortDigest(where));
-    this.routeLocalnet = opts.routeLocalnet ?? (() => enableRouteLocalnet(opts.mgmtIfname, where));
+    this.routeLocalnet =
+      opts.routeLocalnet ?? ((on) => enableRouteLocalnet(opts.mgmtIfname, { ...where, off: !on }));
     this.removeHandlers = opts.pods.addHandlers({
       onAdd: () => this.schedule(),
       onUpdate: () => this.schedule(),
@@ -153,23 +158,43 @@ export class HostPorts {
     const plan = planHostPorts(this.opts.pods.list());
     this.report(plan.problems);
     const script = hostPortRuleset({ mgmtIfname: this.opts.mgmtIfname, mappings: plan.mappings });
-    if (script === this.applied) return;
-    // After a restart (or a removed table) the kernel's table is compared by the digest it carries: the same
-    // ruleset is not written again.
-    if (this.applied === undefined && (await this.installedDigest()) === rulesetDigest(script)) {
-      this.applied = script;
-      this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules already in place");
-      return;
+    // route_localnet is on only while a hostIP 127.0.0.1 is served and the table (whose filter chain drops
+    // loopback destinations arriving on the management port) is in place: set after the table, cleared first.
+    const wantLocalnet = plan.mappings.some((m) => m.hostIP !== undefined && isLoopbackHostIp(m.hostIP));
+    if (script !== this.applied) {
+      // After a restart (or a removed table) the kernel's table is compared by the digest it carries: the same
+      // ruleset is not written again.
+      if (this.applied === undefined && (await this.installedDigest()) === rulesetDigest(script)) {
+        this.applied = script;
+        this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules already in place");
+      } else {
+        try {
+          await this.apply(script);
+        } catch (e) {
+          await this.setLocalnet(false);
+          throw e;
+        }
+        this.applied = script;
+        this.stats.applies++;
+        this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules applied");
+      }
     }
-    // Only needed once a port is served (the management port may not exist before).
-    if (!this.localnet && plan.mappings.some((m) => m.podIP.family === 4)) {
-      await this.routeLocalnet();
-      this.localnet = true;
+    if (wantLocalnet !== this.localnet) await this.setLocalnet(wantLocalnet);
+  }
+
+  private async setLocalnet(on: boolean): Promise<void> {
+    try {
+      await this.routeLocalnet(on);
+      this.localnet = on;
+    } catch (e) {
+      // Off is best effort (the management port may be gone); on is retried with the next recompute.
+      this.opts.log.warn(
+        { err: (e as Error).message, on },
+        "cannot set route_localnet on the management port",
+      );
+      if (on) throw e;
+      this.localnet = false;
     }
-    await this.apply(script);
-    this.applied = script;
-    this.stats.applies++;
-    this.opts.log.info({ mappings: plan.mappings.length }, "hostPort rules applied");
   }
 
   private report(problems: readonly HostPortProblem[]): void {
@@ -204,17 +229,19 @@ export class HostPorts {
       this.schedule(0);
     }
     if (this.applied === undefined || this.running) return;
-    // A management port recreated by node setup comes back with the default (0).
-    if (this.localnet)
-      await this.routeLocalnet().catch((e) =>
-        this.opts.log.warn({ err: (e as Error).message }, "cannot set route_localnet on the management port"),
-      );
     const present = await this.tablePresent().catch((e) => {
       this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
       return true;
     });
-    if (present || this.running) return;
+    if (this.running) return;
+    if (present) {
+      // A management port recreated by node setup comes back with the default (0).
+      if (this.localnet) await this.setLocalnet(true).catch(() => undefined);
+      return;
+    }
+    // Without the table its loopback guard is gone too: route_localnet off until it is back.
     this.opts.log.warn({}, "the hostPort table is gone; applying it again");
+    await this.setLocalnet(false);
     this.applied = undefined;
     this.schedule(0);
   }

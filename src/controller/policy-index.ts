@@ -32,6 +32,9 @@ import { type NamedPort, type PolicyPod, peerSelects } from "../policy/selection
 import { BY_NAMESPACE, type NamespaceLite, type NetworkPolicyObject, type PodLite } from "./informers.ts";
 import type { AddressHolders } from "./pod-port-allocator.ts";
 
+/** How long a policy's rows may take to land in NB before it isolates its pods anyway. */
+export const LAND_DEADLINE_MS = 30_000;
+
 export interface PolicyEntry {
   readonly model: PolicyModel;
   /** Set when the policy as written cannot be realized: `model` is then its isolation alone (nothing allowed). */
@@ -122,6 +125,8 @@ export function policyEntry(obj: NetworkPolicyObject): PolicyEntry | undefined {
 
 export class PolicyIndex {
   private readonly entries = new Map<string, PolicyEntry>();
+  /** When each policy was first seen (ms): one whose rows never land isolates anyway after LAND_DEADLINE_MS. */
+  private readonly firstSeen = new Map<string, number>();
   /** Namespace → its policies' entries: pod events look only at their namespace's policies. */
   private readonly byNamespace = new Map<string, Map<string, PolicyEntry>>();
   /** Peer key → the policies referring to it. */
@@ -142,10 +147,12 @@ export class PolicyIndex {
     const ns = key.slice(0, key.indexOf("/"));
     const inNs = this.byNamespace.get(ns) ?? new Map<string, PolicyEntry>();
     if (now) {
+      if (!this.firstSeen.has(key)) this.firstSeen.set(key, Date.now());
       this.entries.set(key, now);
       inNs.set(key, now);
       this.byNamespace.set(ns, inNs);
     } else {
+      this.firstSeen.delete(key);
       this.entries.delete(key);
       inNs.delete(key);
       if (inNs.size === 0) this.byNamespace.delete(ns);
@@ -213,7 +220,23 @@ export class PolicyIndex {
    * allow is there.
    */
   landed(policyKey: string): boolean {
-    return findOwned(this.nb.cache as never, "Port_Group", policyGroupId(policyKey)) !== undefined;
+    if (findOwned(this.nb.cache as never, "Port_Group", policyGroupId(policyKey)) !== undefined) return true;
+    // A policy whose write keeps failing must not leave its pods open for ever: past the deadline it isolates
+    // without its allows (fail closed), as a policy that cannot be realized does.
+    const seen = this.firstSeen.get(policyKey);
+    return seen !== undefined && Date.now() - seen >= LAND_DEADLINE_MS;
+  }
+
+  /** Milliseconds until the first policy not yet in NB isolates anyway; undefined when none is waiting. */
+  nextLandingDeadline(): number | undefined {
+    let next: number | undefined;
+    const now = Date.now();
+    for (const [key, seen] of this.firstSeen) {
+      const left = seen + LAND_DEADLINE_MS - now;
+      if (left <= 0 || findOwned(this.nb.cache as never, "Port_Group", policyGroupId(key))) continue;
+      next = next === undefined ? left : Math.min(next, left);
+    }
+    return next;
   }
 
   /**

@@ -193,10 +193,13 @@ export class PolicyIsolationReconciler implements Reconciler {
 
   async reconcile(key: string): Promise<ReconcileResult> {
     const txn = this.build(key);
-    if (!txn) return undefined;
+    // A policy not yet in NB isolates at its deadline if it never lands: look again then.
+    const wait = this.idx.nextLandingDeadline();
+    const later = wait === undefined ? undefined : { requeueAfterMs: wait + 10 };
+    if (!txn) return later;
     const result = await txn.commit();
     if (result.alreadyApplied) return { requeueAfterMs: 100 };
-    return undefined;
+    return later;
   }
 
   /** The transaction that brings the key's group and ACLs in line, or undefined when NB already is. */

@@ -12,6 +12,9 @@ import { parseMac } from "./mac.ts";
 import { type FieldProblem, InvalidInputError } from "./problem.ts";
 import { formatRange, type IpRange, parseRange, rangeContains } from "./range.ts";
 
+/** Malformed values reported per row; the rest are skipped silently. */
+const MAX_PROBLEMS_PER_ROW = 8;
+
 /** The column (or map key) an address was read from. */
 export type HoldingSource =
   | "addresses"
@@ -90,7 +93,12 @@ function readWords(
     const ip = addressWord(word);
     if (ip) found.push({ ip, source });
     else if (!tryMac(word))
-      problems.push({ field, message: `${JSON.stringify(word)} is not a MAC, an address or a keyword` });
+      if (problems.length < MAX_PROBLEMS_PER_ROW)
+        // Kept short and few: a foreign row can hold a megabyte of words.
+        problems.push({
+          field,
+          message: `${JSON.stringify(word.slice(0, 64))} is not a MAC, an address or a keyword`,
+        });
   }
 }
 
@@ -109,7 +117,8 @@ function readSingle(
   const ip = addressWord(trimmed);
   if (ip) found.push({ ip, source });
   else if (!(allowMac && tryMac(trimmed)))
-    problems.push({ field, message: `${JSON.stringify(text)} is not an address` });
+    if (problems.length < MAX_PROBLEMS_PER_ROW)
+      problems.push({ field, message: `${JSON.stringify(text.slice(0, 64))} is not an address` });
 }
 
 /**

@@ -39,12 +39,26 @@ describe("hostPortRuleset", () => {
     assert.match(s, /dnat ip to 10\.244\.0\.5:80\n/);
     assert.match(s, /dnat ip to 10\.244\.0\.5:5353\n/);
     for (const hook of ["nat_prerouting", "nat_output"]) {
-      assert.match(rules(s, hook), /ip daddr \. meta l4proto \. th dport vmap @addr_v4/);
-      assert.match(
-        rules(s, hook),
-        /meta nfproto ipv4 fib daddr type local meta l4proto \. th dport vmap @any_v4/,
-      );
+      // Only traffic to the node itself: a hostIP that is not the node's captures nothing passing through.
+      assert.match(rules(s, hook), /fib daddr type local ip daddr \. meta l4proto \. th dport vmap @addr_v4/);
     }
+    assert.match(
+      rules(s, "nat_prerouting"),
+      /meta nfproto ipv4 fib daddr type local meta l4proto \. th dport vmap @any_v4/,
+    );
+    // From the node itself a wildcard never takes its loopback services.
+    assert.match(
+      rules(s, "nat_output"),
+      /meta nfproto ipv4 ip daddr != 127\.0\.0\.0\/8 fib daddr type local meta l4proto \. th dport vmap @any_v4/,
+    );
+  });
+
+  test("30,000 mappings render (no spread of the lines onto the call stack)", () => {
+    const many = Array.from({ length: 30_000 }, (_, i) =>
+      mapping({ key: `k${i}`, hostPort: 1 + (i % 60_000), protocol: i < 15_000 ? "tcp" : "udp" }),
+    );
+    const s = hostPortRuleset({ mgmtIfname: MGMT, mappings: many });
+    assert.ok(s.length > 1_000_000);
   });
 
   test("127.0.0.1 is DNATed only from the node itself (output hook), never in prerouting, and masqueraded", () => {

@@ -143,20 +143,28 @@ export function hostPortRuleset(spec: HostPortNatSpec): string {
     };
     const v = `_v${family}`;
     const full = `${addrType} . inet_proto . inet_service`;
+    // Only traffic to the node itself is ever taken: a hostIP that is not (or no longer) the node's own address
+    // captures nothing passing through it.
     if (decl(`addr${v}`, full, addr)) {
-      const rule = `    ${ipk} daddr . meta l4proto . th dport vmap @addr${v}`;
+      const rule = `    fib daddr type local ${ipk} daddr . meta l4proto . th dport vmap @addr${v}`;
       pre.push(rule);
       out.push(rule);
     }
     if (decl(`lo${v}`, full, lo)) out.push(`    ${ipk} daddr . meta l4proto . th dport vmap @lo${v}`);
     if (decl(`any${v}`, "inet_proto . inet_service", any)) {
-      const rule = `    meta nfproto ${family === 4 ? "ipv4" : "ipv6"} fib daddr type local meta l4proto . th dport vmap @any${v}`;
-      pre.push(rule);
-      out.push(rule);
+      const nf = family === 4 ? "ipv4" : "ipv6";
+      pre.push(`    meta nfproto ${nf} fib daddr type local meta l4proto . th dport vmap @any${v}`);
+      // A wildcard is every address of the node but loopback: the node's own services bound to 127.0.0.1 stay
+      // its own (only an explicit hostIP 127.0.0.1 maps loopback).
+      const loopback = family === 4 ? "ip daddr != 127.0.0.0/8" : "ip6 daddr != ::1";
+      out.push(
+        `    meta nfproto ${nf} ${loopback} fib daddr type local meta l4proto . th dport vmap @any${v}`,
+      );
     }
   }
+  // One line at a time: a spread of tens of thousands of lines overflows the call stack.
+  for (const c of chains) lines.push(c);
   lines.push(
-    ...chains,
     // A loopback destination from outside is a martian the kernel would drop after routing; DNATed before
     // routing it would reach the pod, so it is never DNATed here, and the management port (with
     // route_localnet=1) refuses it outright.
@@ -220,12 +228,12 @@ export async function hostPortTablePresent(opts: { netns?: string } = {}): Promi
  */
 export async function enableRouteLocalnet(
   ifname: InterfaceName,
-  opts: { netns?: string } = {},
+  opts: { netns?: string; off?: boolean } = {},
 ): Promise<void> {
   const why = typeof ifname === "string" ? interfaceNameProblem(ifname) : "is not a string";
   if (why) throw new TypeError(`route_localnet: interface ${JSON.stringify(ifname)} ${why}`);
   const key = `net/ipv4/conf/${ifname}/route_localnet`;
-  const args = ["-q", "-w", `${key}=1`];
-  const r = await runTool("sysctl", args, opts);
+  const args = ["-q", "-w", `${key}=${opts.off ? 0 : 1}`];
+  const r = await runTool("sysctl", args, opts.netns !== undefined ? { netns: opts.netns } : {});
   if (r.code !== 0) throw new ToolError(["sysctl", ...args], r);
 }

@@ -43,3 +43,10 @@ test("many tools at once each get their own answer", async () => {
     Array.from({ length: 40 }, (_, i) => String(i)),
   );
 });
+
+test("a call refused before its process starts fails alone; the others on its thread still get their answers", async () => {
+  const slow = runTool("sh", ["-c", "sleep 0.3; echo done"]);
+  await assert.rejects(runTool("echo", ["a\0b"]), (e: Error) => e.name === "ToolError");
+  assert.equal((await slow).stdout, "done\n");
+  assert.equal((await runTool("echo", ["after"])).stdout, "after\n");
+});

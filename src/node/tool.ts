@@ -83,7 +83,9 @@ const SPAWNER = `
 const { parentPort } = require("node:worker_threads");
 const { execFile } = require("node:child_process");
 parentPort.on("message", (m) => {
-  const child = execFile(
+  let child;
+  try {
+    child = execFile(
     m.argv[0],
     m.argv.slice(1),
     { timeout: m.timeoutMs, killSignal: "SIGKILL", maxBuffer: 64 * 1024 * 1024, encoding: "utf8", env: m.env },
@@ -93,6 +95,11 @@ parentPort.on("message", (m) => {
       parentPort.postMessage({ id: m.id, code, stdout, stderr, killed: Boolean(err && err.killed), error });
     },
   );
+  } catch (err) {
+    // Refused before any process started (an argument with a NUL, say): this call fails, the thread lives on.
+    parentPort.postMessage({ id: m.id, code: null, stdout: "", stderr: "", killed: false, error: String(err && err.message) });
+    return;
+  }
   child.stdin && child.stdin.on("error", () => {});
   if (m.input !== undefined && child.stdin) child.stdin.end(m.input);
 });

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
+import { LAND_DEADLINE_MS } from "../../../src/controller/policy-index.ts";
 import { ID_KEY } from "../../../src/ovn/ownership.ts";
 import { podPortId } from "../../../src/ovn/pod-port.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
@@ -159,4 +160,28 @@ test("a start-up bulk write of policies that fails: the isolation groups wait fo
   await delay(500);
   assert.ok(invariant.states() > 0, "the witness saw the server isolated");
   assert.deepEqual(invariant.bad, [], "no NB state isolates the server without its policy's allow");
+});
+
+test("a policy whose rows never land isolates its pods anyway once its deadline passes (fail closed)", async (t) => {
+  const { api, srv, createPods, createPolicy, state } = await setUp(t);
+  const proxy = await startOvsdbFaultProxy(srv.unix);
+  t.after(() => proxy.close());
+  const run = await startInProcess({ api, srv }, { nbRemote: proxy.remote });
+  t.after(() => run.stop());
+  await createPods();
+  const hold = holdPolicyWrite(t, proxy);
+  const t0 = Date.now();
+  await createPolicy();
+  await until("the policy's write held at the proxy", () => (hold.held() > 0 ? true : undefined));
+  assert.equal(state().isolated, false, "not isolated while the policy may still land");
+  // Its write never lands: past LAND_DEADLINE_MS the pod is isolated without the allow.
+  await until(
+    "the server isolated although its policy never landed",
+    () => (state().isolated ? true : undefined),
+    LAND_DEADLINE_MS + 60_000,
+  );
+  assert.equal(state().allowed, false, "the policy's allow is still not in NB");
+  t.diagnostic(
+    `isolated ${Date.now() - t0} ms after the policy was created (deadline ${LAND_DEADLINE_MS} ms)`,
+  );
 });
