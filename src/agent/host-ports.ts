@@ -19,6 +19,7 @@ import {
 } from "../node/host-port-nat.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
 import type { Logger } from "../observability/log.ts";
+import { CoalescedRunner } from "./coalesced-runner.ts";
 import { type HostPortPod, type HostPortProblem, planHostPorts } from "./host-port-plan.ts";
 
 export interface HostPortsOptions {
@@ -55,12 +56,8 @@ export class HostPorts {
   readonly stats = { plans: 0, applies: 0, failures: 0 };
   private applied: string | undefined;
   private localnet = false;
-  private ready = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private dirty = false;
-  private retryMs: number;
+  private readonly runner: CoalescedRunner;
   private resyncTimer: NodeJS.Timeout | undefined;
   /** Problems already reported, so a recompute does not report them again (until the next resync). */
   private reported = new Set<string>();
@@ -71,7 +68,15 @@ export class HostPorts {
   private readonly removeHandlers: () => void;
 
   constructor(private readonly opts: HostPortsOptions) {
-    this.retryMs = opts.retryMs ?? 500;
+    this.runner = new CoalescedRunner({
+      run: () => this.recompute(),
+      onError: (e) => {
+        this.stats.failures++;
+        this.opts.log.error({ err: e.message }, "cannot apply the hostPort rules; retrying");
+      },
+      ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
+      ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
+    });
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyHostPortNat(script, where));
     this.tablePresent = opts.tablePresent ?? (() => hostPortTablePresent(where));
@@ -79,9 +84,9 @@ export class HostPorts {
     this.routeLocalnet =
       opts.routeLocalnet ?? ((on) => enableRouteLocalnet(opts.mgmtIfname, { ...where, off: !on }));
     this.removeHandlers = opts.pods.addHandlers({
-      onAdd: () => this.schedule(),
-      onUpdate: () => this.schedule(),
-      onDelete: () => this.schedule(),
+      onAdd: () => this.runner.schedule(),
+      onUpdate: () => this.runner.schedule(),
+      onDelete: () => this.runner.schedule(),
     });
   }
 
@@ -96,8 +101,8 @@ export class HostPorts {
       }
     }
     if (this.stopped) return;
-    this.ready = true;
-    this.schedule(0);
+    this.runner.enable();
+    this.runner.schedule(0);
     const every = this.opts.resyncMs ?? 60_000;
     if (every > 0) {
       this.resyncTimer = setInterval(() => void this.checkTable(), every);
@@ -108,49 +113,13 @@ export class HostPorts {
   async stop(): Promise<void> {
     this.stopped = true;
     this.removeHandlers();
-    if (this.timer) clearTimeout(this.timer);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
-    await this.running;
+    await this.runner.stop();
   }
 
   /** Resolves once every change seen so far is applied (or has failed). For tests and shutdown. */
-  async settled(): Promise<void> {
-    while (this.timer || this.running) {
-      await this.running;
-      if (this.timer) await new Promise((r) => setTimeout(r, 5));
-    }
-  }
-
-  private schedule(delay = this.opts.coalesceMs ?? 20): void {
-    if (!this.ready || this.stopped) return;
-    if (this.running) {
-      this.dirty = true;
-      return;
-    }
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.running = this.flush().finally(() => {
-        this.running = undefined;
-        if (this.dirty) {
-          this.dirty = false;
-          this.schedule();
-        }
-      });
-    }, delay);
-  }
-
-  private async flush(): Promise<void> {
-    try {
-      await this.recompute();
-      this.retryMs = this.opts.retryMs ?? 500;
-    } catch (e) {
-      this.stats.failures++;
-      this.opts.log.error({ err: (e as Error).message }, "cannot apply the hostPort rules; retrying");
-      const wait = this.retryMs;
-      this.retryMs = Math.min(this.retryMs * 2, 30_000);
-      setTimeout(() => this.schedule(0), wait).unref();
-    }
+  settled(): Promise<void> {
+    return this.runner.settled();
   }
 
   private async recompute(): Promise<void> {
@@ -226,14 +195,14 @@ export class HostPorts {
     if (this.stopped) return;
     if (this.reported.size > 0) {
       this.reported.clear();
-      this.schedule(0);
+      this.runner.schedule(0);
     }
-    if (this.applied === undefined || this.running) return;
+    if (this.applied === undefined || this.runner.running) return;
     const present = await this.tablePresent().catch((e) => {
       this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
       return true;
     });
-    if (this.running) return;
+    if (this.runner.running) return;
     if (present) {
       // A management port recreated by node setup comes back with the default (0).
       if (this.localnet) await this.setLocalnet(true).catch(() => undefined);
@@ -243,6 +212,6 @@ export class HostPorts {
     this.opts.log.warn({}, "the hostPort table is gone; applying it again");
     await this.setLocalnet(false);
     this.applied = undefined;
-    this.schedule(0);
+    this.runner.schedule(0);
   }
 }

@@ -24,6 +24,7 @@ import type { Logger } from "../observability/log.ts";
 import { ZONE_LABEL } from "../services/endpoints.ts";
 import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
+import { CoalescedRunner } from "./coalesced-runner.ts";
 import type { HealthCheckServers } from "./health-check-server.ts";
 import { planHostServices, SERVICE_NAME_LABEL, sliceServiceKey } from "./host-services.ts";
 import { planServiceCidrRoutes, SERVICE_CIDR_PATH, type ServiceCidrObject } from "./service-cidrs.ts";
@@ -110,12 +111,8 @@ export class ServiceProxy {
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
   private applied: string | undefined;
-  private ready = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private dirty = false;
-  private retryMs: number;
+  private readonly runner: CoalescedRunner;
   private lastCidrs: string | undefined;
   private lastCidrRefusals = "";
   private readonly apply: (script: string) => Promise<void>;
@@ -124,7 +121,16 @@ export class ServiceProxy {
   private resyncTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: ServiceProxyOptions) {
-    this.retryMs = opts.retryMs ?? 500;
+    // Any failure (planning, building, nft, a health-check port) is logged and retried with backoff, never thrown.
+    this.runner = new CoalescedRunner({
+      run: () => this.recompute(),
+      onError: (e) => {
+        this.stats.failures++;
+        this.opts.log.error({ err: e.message }, "cannot apply the Service rules; retrying");
+      },
+      ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
+      ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
+    });
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
@@ -198,8 +204,8 @@ export class ServiceProxy {
       }
     }
     if (this.stopped) return;
-    this.ready = true;
-    this.schedule(0);
+    this.runner.enable();
+    this.runner.schedule(0);
     const every = this.opts.resyncMs ?? 60_000;
     if (every > 0) {
       this.resyncTimer = setInterval(() => void this.checkTable(), every);
@@ -209,7 +215,7 @@ export class ServiceProxy {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    const ended = this.runner.stop();
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     await Promise.all([
       this.services.stop(),
@@ -217,7 +223,7 @@ export class ServiceProxy {
       this.nodes.stop(),
       this.serviceCidrs.stop(),
     ]);
-    await this.running;
+    await ended;
     await this.opts.healthChecks?.close();
   }
 
@@ -246,44 +252,12 @@ export class ServiceProxy {
   }
 
   /** Resolves once every change seen so far is applied (or has failed). For tests and shutdown. */
-  async settled(): Promise<void> {
-    while (this.timer || this.running) {
-      await this.running;
-      if (this.timer) await new Promise((r) => setTimeout(r, 5));
-    }
+  settled(): Promise<void> {
+    return this.runner.settled();
   }
 
-  private schedule(delay = this.opts.coalesceMs ?? 20): void {
-    if (!this.ready || this.stopped) return;
-    if (this.running) {
-      this.dirty = true;
-      return;
-    }
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.running = this.flush().finally(() => {
-        this.running = undefined;
-        if (this.dirty) {
-          this.dirty = false;
-          this.schedule();
-        }
-      });
-    }, delay);
-  }
-
-  /** Any failure (planning, building, nft, a health-check port) is logged and retried with backoff, never thrown. */
-  private async flush(): Promise<void> {
-    try {
-      await this.recompute();
-      this.retryMs = this.opts.retryMs ?? 500;
-    } catch (e) {
-      this.stats.failures++;
-      this.opts.log.error({ err: (e as Error).message }, "cannot apply the Service rules; retrying");
-      const wait = this.retryMs;
-      this.retryMs = Math.min(this.retryMs * 2, 30_000);
-      setTimeout(() => this.schedule(0), wait).unref();
-    }
+  private schedule(delay?: number): void {
+    this.runner.schedule(delay);
   }
 
   private async recompute(): Promise<void> {
@@ -323,12 +297,12 @@ export class ServiceProxy {
 
   /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */
   private async checkTable(): Promise<void> {
-    if (this.applied === undefined || this.running || this.stopped) return;
+    if (this.applied === undefined || this.runner.running || this.stopped) return;
     const present = await this.tablePresent().catch((e) => {
       this.opts.log.warn({ err: (e as Error).message }, "cannot list nft tables");
       return true;
     });
-    if (present || this.running) return;
+    if (present || this.runner.running) return;
     this.opts.log.warn({}, "the Service table is gone; applying it again");
     this.applied = undefined;
     this.schedule(0);
