@@ -17,15 +17,17 @@
 //   management port (route_localnet would otherwise let a pod reach the node's localhost services).
 
 import { createHash } from "node:crypto";
-import { formatIp, type IpAddress, isParsedIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress } from "../ipam/address.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
+import { nftValueChecks } from "./nft-values.ts";
 import type { NatProtocol } from "./service-nat.ts";
 import { runTool, ToolError } from "./tool.ts";
+
+const { fail, ip: checkedIp, port: checkedPort, protocol: checkedProtocol } = nftValueChecks("hostPort NAT");
 
 export const HOSTPORT_NFT_TABLE = "zstack_ovn_hostport";
 /** The packet mark bit that asks our postrouting chain to masquerade (distinct from service-nat's bits). */
 export const HOSTPORT_MASQUERADE_MARK = 0x1000;
-const PROTO_NUMBER: Record<NatProtocol, number> = { tcp: 6, udp: 17, sctp: 132 };
 const LOOPBACK_V4 = 0x7f000001n;
 
 /** One hostPort of one pod, resolved to one family. */
@@ -44,31 +46,6 @@ export interface HostPortNatSpec {
   /** Pods reach the node through the management port: their hairpin connections are masqueraded. */
   mgmtIfname: InterfaceName;
   mappings: readonly HostPortMapping[];
-}
-
-function fail(what: string, v: unknown): never {
-  let shown: string;
-  try {
-    shown = JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? `${x}n` : x)) ?? String(v);
-  } catch {
-    shown = typeof v;
-  }
-  throw new TypeError(`hostPort NAT: ${shown.slice(0, 120)} is not ${what}`);
-}
-
-function checkedIp(ip: IpAddress): IpAddress {
-  if (!isParsedIp(ip)) fail("a parsed IP address", ip);
-  return ip;
-}
-
-function checkedPort(p: number): number {
-  if (typeof p !== "number" || !Number.isInteger(p) || p < 1 || p > 65535) fail("a port number", p);
-  return p;
-}
-
-function checkedProtocol(p: NatProtocol): number {
-  if (typeof p !== "string" || !Object.hasOwn(PROTO_NUMBER, p)) fail("tcp, udp or sctp", p);
-  return PROTO_NUMBER[p];
 }
 
 /** Whether `ip` is 127.0.0.1, the one loopback hostIP served (from the node itself only). */

@@ -22,10 +22,13 @@
 //   own-node allow or ipBlock expansion holds; to a host-network endpoint they are masqueraded as before.
 
 import { createHash } from "node:crypto";
-import { familyBits, formatIp, type IpAddress, isParsedIp, tryParseIp } from "../ipam/address.ts";
+import { familyBits, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr } from "../ipam/cidr.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
+import { type NatProtocol, nftValueChecks } from "./nft-values.ts";
 import { runTool, ToolError } from "./tool.ts";
+
+const { fail, ip: checkedIp, port: checkedPort, protocol: checkedProtocol } = nftValueChecks("service NAT");
 
 export const SERVICE_NFT_TABLE = "zstack_ovn_svc";
 /** The packet mark bit that asks the postrouting chain to masquerade a DNATed connection of the node's own. */
@@ -43,8 +46,7 @@ const ENTERED = "meta iif != 0";
 /** Kubernetes caps sessionAffinityConfig.clientIP.timeoutSeconds at a day. */
 export const MAX_AFFINITY_TIMEOUT_SECONDS = 86_400;
 
-export type NatProtocol = "tcp" | "udp" | "sctp";
-const PROTO_NUMBER: Record<NatProtocol, number> = { tcp: 6, udp: 17, sctp: 132 };
+export type { NatProtocol } from "./nft-values.ts";
 
 export interface NatEndpoint {
   ip: IpAddress;
@@ -108,31 +110,6 @@ export interface ServiceNatSpec {
 
 // The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
 // value it claims to be (a cast from a raw string would otherwise slip through) and printed from its numbers.
-function fail(what: string, v: unknown): never {
-  let shown: string;
-  try {
-    shown = JSON.stringify(v, (_k, x) => (typeof x === "bigint" ? `${x}n` : x)) ?? String(v);
-  } catch {
-    shown = typeof v;
-  }
-  throw new TypeError(`service NAT: ${shown.slice(0, 120)} is not ${what}`);
-}
-
-function checkedIp(ip: IpAddress): IpAddress {
-  const ok = isParsedIp(ip);
-  if (!ok) fail("a parsed IP address", ip);
-  return ip;
-}
-
-function checkedPort(p: number, min = 1): number {
-  if (typeof p !== "number" || !Number.isInteger(p) || p < min || p > 65535) fail("a port number", p);
-  return p;
-}
-
-function checkedProtocol(p: NatProtocol): number {
-  if (typeof p !== "string" || !Object.hasOwn(PROTO_NUMBER, p)) fail("tcp, udp or sctp", p);
-  return PROTO_NUMBER[p];
-}
 
 function checkedTimeout(t: number): number {
   if (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > MAX_AFFINITY_TIMEOUT_SECONDS)
