@@ -16,25 +16,9 @@ fixtures=$repo/fixtures
 GO=${GO:-go}
 progress_every=30
 
-mode=build
-case "${1:-}" in
-"") ;;
---print) mode=print ;;
--h | --help)
-	sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-	exit 0
-	;;
-*)
-	echo "ensure-binaries: unknown argument '$1' (want --print)" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "ensure-binaries: $*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+# shellcheck source=hack/lib.sh
+source "$repo/hack/lib.sh"
+hack_cli ensure-binaries 2,10p "$@"
 
 command -v "$GO" >/dev/null || die "no '$GO' on PATH; Go >= 1.26 is needed"
 
@@ -62,10 +46,7 @@ fixtures_hash=$(source_hash "$fixtures/cmd")
 forwarder_src=$repo/cmd/zstack-ovn-cni-forwarder
 forwarder_hash=$(source_hash "$forwarder_src")
 
-cache_root=${ZOVN_CACHE:-/var/cache/zstack-ovn}
-if [[ -z ${ZOVN_CACHE:-} ]] && ! mkdir -p "$cache_root" 2>/dev/null; then
-	cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/zstack-ovn
-fi
+hack_cache_root
 mkdir -p "$cache_root" 2>/dev/null || [[ $mode == print ]] || die "cannot create cache directory $cache_root"
 cache_root=$(cd "$cache_root" 2>/dev/null && pwd || echo "$cache_root")
 

@@ -17,33 +17,14 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 moddir=$repo/fixtures/coredns
 GO=${GO:-go}
 
-mode=build
-case "${1:-}" in
-"") ;;
---print) mode=print ;;
--h | --help)
-	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-	exit 0
-	;;
-*)
-	echo "ensure-coredns: unknown argument '$1' (want --print)" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "ensure-coredns: $*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+# shellcheck source=hack/lib.sh
+source "$repo/hack/lib.sh"
+hack_cli ensure-coredns 2,13p "$@"
 
 version=$(awk '$1 == "require" && $2 == "github.com/coredns/coredns" { print $3; exit } $1 == "github.com/coredns/coredns" && $2 ~ /^v/ { print $2; exit }' "$moddir/go.mod")
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "cannot read the pinned github.com/coredns/coredns version from $moddir/go.mod"
 
-cache_root=${ZOVN_CACHE:-/var/cache/zstack-ovn}
-if [[ -z ${ZOVN_CACHE:-} ]] && ! mkdir -p "$cache_root" 2>/dev/null; then
-	cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/zstack-ovn
-fi
+hack_cache_root
 dir=$cache_root/coredns-$version
 bin=$dir/coredns
 key=$(cd "$moddir" && cat go.mod go.sum main.go | sha256sum | cut -c1-16)

@@ -18,35 +18,16 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 moddir=$repo/fixtures/e2e
 GO=${GO:-go}
 
-mode=build
-case "${1:-}" in
-"") ;;
---print) mode=print ;;
--h | --help)
-	sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
-	exit 0
-	;;
-*)
-	echo "ensure-e2e: unknown argument '$1' (want --print)" >&2
-	exit 2
-	;;
-esac
-
-log() { echo "ensure-e2e: $*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+# shellcheck source=hack/lib.sh
+source "$repo/hack/lib.sh"
+hack_cli ensure-e2e 2,13p "$@"
 
 command -v "$GO" >/dev/null || die "no '$GO' on PATH; Go >= 1.26 is needed"
 k8s_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit } $1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$moddir/go.mod")
 [[ $k8s_version =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "cannot read the pinned k8s.io/kubernetes version from $moddir/go.mod"
 k8s_major=${BASH_REMATCH[1]} k8s_minor=${BASH_REMATCH[2]}
 
-cache_root=${ZOVN_CACHE:-/var/cache/zstack-ovn}
-if [[ -z ${ZOVN_CACHE:-} ]] && ! mkdir -p "$cache_root" 2>/dev/null; then
-	cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/zstack-ovn
-fi
+hack_cache_root
 mkdir -p "$cache_root/images" 2>/dev/null || [[ $mode == print ]] || die "cannot create cache directory $cache_root"
 bin_dir=$cache_root/e2e-$k8s_version
 images_root=$cache_root/images
