@@ -8,7 +8,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseIp } from "../../../src/ipam/address.ts";
-import { parseCidr } from "../../../src/ipam/cidr.ts";
 import {
   applyHostPortNat,
   enableRouteLocalnet,
@@ -19,21 +18,16 @@ import {
   installedHostPortDigest,
   rulesetDigest,
 } from "../../../src/node/host-port-nat.ts";
-import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
-import { NodeSetup } from "../../../src/node/node-setup.ts";
-import { PodAttacher } from "../../../src/node/pod-attachment.ts";
 import {
-  ETH0,
   EXT_IP,
   type Exec,
   execIn,
   MGMT,
-  NET,
-  NODE,
   NODE_IP,
   type OneNodeCluster,
-  podNetwork,
+  setUpNodeWithPod,
   startOneNodeCluster,
 } from "./one-node-cluster.ts";
 
@@ -112,54 +106,13 @@ describe("hostPorts (nftables) with a one-node OVN cluster", () => {
 
   before(async () => {
     c = await startOneNodeCluster({ after: (fn) => cleanups.push(fn) });
-    nodeNetns = c.node.netns.path;
-    const setup = new NodeSetup({
-      client: c.ovs,
-      hostNetns: nodeNetns,
-      bridge: { name: "br-int", datapathType: "netdev" },
-      chassis: {
-        ovnRemote: c.node.sb?.unix ?? "",
-        encapType: "vxlan",
-        encapIp: NODE_IP,
-        systemId: NODE,
-        bridgeDatapathType: "netdev",
-      },
-      mgmt: {
-        bridge: "br-int",
-        lspName: MGMT.lsp,
-        mac: MGMT.mac,
-        ip: MGMT.ip,
-        gateway: NET.joinGateway,
-        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((x) => parseCidr(x)),
-        mtu: 1450,
-      },
-      egress: {
-        mgmtIfname: MGMT_DEV,
-        insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((x) => parseCidr(x)),
-        nodeIps: [parseIp(NODE_IP)],
-      },
-      resyncIntervalMs: 0,
-    });
-    cleanups.push(() => setup.stop());
-    await setup.reconcile();
-    const pod = { namespace: "t", name: "hp", uid: "uid-hp" };
-    const { mac, ipWithPrefix } = await c.addPodLsp(pod, POD_IP);
-    podNetns = (await c.node.addNetns("hp")).path;
-    await new PodAttacher({ client: c.ovs, mtu: 1450, userspaceDatapath: true, hostNetns: nodeNetns }).add({
+    ({ nodeNetns, podNetns } = await setUpNodeWithPod(c, cleanups, {
+      namespace: "t",
+      name: "hp",
+      uid: "uid-hp",
+      ip: POD_IP,
       containerId: "feedfacecafe0013",
-      ifname: ETH0,
-      netns: parseNetnsPath(podNetns),
-      podNamespace: pod.namespace,
-      podName: pod.name,
-      podUid: pod.uid,
-      network: podNetwork([ipWithPrefix], mac),
-    });
-    await c.node.exec("sysctl", [
-      "-q",
-      "-w",
-      "net.ipv4.conf.all.rp_filter=1",
-      "net.ipv4.conf.default.rp_filter=1",
-    ]);
+    }));
     const servers = await podServers(podNetns);
     cleanups.push(() => servers.kill("SIGKILL"));
     await enableRouteLocalnet(MGMT_DEV, { netns: nodeNetns });

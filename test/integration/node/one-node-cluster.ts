@@ -8,7 +8,12 @@
 import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type InterfaceName, parseInterfaceName } from "../../../src/node/interface-name.ts";
+import { parseIp } from "../../../src/ipam/address.ts";
+import { parseCidr } from "../../../src/ipam/cidr.ts";
+import { type InterfaceName, parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
+import { NodeSetup } from "../../../src/node/node-setup.ts";
+import { PodAttacher } from "../../../src/node/pod-attachment.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import {
   type PodNetwork,
@@ -239,4 +244,66 @@ export async function udpTransfer(
   await untilListening(to, port, true);
   await execIn(from, "nc", ["-u", "-w", "1", ip, String(port)], { input: text });
   return (await server).stdout;
+}
+
+/**
+ * The node agent's node setup on the cluster's node (br-int, chassis settings, the management port with routes
+ * to the cluster and service networks, egress SNAT), reconciled once, and one pod attached as CNI ADD would,
+ * with strict reverse-path filtering on the node (as many distributions set it: every path must pass it).
+ */
+export async function setUpNodeWithPod(
+  c: OneNodeCluster,
+  cleanups: (() => unknown)[],
+  pod: PodRef & { ip: string; containerId: string },
+): Promise<{ nodeNetns: string; podNetns: string }> {
+  const nodeNetns = c.node.netns.path;
+  const mgmtIfname = parseInterfaceName(MGMT_IFNAME);
+  const setup = new NodeSetup({
+    client: c.ovs,
+    hostNetns: nodeNetns,
+    bridge: { name: "br-int", datapathType: "netdev" },
+    chassis: {
+      ovnRemote: c.node.sb?.unix ?? "",
+      encapType: "vxlan",
+      encapIp: NODE_IP,
+      systemId: NODE,
+      bridgeDatapathType: "netdev",
+    },
+    mgmt: {
+      bridge: "br-int",
+      lspName: MGMT.lsp,
+      mac: MGMT.mac,
+      ip: MGMT.ip,
+      gateway: NET.joinGateway,
+      routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((x) => parseCidr(x)),
+      mtu: 1450,
+    },
+    egress: {
+      mgmtIfname,
+      insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((x) => parseCidr(x)),
+      nodeIps: [parseIp(NODE_IP)],
+    },
+    resyncIntervalMs: 0,
+  });
+  cleanups.push(() => setup.stop());
+  await setup.reconcile();
+  const ref = { namespace: pod.namespace, name: pod.name, uid: pod.uid };
+  const { mac, ipWithPrefix } = await c.addPodLsp(ref, pod.ip);
+  const podNetns = (await c.node.addNetns(pod.name)).path;
+  await new PodAttacher({ client: c.ovs, mtu: 1450, userspaceDatapath: true, hostNetns: nodeNetns }).add({
+    containerId: pod.containerId,
+    ifname: ETH0,
+    netns: parseNetnsPath(podNetns),
+    podNamespace: pod.namespace,
+    podName: pod.name,
+    podUid: pod.uid,
+    network: podNetwork([ipWithPrefix], mac),
+  });
+  await c.node.exec("sysctl", [
+    "-q",
+    "-w",
+    "net.ipv4.conf.all.rp_filter=1",
+    "net.ipv4.conf.default.rp_filter=1",
+  ]);
+  return { nodeNetns, podNetns };
 }

@@ -10,10 +10,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { ownNodeIps } from "../../../src/controller/policy-index.ts";
 import { formatIp, parseIp } from "../../../src/ipam/address.ts";
 import { cidrContains, parseCidr } from "../../../src/ipam/cidr.ts";
-import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
+import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
-import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
-import { PodAttacher } from "../../../src/node/pod-attachment.ts";
+import type { NodeSetupConfig } from "../../../src/node/node-setup.ts";
 import {
   applyServiceNat,
   type NatServicePort,
@@ -29,16 +28,14 @@ import { isolationGroup, nodeGroupName } from "../../../src/policy/nb-names.ts";
 import { policyRows } from "../../../src/policy/policy-acls.ts";
 import { parseNetworkPolicy } from "../../../src/policy/policy-model.ts";
 import {
-  ETH0,
   EXT_IP,
   type Exec,
   execIn,
   MGMT,
-  NET,
   NODE,
   NODE_IP,
   type OneNodeCluster,
-  podNetwork,
+  setUpNodeWithPod,
   startOneNodeCluster,
 } from "./one-node-cluster.ts";
 
@@ -129,7 +126,7 @@ const SPEC = {
   ports: SERVICES,
 };
 
-const chassis = (sbRemote: string): NodeSetupConfig["chassis"] => ({
+const _chassis = (sbRemote: string): NodeSetupConfig["chassis"] => ({
   ovnRemote: sbRemote,
   encapType: "vxlan",
   encapIp: NODE_IP,
@@ -170,49 +167,13 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
 
   before(async () => {
     c = await startOneNodeCluster({ after: (fn) => cleanups.push(fn) });
-    nodeNetns = c.node.netns.path;
-    const setup = new NodeSetup({
-      client: c.ovs,
-      hostNetns: nodeNetns,
-      bridge: { name: "br-int", datapathType: "netdev" },
-      chassis: chassis(c.node.sb?.unix ?? ""),
-      mgmt: {
-        bridge: "br-int",
-        lspName: MGMT.lsp,
-        mac: MGMT.mac,
-        ip: MGMT.ip,
-        gateway: NET.joinGateway,
-        routeCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs].map((x) => parseCidr(x)),
-        mtu: 1450,
-      },
-      egress: {
-        mgmtIfname: parseInterfaceName(MGMT_IFNAME),
-        insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((x) => parseCidr(x)),
-        nodeIps: [parseIp(NODE_IP)],
-      },
-      resyncIntervalMs: 0,
-    });
-    cleanups.push(() => setup.stop());
-    await setup.reconcile();
-    const pod = { namespace: "t", name: "web", uid: "uid-web" };
-    const { mac, ipWithPrefix } = await c.addPodLsp(pod, POD_IP);
-    podNetns = (await c.node.addNetns("web")).path;
-    await new PodAttacher({ client: c.ovs, mtu: 1450, userspaceDatapath: true, hostNetns: nodeNetns }).add({
+    ({ nodeNetns, podNetns } = await setUpNodeWithPod(c, cleanups, {
+      namespace: "t",
+      name: "web",
+      uid: "uid-web",
+      ip: POD_IP,
       containerId: "feedfacecafe0002",
-      ifname: ETH0,
-      netns: parseNetnsPath(podNetns),
-      podNamespace: pod.namespace,
-      podName: pod.name,
-      podUid: pod.uid,
-      network: podNetwork([ipWithPrefix], mac),
-    });
-    // Strict reverse-path filtering, as many distributions set it: every path here must pass it.
-    await c.node.exec("sysctl", [
-      "-q",
-      "-w",
-      "net.ipv4.conf.all.rp_filter=1",
-      "net.ipv4.conf.default.rp_filter=1",
-    ]);
+    }));
     // The external host sends externalIP and LB IP traffic to the node, as a router or an announcer would.
     for (const vip of [EXTERNAL_IP, LB_IP, FW_EXT_IP, FW_POD_IP, FW_NODE_IP])
       await c.node.execIn(c.ext.path, "ip", ["route", "add", vip, "via", NODE_IP]);
