@@ -72,7 +72,7 @@ async function podServers(netns: string): Promise<ChildProcess> {
     const net = require("net"), dgram = require("dgram");
     let up = 0; const ready = () => { if (++up === 4) console.log("up"); };
     for (const p of [8080, 8081, 8082])
-      net.createServer((s) => s.end(p + " " + s.remoteAddress + "\\n")).listen(p, ${JSON.stringify(POD_IP)}, ready);
+      net.createServer((s) => s.on("error", () => {}).end(p + " " + s.remoteAddress + "\\n")).listen(p, ${JSON.stringify(POD_IP)}, ready);
     const u = dgram.createSocket("udp4");
     u.on("message", (_m, r) => u.send("8083 " + r.address + "\\n", r.port, r.address));
     u.bind(8083, ${JSON.stringify(POD_IP)}, ready);`;

@@ -141,7 +141,7 @@ async function identityServer(
   host: string,
   listenPort: number,
 ): Promise<ChildProcess> {
-  const js = `require("net").createServer((s) => s.end(${JSON.stringify(name)} + " " + s.remoteAddress + "\\n")).listen(${listenPort}, ${JSON.stringify(host)}, () => console.log("up"))`;
+  const js = `require("net").createServer((s) => s.on("error", () => {}).end(${JSON.stringify(name)} + " " + s.remoteAddress + "\\n")).listen(${listenPort}, ${JSON.stringify(host)}, () => console.log("up"))`;
   const child = spawn("nsenter", [`--net=${netns}`, "--", process.execPath, "-e", js], {
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -149,11 +149,20 @@ async function identityServer(
     child.once("exit", (code) => reject(new Error(`identity server ${name} exited with ${code}`)));
     child.stdout?.once("data", () => resolve());
   });
+  // A server that died later fails the next dial by name instead of showing up as "Connection refused".
+  child.once("exit", (code, signal) => {
+    if (!stopping) serversDied.push(`${name} (code ${code}, signal ${signal})`);
+  });
   return child;
 }
 
+/** Identity servers that exited while the tests ran (a client's reset must never end one). */
+const serversDied: string[] = [];
+let stopping = false;
+
 /** One TCP connection; "<name> <peer>" of whoever answered, or the client's failure. */
 async function dial(from: string, host: string, p: number): Promise<Exec & { who?: string; peer?: string }> {
+  assert.deepEqual(serversDied, [], "an identity server exited");
   const r = await execIn(from, "nc", ["-v", "-N", "-w", "5", host, String(p)]);
   const [who, peer] = r.stdout.trim().split(" ");
   return { ...r, ...(who ? { who } : {}), ...(peer ? { peer } : {}) };
@@ -194,6 +203,7 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
   });
   let cleanupPolicy: (() => Promise<void>) | undefined;
   after(async () => {
+    stopping = true;
     await cleanupPolicy?.();
     for (const fn of cleanups.reverse()) await fn();
   });

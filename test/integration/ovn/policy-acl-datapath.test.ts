@@ -72,7 +72,7 @@ async function newPod(name: string): Promise<Pod> {
     .findOne((r) => r.addresses.some((a) => a.endsWith(` ${ip}`)));
   assert.ok(lsp, `no LSP for ${name}`);
   const js = `const n=require("net"),d=require("dgram"),name=${JSON.stringify(name)};
-for (const p of ${JSON.stringify(TCP_PORTS)}) n.createServer((s)=>s.end(name+" "+s.remoteAddress+"\\n")).listen(p, "0.0.0.0");
+for (const p of ${JSON.stringify(TCP_PORTS)}) n.createServer((s)=>s.on("error",()=>{}).end(name+" "+s.remoteAddress+"\\n")).listen(p, "0.0.0.0");
 for (const p of ${JSON.stringify(UDP_PORTS)}) { const u=d.createSocket("udp4"); u.on("message",(m,r)=>u.send(name+" "+r.address+"\\n",r.port,r.address)); u.bind(p); }
 setTimeout(()=>console.log("up"),200);`;
   const child: ChildProcess = spawn("nsenter", [`--net=${netns}`, "--", process.execPath, "-e", js], {
