@@ -14,6 +14,7 @@ import {
   ConfigError,
   loadControllerConfig,
 } from "../../../src/config/controller-config.ts";
+import { NODE_FLAGS } from "../../../src/runtime-flags.ts";
 import { repoRoot } from "../../../src/sandbox/repo.ts";
 import { helmTemplate, objectsOf } from "../../rig/chart-tools.ts";
 
@@ -80,6 +81,8 @@ describe("the chart's environment for the programs", () => {
       assert.equal(config.ovn.nbdbAddress, "tcp:10.96.0.20:6641");
       assert.equal(config.controller.identity, "zstack-ovnkube-controller-abc");
       assert.equal(config.controller.leaderElect, true);
+      // The image's executable runs with the V8 flags the sandbox and the benchmarks give the controller.
+      assert.equal(env.NODE_OPTIONS, NODE_FLAGS.join(" "));
     });
 
     it(`the node agent accepts it (${mode ?? "defaults"})`, async () => {
@@ -94,6 +97,7 @@ describe("the chart's environment for the programs", () => {
       assert.equal(cfg.sbdbAddress, "tcp:10.96.0.21:6642");
       assert.equal(cfg.cniBinDir, "/host/opt/cni/bin");
       assert.equal(cfg.healthPort, 10665);
+      assert.equal(env.NODE_OPTIONS, NODE_FLAGS.join(" "));
     });
   }
 
