@@ -280,5 +280,7 @@ test("NodePods.waitFor, abandoned, rejects with the signal's reason, and times o
   const waiting = pods.waitFor("ns", "p", undefined, 60_000, ac.signal);
   ac.abort(reason);
   await assert.rejects(waiting, (e) => e === reason);
+  // Abandoned before the wait began: rejected at once, not after the 60 s timeout.
+  await assert.rejects(pods.waitFor("ns", "p", undefined, 60_000, ac.signal), (e) => e === reason);
   await assert.rejects(pods.waitFor("ns", "p", undefined, 10), TimedOutError);
 });

@@ -155,6 +155,8 @@ export class NodePods {
   ): Promise<PodNetworkInfo> {
     const now = this.current(namespace, name, uid);
     if (now) return Promise.resolve(now);
+    // Abandoned before the wait began: no abort event will come (without this, the whole timeout was waited).
+    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error("the CNI request was abandoned"));
     const key = `${namespace}/${name}`;
     return new Promise((resolve, reject) => {
       let set = this.waiters.get(key);

@@ -843,6 +843,8 @@ export class OvsdbClient<T extends TableMap = TableMap> extends EventEmitter<Cli
     const tc = this.cache.table(table);
     const now = tc.findOne(pred);
     if (now) return Promise.resolve(now);
+    // An abort before the wait began fires no event any more: without this the wait ran its whole timeout.
+    if (opts.signal?.aborted) return Promise.reject(opts.signal.reason ?? new OvsdbError("aborted"));
     return new Promise((resolve, reject) => {
       const finish = (err: Error | undefined, row?: T[K]) => {
         clearTimeout(timer);

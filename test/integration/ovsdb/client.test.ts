@@ -141,6 +141,33 @@ describe("OVSDB client against a real ovsdb-server (NB)", () => {
     assert.deepEqual(errors, ["ovsdb cache subscriber failed"]);
   });
 
+  test("waitForRow: an abort before the wait, or during it, rejects at once with the abort's reason; a row that appears resolves", async (t) => {
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    const absent = (r: { name: string }) => r.name === "never";
+    // Aborted before the wait began (the CNI runtime gave up during an earlier step): no abort event follows.
+    const early = new AbortController();
+    const reason = new Error("the runtime went away");
+    early.abort(reason);
+    const started = performance.now();
+    await assert.rejects(
+      c.waitForRow("Logical_Switch", absent, { timeoutMs: 60_000, signal: early.signal }),
+      (e: unknown) => e === reason,
+    );
+    t.diagnostic(`rejected after ${(performance.now() - started).toFixed(1)} ms (the timeout was 60 s)`);
+    const late = new AbortController();
+    const waiting = c.waitForRow("Logical_Switch", absent, { timeoutMs: 60_000, signal: late.signal });
+    late.abort(reason);
+    await assert.rejects(waiting, (e: unknown) => e === reason);
+    const appears = c.waitForRow("Logical_Switch", (r) => r.name === "appears", { timeoutMs: 60_000 });
+    await c.transact((txn) => {
+      txn.insert("Logical_Switch", { name: "appears" });
+    });
+    assert.equal((await appears).name, "appears");
+  });
+
   test("a guarded insert committed twice applies once; the second resolves as alreadyApplied", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
     const c = new OvsdbClient<NbTables>({ remotes: srv.unix, model: nbModel });
