@@ -29,7 +29,10 @@ function pod(name: string, node: string): object {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name, namespace: NS },
-    spec: { nodeName: node, containers: [{ name: "server", image: "zstack-ovn/podserver" }] },
+    spec: {
+      nodeName: node,
+      containers: [{ name: "server", image: "zstack-ovn/podserver", args: ["--tcp", String(POD_PORT)] }],
+    },
   };
 }
 
