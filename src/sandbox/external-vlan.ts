@@ -116,4 +116,15 @@ export async function ensureExternalVlan(layout: Layout, topo: Topology, state: 
     "tx",
     "off",
   ]);
+  // The trunk is OVS's: the host's own stack must not answer on it (ARP for its eth0 addresses would otherwise
+  // be answered twice, once with the trunk's MAC). Per-netns settings, written inside the external host's netns.
+  await run("nsenter", [
+    `--net=${netnsPath(topo.external.netns)}`,
+    "--",
+    "sysctl",
+    "-q",
+    "-w",
+    `net.ipv4.conf.${EXT_TRUNK_IF}.arp_ignore=8`,
+    `net.ipv6.conf.${EXT_TRUNK_IF}.disable_ipv6=1`,
+  ]);
 }
