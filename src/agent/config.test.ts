@@ -32,6 +32,19 @@ describe("node agent configuration", () => {
     assert.deepEqual(defaults.clusterCIDRs.map(formatCidr), ["10.244.0.0/16"]);
   });
 
+  test("bridge mappings become typed provider bridges; a bad entry is refused naming the variable", () => {
+    const cfg = loadNodeConfig({ ...BASE, ZSTACK_BRIDGE_MAPPINGS: "physnet1:br-phy, physnet2:br-p2:eth1" });
+    assert.deepEqual(cfg.providers, [
+      { provider: "physnet1", bridge: "br-phy" },
+      { provider: "physnet2", bridge: "br-p2", uplink: "eth1" },
+    ]);
+    assert.deepEqual(loadNodeConfig(BASE).providers, []);
+    assert.match(
+      problemOf({ ZSTACK_BRIDGE_MAPPINGS: "physnet1:br-int" }),
+      /node\.bridgeMappings \(ZSTACK_BRIDGE_MAPPINGS, --bridge-mappings\) entry 1 "physnet1:br-int": br-int is OVN's integration bridge/,
+    );
+  });
+
   test("a bad CIDR is refused with the variable named and what is wrong", () => {
     for (const [k, v, why] of [
       ["ZSTACK_CLUSTER_CIDR", "10.244.0.0/16 via 1.2.3.4", /ZSTACK_CLUSTER_CIDR.*prefix length/],

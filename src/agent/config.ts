@@ -15,6 +15,7 @@ import {
   settingsHelp,
 } from "../config/loader.ts";
 import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { BridgeMappingError, type ProviderBridge, parseBridgeMappings } from "../node/provider-bridges.ts";
 
 export { ConfigError as NodeConfigError } from "../config/loader.ts";
 
@@ -28,6 +29,8 @@ export interface NodeAgentConfig {
   encapIp: string;
   /** system (kernel datapath) or netdev (userspace/DPDK). */
   datapathType: "system" | "netdev";
+  /** Provider networks: the bridge (and uplink) of each; empty: none, ovn-bridge-mappings left alone. */
+  providers: ProviderBridge[];
   clusterCIDRs: Cidr[];
   serviceCIDRs: Cidr[];
   joinCIDR: Cidr;
@@ -82,6 +85,14 @@ export const NODE_SETTINGS: readonly Setting[] = [
     kind: { type: "enum", values: ["system", "netdev"] },
     default: "system",
     doc: "system (kernel datapath) or netdev (userspace/DPDK; pod TX checksum offload off).",
+  },
+  {
+    key: "node.bridgeMappings",
+    env: "ZSTACK_BRIDGE_MAPPINGS",
+    flag: "bridge-mappings",
+    kind: { type: "string" },
+    default: "",
+    doc: "Provider networks of this node, provider:bridge[:uplink],... (ovn-bridge-mappings); with an uplink the agent creates the bridge. Empty: none, and ovn-bridge-mappings is left alone.",
   },
   {
     key: "node.ovsDb",
@@ -148,6 +159,7 @@ interface Values {
     name?: string;
     encapIp: string;
     datapathType: "system" | "netdev";
+    bridgeMappings: string;
     ovsDb: string;
     healthPort: number;
   };
@@ -180,6 +192,12 @@ export function loadNodeConfig(
       problems.push(
         `${name("gateway.mode")}=shared is not supported yet: pod egress goes through the node's kernel; set it to local`,
       );
+    try {
+      parseBridgeMappings(v.node.bridgeMappings, name("node.bridgeMappings"));
+    } catch (e) {
+      if (!(e instanceof BridgeMappingError)) throw e;
+      problems.push(...e.problems);
+    }
     if (v.network.joinCIDR.includes(","))
       problems.push(`${name("network.joinCIDR")}="${v.network.joinCIDR}": the join network is one IPv4 CIDR`);
   }
@@ -191,6 +209,7 @@ export function loadNodeConfig(
     tunnel: v.tunnel.type,
     encapIp: v.node.encapIp,
     datapathType: v.node.datapathType,
+    providers: parseBridgeMappings(v.node.bridgeMappings),
     clusterCIDRs: prefixes(v.network.clusterCIDR),
     serviceCIDRs: prefixes(v.network.serviceCIDR),
     joinCIDR: prefixes(v.network.joinCIDR)[0] as Cidr,

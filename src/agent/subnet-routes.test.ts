@@ -55,6 +55,13 @@ describe("Subnet routes through the management port", () => {
     );
   });
 
+  test("a provider network Subnet gets no route through the management port: its pods are on the underlay", () => {
+    const vlan = subnet("vlan", "172.30.100.0/24", "True");
+    vlan.spec = { ...vlan.spec, vlanID: 100, provider: "physnet1" };
+    assert.deepEqual(routed([vlan, subnet("blue", "10.250.0.0/24", "True")]), ["10.250.0.0/24"]);
+    assert.notEqual(routeInputs(vlan), routeInputs(subnet("vlan", "172.30.100.0/24", "True")));
+  });
+
   test("a hostile CIDR never becomes a route, even when marked Ready, and the reason names it", () => {
     const cases: [string, RegExp][] = [
       ["0.0.0.0/0", /wider than \/8/],

@@ -102,6 +102,9 @@ export function planSubnetRoutes(subnets: readonly Subnet[], guard: RouteGuard):
   const candidates: { subnet: string; cidr: Cidr }[] = [];
   for (const s of subnets) {
     if (!isAccepted(s)) continue;
+    // A provider network subnet is not behind the cluster router: its pods are on the underlay, reached through
+    // the underlay's router like any outside address; a route into the management port would lose them.
+    if (typeof s.spec?.provider === "string" && s.spec.provider !== "") continue;
     const name = s.metadata.name;
     const problem = (cidr: Cidr): string | undefined =>
       routeProblem(cidr, guard, `${familyName(cidr.family)} Subnet`, {
@@ -159,7 +162,7 @@ export function mgmtRouteCidrs(base: readonly Cidr[], subnets: readonly Cidr[]):
 
 /** What of a Subnet its routes depend on; an event that leaves it unchanged (status usage, say) changes nothing. */
 export function routeInputs(s: Subnet): string {
-  return JSON.stringify([s.metadata.name, s.spec?.cidr, isAccepted(s)]);
+  return JSON.stringify([s.metadata.name, s.spec?.cidr, s.spec?.provider ?? "", isAccepted(s)]);
 }
 
 function slim(o: KubeObject): Subnet {
@@ -169,7 +172,11 @@ function slim(o: KubeObject): Subnet {
       name: s.metadata.name,
       ...(s.metadata.generation === undefined ? {} : { generation: s.metadata.generation }),
     },
-    spec: { cidr: s.spec?.cidr, gateway: s.spec?.gateway } as Subnet["spec"],
+    spec: {
+      cidr: s.spec?.cidr,
+      gateway: s.spec?.gateway,
+      ...(typeof s.spec?.provider === "string" ? { provider: s.spec.provider } : {}),
+    } as Subnet["spec"],
     ...(s.status?.conditions ? { status: { conditions: s.status.conditions } } : {}),
   };
 }

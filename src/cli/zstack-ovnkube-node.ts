@@ -27,6 +27,7 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
+import { bridgeMappingsValue } from "../node/provider-bridges.ts";
 import { enableForwarding } from "../node/snat.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
@@ -110,7 +111,9 @@ async function main(): Promise<number> {
       systemId: cfg.nodeName,
       bridgeDatapathType: cfg.datapathType,
       hostname: cfg.nodeName,
+      ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
     },
+    providers: cfg.providers,
     ...(cfg.gatewayMode === "local"
       ? {
           egress: {

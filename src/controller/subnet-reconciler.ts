@@ -1,5 +1,5 @@
 // Subnets: judges every Subnet against the cluster (overlaps, external switches, datapaths), writes its switch
-// and router port and the cluster's inside address set, loads its address allocator, keeps its finalizer
+// and router port (or, for a provider network, its localnet port) and the cluster's inside address set, loads its address allocator, keeps its finalizer
 // while ports use it, and reports all of that in its status.
 
 import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
@@ -152,15 +152,17 @@ export class SubnetReconciler implements Reconciler {
   }
 
   /**
-   * The CIDRs of the Subnets accepted now whose switches are ours, on the cluster router; a Subnet being
-   * deleted counts until its last port is gone.
+   * The CIDRs of the Subnets accepted now whose switches are ours and on the cluster router (not provider
+   * networks); a Subnet being deleted counts until its last port is gone.
    */
   acceptedCidrs(): string[] {
     const cidrs: string[] = [];
     for (const s of this.subnets.list()) {
       const name = s.metadata.name;
       if (s.metadata.deletionTimestamp && this.subnetHolders(name).length === 0) continue;
-      if (this.ctx.verdicts.get(name)?.definition && !s.spec.externalLogicalSwitch)
+      const def = this.ctx.verdicts.get(name)?.definition;
+      // A provider network subnet is not on the cluster router: its addresses are outside, reached through a node.
+      if (def && !def.provider && !s.spec.externalLogicalSwitch)
         cidrs.push(...s.spec.cidr.split(",").map((c) => c.trim()));
     }
     return cidrs;
@@ -192,6 +194,9 @@ export class SubnetReconciler implements Reconciler {
               name,
               cidrs: subnet.spec.cidr.split(",").map((c) => c.trim()),
               gateways: subnet.spec.gateway.split(",").map((g) => g.trim()),
+              ...(v.definition.provider
+                ? { provider: { name: v.definition.provider, vlanID: v.definition.vlanID } }
+                : {}),
             },
             lbGroup,
           )

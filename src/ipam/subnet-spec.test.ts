@@ -145,3 +145,41 @@ test("the gateway's syntax is still checked when cidr is broken", () => {
     'spec.gateway: "10.0.0.300" is not an IPv4 address: octet 300 is above 255',
   ]);
 });
+
+test("provider alone is a flat provider network; with vlanID a tagged one", () => {
+  const flat = parseSubnetSpec({ cidr: "172.30.0.0/24", gateway: "172.30.0.1", provider: "physnet1" });
+  assert.ok(flat.ok);
+  assert.equal(flat.subnet.provider, "physnet1");
+  assert.equal(flat.subnet.vlanID, undefined);
+  const overlay = parseSubnetSpec({ cidr: "10.244.0.0/16", gateway: "10.244.0.1", provider: "" });
+  assert.ok(overlay.ok && overlay.subnet.provider === undefined, "an empty provider is an overlay subnet");
+});
+
+test("vlanID without provider, a bad provider name, and provider with externalLogicalSwitch name the field and the fix", () => {
+  assert.deepEqual(problems({ cidr: "172.30.0.0/24", gateway: "172.30.0.1", vlanID: 100 }), [
+    "spec.provider: is required with spec.vlanID: name the provider network that carries the VLAN (each node maps it to a bridge with ovn-bridge-mappings), or remove vlanID for an overlay subnet",
+  ]);
+  for (const bad of ["phys:net", "a,b", "-x", "x-", "with space", "x".repeat(65), "ünï"]) {
+    const p = problems({ cidr: "172.30.0.0/24", gateway: "172.30.0.1", vlanID: 100, provider: bad });
+    assert.equal(p.length, 1, `${bad}: ${p.join("; ")}`);
+    assert.match(p[0] as string, /^spec\.provider: /);
+  }
+  assert.deepEqual(problems({ cidr: "172.30.0.0/24", gateway: "172.30.0.1", provider: 7 }), [
+    'spec.provider: 7 must be a string naming a provider network, e.g. "physnet1"',
+  ]);
+  assert.deepEqual(
+    problems({
+      cidr: "172.30.0.0/24",
+      gateway: "172.30.0.1",
+      provider: "physnet1",
+      externalLogicalSwitch: "zstack-l3",
+    }),
+    [
+      "spec.provider: cannot be combined with spec.externalLogicalSwitch: an external switch brings its own localnet port; remove provider and vlanID",
+    ],
+  );
+  for (const good of ["physnet1", "provider-net1", "p", "a.b_c-1", "x".repeat(64)]) {
+    const r = parseSubnetSpec({ cidr: "172.30.0.0/24", gateway: "172.30.0.1", vlanID: 7, provider: good });
+    assert.ok(r.ok && r.subnet.provider === good, good);
+  }
+});

@@ -27,7 +27,28 @@ export interface SubnetDefinition {
   /** The gateway of each CIDR, in the same order as `cidrs`. */
   readonly gateways: readonly IpAddress[];
   readonly excluded: readonly ExcludedRange[];
+  /** The VLAN of a provider network subnet; absent for a flat (untagged) provider network or an overlay. */
   readonly vlanID?: number;
+  /**
+   * The provider network (OVN localnet `network_name`) the subnet's switch is bridged to; absent for an overlay
+   * subnet. Each node maps it to a bridge with `ovn-bridge-mappings`.
+   */
+  readonly provider?: string;
+}
+
+/**
+ * A provider name becomes a localnet port's `network_name` and a key of `ovn-bridge-mappings`
+ * ("provider:bridge,..."), so ":" and "," are excluded, and so is anything a shell or log would mangle.
+ */
+export const PROVIDER_NAME_RE = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,62}[A-Za-z0-9])?$/;
+
+/** Why `text` cannot be a provider network name, or undefined when it can. */
+export function providerNameProblem(text: string): string | undefined {
+  if (text.length > 64)
+    return `${JSON.stringify(text.slice(0, 20))}... is ${text.length} characters; use at most 64`;
+  if (!PROVIDER_NAME_RE.test(text))
+    return `${JSON.stringify(text)} is not a provider network name; use letters, digits, "-", "_" and "." (no ":" or ","), starting and ending with a letter or digit, e.g. "physnet1"`;
+  return undefined;
 }
 
 export type SubnetSpecResult =
@@ -43,7 +64,8 @@ export function validateSubnetSpec(spec: unknown, path = "spec"): FieldProblem[]
 /**
  * Checks one Subnet spec and, when it is valid, returns it parsed. Fields: cidr (required; "v4,v6" for
  * Dual, either order), gateway (required; one per family), excludeIPs (addresses or ranges `a-b`/`a..b`),
- * protocol (IPv4 | IPv6 | Dual; inferred from cidr when absent), vlanID (1-4094, optional).
+ * protocol (IPv4 | IPv6 | Dual; inferred from cidr when absent), vlanID (1-4094, optional; needs provider),
+ * provider (a provider network name, optional: alone it is a flat, untagged provider network).
  */
 export function parseSubnetSpec(spec: unknown, path = "spec"): SubnetSpecResult {
   const problems: FieldProblem[] = [];
@@ -150,6 +172,35 @@ export function parseSubnetSpec(spec: unknown, path = "spec"): SubnetSpecResult 
     }
   }
 
+  let provider: string | undefined;
+  if (s.provider !== undefined && s.provider !== null && s.provider !== "") {
+    const v = s.provider;
+    if (typeof v !== "string") {
+      problem(
+        f("provider"),
+        `${JSON.stringify(v)} must be a string naming a provider network, e.g. "physnet1"`,
+      );
+    } else {
+      const why = providerNameProblem(v);
+      if (why) problem(f("provider"), why);
+      else provider = v;
+    }
+  }
+  // Only a valid vlanID asks for a provider: a bad one already has its message.
+  if (vlanID !== undefined && (s.provider === undefined || s.provider === null || s.provider === "")) {
+    problem(
+      f("provider"),
+      "is required with spec.vlanID: name the provider network that carries the VLAN (each node maps it to a bridge with ovn-bridge-mappings), or remove vlanID for an overlay subnet",
+    );
+  }
+  const hasProvider = s.provider !== undefined && s.provider !== null && s.provider !== "";
+  if (hasProvider && typeof s.externalLogicalSwitch === "string" && s.externalLogicalSwitch !== "") {
+    problem(
+      f("provider"),
+      "cannot be combined with spec.externalLogicalSwitch: an external switch brings its own localnet port; remove provider and vlanID",
+    );
+  }
+
   if (problems.length > 0 || !cidrs || !gateways || !effective) return { ok: false, problems };
   const subnet: SubnetDefinition = {
     protocol: effective,
@@ -157,6 +208,7 @@ export function parseSubnetSpec(spec: unknown, path = "spec"): SubnetSpecResult 
     gateways,
     excluded,
     ...(vlanID === undefined ? {} : { vlanID }),
+    ...(provider === undefined ? {} : { provider }),
   };
   return { ok: true, subnet };
 }

@@ -1,7 +1,8 @@
 // ovn-controller's settings: the keys in the Open_vSwitch root row's external_ids that tell it where the
 // southbound database is, how to reach this chassis (encap type and IP), its name, and which datapath type
-// to give br-int. The agent owns exactly these keys; every other key (hostname set by the packaging,
-// ovn-bridge-mappings set by an admin, ovn-controller's own) is left as it is.
+// to give br-int, and, when provider networks are configured, which bridge carries each (ovn-bridge-mappings).
+// The agent owns exactly these keys; every other key (hostname set by the packaging, ovn-bridge-mappings set by
+// an admin when the agent has none configured, ovn-controller's own) is left as it is.
 
 import type { EncapType } from "./mtu.ts";
 import type { DatapathType } from "./ovs-bridge.ts";
@@ -18,6 +19,11 @@ export interface ChassisConfig {
   bridgeDatapathType: DatapathType;
   /** Written only when given. */
   hostname?: string;
+  /**
+   * ovn-bridge-mappings ("provider:bridge,..."); written only when given, so a mapping an admin (or ZStack's
+   * agent) set stays theirs when the agent has no provider networks configured.
+   */
+  bridgeMappings?: string;
 }
 
 /** The external_ids keys the agent owns, with their desired values. */
@@ -30,6 +36,7 @@ export function chassisExternalIds(c: ChassisConfig): Record<string, string> {
     "ovn-bridge-datapath-type": c.bridgeDatapathType,
   };
   if (c.hostname !== undefined) ids.hostname = c.hostname;
+  if (c.bridgeMappings !== undefined) ids["ovn-bridge-mappings"] = c.bridgeMappings;
   return ids;
 }
 

@@ -17,6 +17,7 @@ import {
   waitMgmtDevice,
 } from "./mgmt-port.ts";
 import { type BridgeSpec, ensureBridge } from "./ovs-bridge.ts";
+import { ensureProviderBridges, type ProviderBridge } from "./provider-bridges.ts";
 import { applyEgressSnat, type EgressSnatSpec, enableForwarding, snatRuleset } from "./snat.ts";
 import { changedKeys, rootRow, type VswitchClient } from "./vswitch-db.ts";
 
@@ -29,6 +30,11 @@ export interface NodeSetupConfig {
   client: VswitchClient;
   bridge: BridgeSpec;
   chassis: ChassisConfig;
+  /**
+   * Provider network bridges (node.bridgeMappings); their mapping goes into chassis.bridgeMappings. Absent or
+   * empty: none, and bridges the agent once created for providers are removed.
+   */
+  providers?: readonly ProviderBridge[];
   /** Absent until the controller has annotated the node. */
   mgmt?: MgmtPortSpec;
   /** Present in gateway mode "local". */
@@ -44,6 +50,8 @@ export interface NodeSetupConfig {
 
 export interface ReconcileReport {
   bridge: string[];
+  /** Provider bridges created, uplinks added, bridges removed. */
+  providers: string[];
   chassis: string[];
   mgmt: string[];
   /** True when the nftables table and forwarding were (re)applied. */
@@ -76,7 +84,9 @@ export class NodeSetup {
   }
 
   /** Changes the desired state (e.g. the management port annotation appeared) and schedules a pass. */
-  update(patch: Partial<Pick<NodeSetupConfig, "chassis" | "mgmt" | "egress" | "bridge">>): void {
+  update(
+    patch: Partial<Pick<NodeSetupConfig, "chassis" | "mgmt" | "egress" | "bridge" | "providers">>,
+  ): void {
     this.cfg = { ...this.cfg, ...patch };
     this.schedule(0);
   }
@@ -107,6 +117,11 @@ export class NodeSetup {
     const { client } = this.cfg;
     const host = this.cfg.hostNetns ? { netns: this.cfg.hostNetns } : {};
     const bridge = await ensureBridge(client, this.cfg.bridge);
+    const prov = await ensureProviderBridges(client, this.cfg.providers ?? [], this.cfg.bridge.datapathType);
+    // A provider whose bridge cannot be made still gets its mapping: ovn-controller picks it up once the bridge
+    // exists, and the problem is logged on every pass until then.
+    for (const p of prov.problems) this.log.warn({ problem: p }, "provider network bridge");
+    const providers = prov.changes;
     const chassis = await ensureChassisConfig(client, this.cfg.chassis);
     const mgmt: string[] = [];
     if (this.cfg.mgmt) {
@@ -138,8 +153,8 @@ export class NodeSetup {
         egress = true;
       }
     }
-    const report = { bridge, chassis, mgmt, egress, ms: performance.now() - start };
-    if (bridge.length + chassis.length + mgmt.length > 0 || egress)
+    const report = { bridge, providers, chassis, mgmt, egress, ms: performance.now() - start };
+    if (bridge.length + providers.length + chassis.length + mgmt.length > 0 || egress)
       this.log.info(report, "node setup changed");
     return report;
   }
@@ -161,6 +176,10 @@ export class NodeSetup {
       if (
         events.some((e) => rowOf(e).name === this.cfg.bridge.name && (e.kind === "delete" || drifted(e.row)))
       )
+        this.schedule(50);
+      // A provider bridge removed (or created by an admin) changes what the next pass does.
+      const providerBridges = new Set((this.cfg.providers ?? []).map((p) => p.bridge));
+      if (events.some((e) => e.kind !== "update" && providerBridges.has(rowOf(e).name as string)))
         this.schedule(50);
     };
     const onInterface = (events: readonly RowEvent[]) => {

@@ -40,6 +40,7 @@ export type Kind =
   | "subnet-switch"
   | "router-port"
   | "switch-router-port"
+  | "localnet-port"
   | "mgmt-port"
   | "mgmt-source-guard"
   | "pod-port"

@@ -51,6 +51,11 @@ export interface SubnetTopology {
   readonly cidrs: readonly string[];
   /** The gateway address per CIDR, same order. */
   readonly gateways: readonly string[];
+  /**
+   * A provider network subnet: its switch gets a localnet port to this provider network (tagged with the VLAN
+   * when given) instead of a port on the cluster router; the gateway is the underlay's router.
+   */
+  readonly provider?: { readonly name: string; readonly vlanID?: number | undefined } | undefined;
 }
 
 export interface NodeTopology {
@@ -73,6 +78,9 @@ export function subnetRouterPortName(subnet: string): string {
 }
 export function subnetSwitchPortName(subnet: string): string {
   return `zovn-stor-${subnet}`;
+}
+export function subnetLocalnetPortName(subnet: string): string {
+  return `zovn-ln-${subnet}`;
 }
 export function mgmtPortName(node: string): string {
   return `zovn-mgmt-${node}`;
@@ -205,6 +213,10 @@ export const CLUSTER_LB_GROUP = "zovn-cluster-lbs";
 /**
  * A subnet's switch attached to the cluster router at the subnet gateway(s). With `lbGroup` (the UUID of
  * CLUSTER_LB_GROUP) the switch is made to refer to the group, also a switch made before the group existed.
+ *
+ * A provider network subnet is not attached to the cluster router: its gateway address belongs to the
+ * underlay's router, which a router port of ours holding the same address would shadow on the VLAN. Its switch
+ * gets a localnet port instead, and its pods' traffic leaves through each node's provider bridge, unSNATed.
  */
 export function subnetRows(s: SubnetTopology, lbGroup?: string): DesiredRow[] {
   const ls = subnetSwitchName(s.name);
@@ -215,17 +227,38 @@ export function subnetRows(s: SubnetTopology, lbGroup?: string): DesiredRow[] {
   const v6 = s.cidrs.find((c) => isV6(c));
   if (v4) otherConfig.subnet = v4;
   if (v6) otherConfig.ipv6_prefix = v6.slice(0, v6.indexOf("/"));
-  return [
-    {
-      table: "Logical_Switch",
-      id: `subnet/${s.name}`,
-      row: {
-        name: ls,
-        other_config: otherConfig,
-        external_ids: ownedIds("subnet-switch", `subnet/${s.name}`, tag),
-      },
-      ...(lbGroup ? { links: [{ column: "load_balancer_group", uuid: lbGroup }] } : {}),
+  const sw: DesiredRow = {
+    table: "Logical_Switch",
+    id: `subnet/${s.name}`,
+    row: {
+      name: ls,
+      other_config: otherConfig,
+      external_ids: ownedIds("subnet-switch", `subnet/${s.name}`, tag),
     },
+    ...(lbGroup ? { links: [{ column: "load_balancer_group", uuid: lbGroup }] } : {}),
+  };
+  if (s.provider) {
+    return [
+      sw,
+      {
+        table: "Logical_Switch_Port",
+        id: `subnet/${s.name}/localnet`,
+        row: {
+          name: subnetLocalnetPortName(s.name),
+          type: "localnet",
+          // Frames from the physical network carry any MAC (the underlay router's, hosts'): all are let in.
+          addresses: ["unknown"],
+          options: { network_name: s.provider.name },
+          // ovn-controller tags what leaves through the provider bridge with it, and takes only that VLAN in.
+          tag: s.provider.vlanID === undefined ? [] : [s.provider.vlanID],
+          external_ids: ownedIds("localnet-port", `subnet/${s.name}/localnet`, tag),
+        },
+        parent: { table: "Logical_Switch", id: `subnet/${s.name}`, column: "ports" },
+      },
+    ];
+  }
+  return [
+    sw,
     {
       table: "Logical_Router_Port",
       id: `subnet/${s.name}/rtos`,
@@ -333,6 +366,7 @@ const TOPOLOGY_KINDS = new Set([
   "subnet-switch",
   "router-port",
   "switch-router-port",
+  "localnet-port",
   "mgmt-port",
   "mgmt-source-guard",
   "node-pods",
@@ -385,7 +419,7 @@ export function desiredTopology(
   return [
     ...coreRows(
       net,
-      subnets.flatMap((s) => s.cidrs),
+      subnets.filter((s) => !s.provider).flatMap((s) => s.cidrs),
     ),
     ...subnets.flatMap((s) => subnetRows(s)),
     ...nodes.flatMap((n) => nodeRows(n)),

@@ -2,7 +2,7 @@
 // table. They belong to zstack-ovnkube-node (which also owns br-int); without it the sandbox writes them so
 // that the chassis register.
 
-import { centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+import { centralRemote, type Host, SANDBOX_PROVIDER, SB_PORT, type Topology } from "./topology.ts";
 
 export function chassisExternalIds(topo: Topology, node: Host): Record<string, string> {
   return {
@@ -13,6 +13,8 @@ export function chassisExternalIds(topo: Topology, node: Host): Record<string, s
     hostname: node.name,
     // Without the OVS kernel module br-int must use the userspace datapath too.
     "ovn-bridge-datapath-type": "netdev",
+    // br-phy (sandbox/node.ts) carries the underlay and its VLAN for provider network Subnets.
+    "ovn-bridge-mappings": `${SANDBOX_PROVIDER}:br-phy`,
   };
 }
 

@@ -19,11 +19,18 @@ import { NODE_SA, writeServiceAccountKubeconfig } from "./chart-rbac.ts";
 import { run } from "./command.ts";
 import { spawnDetached } from "./daemon.ts";
 import type { Layout } from "./layout.ts";
-import { nodePlace } from "./node.ts";
+import { BR_PHY, nodePlace } from "./node.ts";
 import type { Pki } from "./pki.ts";
 import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
-import { apiserverUrl, centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+import {
+  apiserverUrl,
+  centralRemote,
+  type Host,
+  SANDBOX_PROVIDER,
+  SB_PORT,
+  type Topology,
+} from "./topology.ts";
 
 /** The plugin as the agent installs it (docs/cni.md): the Go forwarder, with the SEA shim beside it. */
 export const CNI_DIR = join(repoRoot, "dist", "cni");
@@ -116,6 +123,8 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       // No OVS kernel module here: the userspace datapath, with TX checksum offload off in pods.
       ZSTACK_DATAPATH_TYPE: "netdev",
       ZSTACK_CNI_BINARY: CNI_PLUGIN,
+      // br-phy, which holds eth0, is the provider bridge of the underlay (and its VLAN); the sandbox made it.
+      ZSTACK_BRIDGE_MAPPINGS: `${SANDBOX_PROVIDER}:${BR_PHY}`,
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });

@@ -40,6 +40,30 @@ export const SB_RAFT_PORT = 6644;
 export const UNDERLAY_BRIDGE = "br-underlay";
 /** The interface each host netns has on the underlay. */
 export const HOST_UNDERLAY_IF = "eth0";
+/**
+ * The provider network the sandbox's underlay VLAN is on: each node maps it to br-phy (which holds eth0), so a
+ * provider network Subnet's pods send VLAN-tagged frames onto the underlay.
+ */
+export const SANDBOX_PROVIDER = "physnet1";
+/**
+ * The underlay VLAN. The external host routes it at `gateway`, the address a provider network Subnet on this
+ * VLAN names as its gateway. The machine's kernel has no 802.1Q support (no VLAN devices, no bridge VLAN
+ * filtering), so the external host takes the VLAN through an OVS bridge of its own on a second underlay link.
+ */
+export const UNDERLAY_VLAN = {
+  id: 100,
+  cidr: "172.30.100.0/24",
+  gateway: "172.30.100.1",
+  prefixLen: 24,
+} as const;
+/** The external host's trunk to the underlay (all VLANs; untagged frames go nowhere on it). */
+export const EXT_TRUNK_IF = "eth1";
+/** Its name inside the underlay netns. */
+export const EXT_TRUNK_PORT = "ext-trunk";
+/** The external host's OVS bridge holding the trunk and the VLAN's access port. */
+export const EXT_VLAN_BRIDGE = "br-vlan";
+/** The external host's interface on the underlay VLAN (an OVS internal port, access VLAN UNDERLAY_VLAN.id). */
+export const EXT_VLAN_IF = `vlan${UNDERLAY_VLAN.id}`;
 export const MAX_NODES = 80;
 
 export type HostRole = "control-plane" | "node" | "external";

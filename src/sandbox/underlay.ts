@@ -1,11 +1,13 @@
 // The sandbox underlay: a Linux bridge inside its own netns, and one veth per host (control-plane host, nodes,
-// external host) with the host's end named eth0. Nothing is created in the machine's own netns: each veth is
+// external host) with the host's end named eth0, plus the external host's trunk (eth1) for the underlay VLAN. Nothing is created in the machine's own netns: each veth is
 // created directly inside the two namespaces it joins, so the machine never sees the names or addresses.
 
 import { ipBatch, run } from "./command.ts";
 import { ensureNetns, netnsPath } from "./netns.ts";
 import {
   allHosts,
+  EXT_TRUNK_IF,
+  EXT_TRUNK_PORT,
   HOST_UNDERLAY_IF,
   type Host,
   type Topology,
@@ -38,8 +40,8 @@ export function hostAddressLines(host: Host, withDefaultRoute: boolean): string[
  * The userspace datapath cannot complete checksums a kernel left to offload, so TCP and UDP from a veth with
  * TX offload on are dropped once they reach OVS. Every host end sends with full checksums.
  */
-async function disableTxOffload(netns: string): Promise<void> {
-  await run("nsenter", [`--net=${netnsPath(netns)}`, "--", "ethtool", "-K", HOST_UNDERLAY_IF, "tx", "off"]);
+async function disableTxOffload(netns: string, ifname: string = HOST_UNDERLAY_IF): Promise<void> {
+  await run("nsenter", [`--net=${netnsPath(netns)}`, "--", "ethtool", "-K", ifname, "tx", "off"]);
 }
 
 /** Creates whatever is missing of the underlay and the hosts' links; the netns names must already be recorded. */
@@ -54,18 +56,27 @@ export async function ensureUnderlay(topo: Topology): Promise<void> {
       `link add name ${h.underlayPort} netns ${topo.underlayNetns} type veth peer name ${HOST_UNDERLAY_IF} netns ${h.netns}`,
     );
   }
+  // The external host's trunk, for the underlay VLAN (external-vlan.ts puts it on an OVS bridge there).
+  if (!existing.has(EXT_TRUNK_PORT))
+    rootLines.push(
+      `link add name ${EXT_TRUNK_PORT} netns ${topo.underlayNetns} type veth peer name ${EXT_TRUNK_IF} netns ${topo.external.netns}`,
+    );
   await ipBatch(rootLines);
   const underlayLines = ["link set lo up"];
   if (!existing.has(UNDERLAY_BRIDGE))
     underlayLines.push(`link add ${UNDERLAY_BRIDGE} type bridge stp_state 0 forward_delay 0`);
   underlayLines.push(`link set ${UNDERLAY_BRIDGE} up`);
   for (const h of hosts) underlayLines.push(`link set ${h.underlayPort} master ${UNDERLAY_BRIDGE} up`);
+  underlayLines.push(`link set ${EXT_TRUNK_PORT} master ${UNDERLAY_BRIDGE} up`);
   await ipBatch(underlayLines, topo.underlayNetns);
 
   await Promise.all([
     ipBatch(hostAddressLines(topo.controlPlane, true), topo.controlPlane.netns),
-    ipBatch(hostAddressLines(topo.external, false), topo.external.netns),
+    ipBatch([...hostAddressLines(topo.external, false), `link set ${EXT_TRUNK_IF} up`], topo.external.netns),
     ...topo.nodes.map((n) => ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns)),
   ]);
-  await Promise.all(hosts.map((h) => disableTxOffload(h.netns)));
+  await Promise.all([
+    ...hosts.map((h) => disableTxOffload(h.netns)),
+    disableTxOffload(topo.external.netns, EXT_TRUNK_IF),
+  ]);
 }

@@ -10,6 +10,7 @@ import { applyChartRbac } from "./chart-rbac.ts";
 import { ensureClusterDns } from "./cluster-dns.ts";
 import { run } from "./command.ts";
 import { startApiserver, startControllers, waitApiserverReady } from "./control-plane.ts";
+import { ensureExternalVlan } from "./external-vlan.ts";
 import { writeKubeconfig } from "./kubeconfig.ts";
 import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
@@ -197,6 +198,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
   if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
   await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
+  await progress.step("underlay VLAN on the external host", () => ensureExternalVlan(layout, topo, state));
 
   const kubeconfig = adminKubeconfig(layout);
   const deadline = Date.now() + (opts.readyTimeoutMs ?? 180_000);

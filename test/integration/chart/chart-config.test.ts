@@ -101,6 +101,26 @@ describe("the chart's environment for the programs", () => {
     });
   }
 
+  it("node.bridgeMappings reaches the node agent as typed provider bridges, and a malformed one is refused by the schema", async () => {
+    const env = await containerEnv(undefined, "DaemonSet", "node", [
+      "node.bridgeMappings=physnet1:br-provider:eth1",
+    ]);
+    assert.equal(env.ZSTACK_BRIDGE_MAPPINGS, "physnet1:br-provider:eth1");
+    assert.deepEqual(loadNodeConfig(env, []).providers, [
+      { provider: "physnet1", bridge: "br-provider", uplink: "eth1" },
+    ]);
+    const defaults = await containerEnv(undefined, "DaemonSet", "node");
+    assert.equal(
+      defaults.ZSTACK_BRIDGE_MAPPINGS,
+      undefined,
+      "unset by default: ovn-bridge-mappings left alone",
+    );
+    await assert.rejects(
+      helmTemplate(undefined, ["node.bridgeMappings=physnet1:br-int x"]),
+      /bridgeMappings/,
+    );
+  });
+
   it("standalone with ovn.ssl: the controller gets ssl: remotes and the Secret's files, the node agent ssl: for ovn-controller", async () => {
     const tls = ["ovn.ssl.enabled=true", "ovn.ssl.secretName=ovn-certs"];
     const env = await containerEnv("values-standalone-ha.yaml", "Deployment", "controller", tls);

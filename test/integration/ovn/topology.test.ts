@@ -215,4 +215,47 @@ describe("OVN topology on a real NB database", () => {
       /lr_in_policy.*priority=1004.*ip4\.src == \$zovn_pods_node1_[0-9a-f]{8}_v4.*reg0 = 100\.64\.0\.2/,
     );
   });
+
+  test("ovn-northd carries a provider subnet's localnet port to SB with its network name and VLAN tag", async (t) => {
+    const nb = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
+    const sb = await useOvsdbServer(t, { schemas: [SCHEMAS.sb] });
+    const northd = spawnDaemon(
+      "ovn-northd",
+      [`--ovnnb-db=${nb.unix}`, `--ovnsb-db=${sb.unix}`, `--unixctl=${nb.dir}/northd.ctl`, "--no-chdir"],
+      { outputFile: `${nb.dir}/northd.out`, env: { ...process.env, OVN_RUNDIR: nb.dir } },
+    );
+    t.after(() => northd.terminate());
+    const c = new OvsdbClient<NbTables>({ remotes: nb.unix, model: nbModel });
+    t.after(() => c.close());
+    await c.connect();
+    const vlan: SubnetTopology = {
+      name: "vlan100",
+      cidrs: ["172.30.100.0/24"],
+      gateways: ["172.30.100.1"],
+      provider: { name: "physnet1", vlanID: 100 },
+    };
+    const s1 = await apply(c, [...SUBNETS, vlan], NODES);
+    assert.ok(s1.inserted.includes("Logical_Switch_Port/subnet/vlan100/localnet"));
+    assert.ok(!s1.inserted.some((r) => r.startsWith("Logical_Router_Port/subnet/vlan100")));
+    assert.ok((await apply(c, [...SUBNETS, vlan], NODES)).empty, "a second plan is empty");
+    let binding = "";
+    for (let i = 0; i < 50 && !/tag\s*:\s*100/.test(binding); i++) {
+      await delay(100);
+      binding = (
+        await run("ovn-sbctl", [
+          `--db=${sb.unix}`,
+          "--columns=type,tag,options",
+          "find",
+          "Port_Binding",
+          "logical_port=zovn-ln-vlan100",
+        ])
+      ).stdout;
+    }
+    assert.match(binding, /type\s*:\s*localnet/);
+    assert.match(binding, /tag\s*:\s*100/);
+    assert.match(binding, /network_name=physnet1/);
+    // Untagged (a flat provider network): the same port, its tag cleared.
+    const s3 = await apply(c, [...SUBNETS, { ...vlan, provider: { name: "physnet1" } }], NODES);
+    assert.deepEqual(s3.updated, ["Logical_Switch_Port/subnet/vlan100/localnet:tag"]);
+  });
 });
