@@ -14,8 +14,8 @@
 import { createHash } from "node:crypto";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { CONTROLLER, OWNER_KEY } from "../../src/ovn/ownership.ts";
 import { OvsdbClient } from "../../src/ovsdb/client.ts";
-import { OWNER_KEY } from "../../src/ovsdb/ownership.ts";
 import type { DatabaseDump } from "./dump-format.ts";
 import { claimDir, type Daemon, removeOwnedDir, spawnDaemon } from "./process.ts";
 import { type RaftCluster, startRaftCluster } from "./raft.ts";
@@ -406,7 +406,7 @@ export class ZStackWriter {
   }
 }
 
-/** Rows of the dump that do not carry our ownership key: ZStack's, and anything else not ours. */
+/** Rows of the dump that are not ours (owner key valued with our controller): ZStack's, and anything else. */
 export function foreignRows(dump: DatabaseDump): DatabaseDump {
   const out: DatabaseDump = {};
   for (const [table, rows] of Object.entries(dump)) {
@@ -416,7 +416,7 @@ export function foreignRows(dump: DatabaseDump): DatabaseDump {
   return out;
 }
 
-/** "Table uuid" of every row in the dump that carries our ownership key. */
+/** "Table uuid" of every row in the dump that is ours by its owner key. */
 export function ownedRows(dump: DatabaseDump): string[] {
   const out: string[] = [];
   for (const [table, rows] of Object.entries(dump))
@@ -427,7 +427,9 @@ export function ownedRows(dump: DatabaseDump): string[] {
 function carriesOwner(row: Record<string, unknown>): boolean {
   const ext = row.external_ids;
   return (
-    Array.isArray(ext) && ext[0] === "map" && (ext[1] as [string, string][]).some(([k]) => k === OWNER_KEY)
+    Array.isArray(ext) &&
+    ext[0] === "map" &&
+    (ext[1] as [string, string][]).some(([k, v]) => k === OWNER_KEY && v === CONTROLLER)
   );
 }
 
