@@ -193,88 +193,89 @@ function onlyDocumentedMutations(before: DatabaseDump, during: DatabaseDump, our
 }
 
 describe("zovn uninstall", () => {
-  test("on ZStack's NB: dry-run changes nothing; uninstall leaves ZStack's rows byte-identical and nothing of ours", async (t) => {
-    const sim = await useZStackSim(t);
-    // A row not ours that the plugin will write template variables into (ZStack's chassis' variables).
-    const [foreignVars] = await sim.writer.transact([
-      {
-        op: "insert",
-        table: "Chassis_Template_Var",
-        row: { chassis: "192.168.200.11", variables: ["map", [["zs_own", "1"]]] },
-      },
-    ]);
-    // Rows that merely look like ours: our names, our id key, another owner.
-    await sim.writer.transact([
-      { op: "insert", table: "Logical_Switch", row: { name: JOIN_SWITCH } },
-      {
-        op: "insert",
-        table: "Logical_Switch",
-        row: { name: "zovn-subnet-default", external_ids: ["map", [[ID_KEY, "subnet/default"]]] },
-      },
-      {
-        op: "insert",
-        table: "Address_Set",
-        row: { name: "zovn_lookalike", external_ids: ["map", [[OWNER_KEY, `${CONTROLLER}-not`]]] },
-      },
-    ]);
-    const before = await sim.snapshot();
-    assert.deepEqual(ownedRows(await sim.dump()), []);
+  for (const raft of [false, true])
+    test(`on ZStack's NB${raft ? " (3-member Raft cluster)" : ""}: dry-run changes nothing; uninstall leaves ZStack's rows byte-identical and nothing of ours`, async (t) => {
+      const sim = await useZStackSim(t, { raft });
+      // A row not ours that the plugin will write template variables into (ZStack's chassis' variables).
+      const [foreignVars] = await sim.writer.transact([
+        {
+          op: "insert",
+          table: "Chassis_Template_Var",
+          row: { chassis: "192.168.200.11", variables: ["map", [["zs_own", "1"]]] },
+        },
+      ]);
+      // Rows that merely look like ours: our names, our id key, another owner.
+      await sim.writer.transact([
+        { op: "insert", table: "Logical_Switch", row: { name: JOIN_SWITCH } },
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name: "zovn-subnet-default", external_ids: ["map", [[ID_KEY, "subnet/default"]]] },
+        },
+        {
+          op: "insert",
+          table: "Address_Set",
+          row: { name: "zovn_lookalike", external_ids: ["map", [[OWNER_KEY, `${CONTROLLER}-not`]]] },
+        },
+      ]);
+      const before = await sim.snapshot();
+      assert.deepEqual(ownedRows(await sim.dump()), []);
 
-    const nb = await connect(t, sim.nbRemotes);
-    await pluginWrites(nb, sim, foreignVars as string);
-    await sim.sync();
-    const during = await sim.dump();
-    const ours = new Set(ownedRows(during).map((r) => r.split(" ")[1] as string));
-    const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    assert.ok(group);
-    ours.add(group._uuid);
-    t.diagnostic(
-      `${ours.size} rows of ours, ${diffDumps(before, during).length} differences in ZStack's rows`,
-    );
-    assert.ok(ours.size >= 15);
-    assert.deepEqual(onlyDocumentedMutations(before, during, ours), []);
-    const changed = new Set(
-      diffDumps(before, during)
-        .filter((l) => !l.endsWith(": added"))
-        .map((l) => l.split(":")[0]),
-    );
-    const overlay = sim.uuid("overlay-switch");
-    const sg = sim.uuid("security-group");
-    for (const col of ["ports", "load_balancer", "load_balancer_group", "acls"])
-      assert.ok(changed.has(`Logical_Switch ${overlay} ${col}`), `ZStack's switch got our ${col}`);
-    assert.ok(changed.has(`Port_Group ${sg} acls`) && changed.has(`Port_Group ${sg} ports`));
-    assert.ok(changed.has(`Chassis_Template_Var ${foreignVars} variables`));
+      const nb = await connect(t, sim.nbRemotes);
+      await pluginWrites(nb, sim, foreignVars as string);
+      await sim.sync();
+      const during = await sim.dump();
+      const ours = new Set(ownedRows(during).map((r) => r.split(" ")[1] as string));
+      const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+      assert.ok(group);
+      ours.add(group._uuid);
+      t.diagnostic(
+        `${ours.size} rows of ours, ${diffDumps(before, during).length} differences in ZStack's rows`,
+      );
+      assert.ok(ours.size >= 15);
+      assert.deepEqual(onlyDocumentedMutations(before, during, ours), []);
+      const changed = new Set(
+        diffDumps(before, during)
+          .filter((l) => !l.endsWith(": added"))
+          .map((l) => l.split(":")[0]),
+      );
+      const overlay = sim.uuid("overlay-switch");
+      const sg = sim.uuid("security-group");
+      for (const col of ["ports", "load_balancer", "load_balancer_group", "acls"])
+        assert.ok(changed.has(`Logical_Switch ${overlay} ${col}`), `ZStack's switch got our ${col}`);
+      assert.ok(changed.has(`Port_Group ${sg} acls`) && changed.has(`Port_Group ${sg} ports`));
+      assert.ok(changed.has(`Chassis_Template_Var ${foreignVars} variables`));
 
-    // --dry-run: exactly the plan, and nothing changes.
-    const dry = await zovn("--nb", sim.nbRemotes.join(","), "--dry-run");
-    assert.equal(dry.code, 0, dry.err);
-    const expected = describePlan(planUninstall(nb.cache as never, nb.schema));
-    assert.deepEqual(dry.out.trim().split("\n").slice(0, expected.length), expected);
-    assert.match(dry.out, /dry run: nothing was changed/);
-    t.diagnostic(`dry run: ${dry.out.trim().split("\n").at(-2)}`);
-    const lines = dry.out.split("\n");
-    assert.equal(lines.filter((l) => l.startsWith("delete ")).length, ours.size);
-    assert.ok(
-      lines.some((l) => l.startsWith(`unlink  Logical_Switch ${overlay} "l3-vpc-network" ports -= `)),
-    );
-    assert.ok(lines.some((l) => l.startsWith(`unset   Chassis_Template_Var ${foreignVars}`)));
-    assert.ok(lines.some((l) => l.includes(`delete  Load_Balancer_Group ${group._uuid}`)));
-    assert.deepEqual(diffDumps(during, await sim.dump()), [], "dry-run changed nothing");
+      // --dry-run: exactly the plan, and nothing changes.
+      const dry = await zovn("--nb", sim.nbRemotes.join(","), "--dry-run");
+      assert.equal(dry.code, 0, dry.err);
+      const expected = describePlan(planUninstall(nb.cache as never, nb.schema));
+      assert.deepEqual(dry.out.trim().split("\n").slice(0, expected.length), expected);
+      assert.match(dry.out, /dry run: nothing was changed/);
+      t.diagnostic(`dry run: ${dry.out.trim().split("\n").at(-2)}`);
+      const lines = dry.out.split("\n");
+      assert.equal(lines.filter((l) => l.startsWith("delete ")).length, ours.size);
+      assert.ok(
+        lines.some((l) => l.startsWith(`unlink  Logical_Switch ${overlay} "l3-vpc-network" ports -= `)),
+      );
+      assert.ok(lines.some((l) => l.startsWith(`unset   Chassis_Template_Var ${foreignVars}`)));
+      assert.ok(lines.some((l) => l.includes(`delete  Load_Balancer_Group ${group._uuid}`)));
+      assert.deepEqual(diffDumps(during, await sim.dump()), [], "dry-run changed nothing");
 
-    const done = await zovn("--nb", sim.nbRemotes.join(","));
-    assert.equal(done.code, 0, `${done.out}\n${done.err}`);
-    assert.match(done.out, /removed; the database holds nothing of ours/);
-    const after = await sim.snapshot();
-    assert.deepEqual(diffDumps(before, after), [], "ZStack's rows are byte-identical to the snapshot");
-    const full = await sim.dump();
-    assert.deepEqual(ownedRows(full), [], "none of ours left");
-    assert.deepEqual(full.Load_Balancer_Group, {}, "the cluster group is gone");
-    assert.deepEqual(diffDumps(before, full), [], "and nothing else is left either");
+      const done = await zovn("--nb", sim.nbRemotes.join(","));
+      assert.equal(done.code, 0, `${done.out}\n${done.err}`);
+      assert.match(done.out, /removed; the database holds nothing of ours/);
+      const after = await sim.snapshot();
+      assert.deepEqual(diffDumps(before, after), [], "ZStack's rows are byte-identical to the snapshot");
+      const full = await sim.dump();
+      assert.deepEqual(ownedRows(full), [], "none of ours left");
+      assert.deepEqual(full.Load_Balancer_Group, {}, "the cluster group is gone");
+      assert.deepEqual(diffDumps(before, full), [], "and nothing else is left either");
 
-    const again = await zovn("--nb", sim.nbRemotes.join(","));
-    assert.equal(again.code, 0, again.err);
-    assert.match(again.out, /nothing of ours in this database/);
-  });
+      const again = await zovn("--nb", sim.nbRemotes.join(","));
+      assert.equal(again.code, 0, again.err);
+      assert.match(again.out, /nothing of ours in this database/);
+    });
 
   test("refuses, changing nothing, when a row not ours would go with ours or the group holds one not ours", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
