@@ -8,6 +8,7 @@
 // with it is refused whole.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
 import { describe, test } from "node:test";
 import { promisify } from "node:util";
 import { plan } from "../../../src/ovn/nb-diff.ts";
@@ -25,7 +26,7 @@ import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
-import { SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
+import { createPki, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
 import { diffDumps, ownedRows, useZStackSim, type ZStackSim } from "../../rig/zstack-sim.ts";
 
 const run = promisify(execFile);
@@ -65,6 +66,13 @@ async function connect(t: { after(fn: () => unknown): void }, remotes: readonly 
   return nb;
 }
 
+const owned = (id: string) => [
+  "map",
+  [
+    [OWNER_KEY, CONTROLLER],
+    [ID_KEY, id],
+  ],
+];
 const setOf = (v: unknown): unknown[] =>
   Array.isArray(v) && v[0] === "set" ? (v[1] as unknown[]) : v === undefined ? [] : [v];
 const uuidsOf = (v: unknown): string[] =>
@@ -315,6 +323,50 @@ describe("zovn uninstall", () => {
     for (const [table, rows] of Object.entries(after))
       if (table !== "NB_Global") assert.deepEqual(rows, {}, `${table} is empty`);
     assert.deepEqual(after.NB_Global, before.NB_Global);
+  });
+
+  test("over ssl: with our client certificate it removes our rows; with another CA's it fails clearly, changing nothing", async (t) => {
+    const dir = await mkdtemp("/tmp/zo-pki-");
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const pki = await createPki(dir);
+    const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb], ssl: pki });
+    await srv.transactRaw("OVN_Northbound", [
+      { op: "insert", table: "Address_Set", row: { name: "zovn_a", external_ids: owned("set/a") } },
+    ]);
+    const remote = srv.ssl as string;
+    const other = await zovn(
+      "--nb",
+      remote,
+      "--ovn-ssl-ca",
+      pki.caCert,
+      "--ovn-ssl-cert",
+      pki.otherClientCert,
+      "--ovn-ssl-key",
+      pki.otherClientKey,
+      "--timeout",
+      "5",
+    );
+    assert.equal(other.code, 1, `${other.out}\n${other.err}`);
+    assert.match(other.err, /^zovn: .*(certificate|TLS|ssl|alert)/im);
+    t.diagnostic(`with another CA's certificate: ${other.err.trim()}`);
+    assert.equal(
+      Object.keys((await srv.dump("OVN_Northbound")).Address_Set ?? {}).length,
+      1,
+      "nothing changed",
+    );
+    const ok = await zovn(
+      "--nb",
+      remote,
+      "--ovn-ssl-ca",
+      pki.caCert,
+      "--ovn-ssl-cert",
+      pki.clientCert,
+      "--ovn-ssl-key",
+      pki.clientKey,
+    );
+    assert.equal(ok.code, 0, `${ok.out}\n${ok.err}`);
+    assert.match(ok.out, /^delete {2}Address_Set \S+ "zovn_a"$/m);
+    assert.deepEqual((await srv.dump("OVN_Northbound")).Address_Set, {});
   });
 
   test("bad arguments and an unreachable database: a clear error, no crash", async () => {
