@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { applyUninstall, describePlan, planUninstall, summarizePlan } from "../ovn/uninstall.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
+import type { OvsdbError } from "../ovsdb/errors.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
 import { parseRemote } from "../ovsdb/transport.ts";
 
@@ -18,6 +19,8 @@ export const uninstallUsage = `usage: zovn uninstall --nb REMOTES [--dry-run] [-
   --nb REMOTES     comma-separated tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH (all members of a cluster)
   --dry-run        print what would be removed, change nothing
   --timeout        seconds to wait for the database (default 30)`;
+
+const ATTEMPTS = 5;
 
 /** Exit codes: 0 done (or nothing to do), 1 failed, 2 usage, 3 refused (a row not ours would go with ours). */
 export async function runUninstallCommand(argv: string[]): Promise<number> {
@@ -88,9 +91,27 @@ export async function runUninstallCommand(argv: string[]): Promise<number> {
       process.stdout.write("nothing of ours in this database\n");
       return 0;
     }
-    const txn = client.transaction();
-    applyUninstall(txn as never, plan);
-    await txn.commit({ timeoutMs });
+    // A lost connection or a leader change during the commit: the plan is made again from the cache the
+    // reconnect reloaded (the rows the first attempt removed, if it landed, are no longer in it) and sent again.
+    for (let attempt = 1, next = plan; !next.empty; attempt++) {
+      const txn = client.transaction();
+      applyUninstall(txn as never, next);
+      try {
+        await txn.commit({ timeoutMs });
+        break;
+      } catch (e) {
+        if (!(e as OvsdbError).retryable || attempt >= ATTEMPTS) throw e;
+        process.stderr.write(
+          `zovn uninstall: ${(e as Error).message}; planning again (attempt ${attempt + 1})\n`,
+        );
+        await client.whenReady(timeoutMs);
+        next = planUninstall(client.cache as never, client.schema);
+        if (next.refusals.length > 0) {
+          for (const line of describePlan(next)) process.stderr.write(`${line}\n`);
+          return 3;
+        }
+      }
+    }
     // The cache follows the server: once it shows nothing of ours, the removal is confirmed.
     const deadline = Date.now() + timeoutMs;
     for (;;) {

@@ -7,7 +7,7 @@
 // ours (our names, our id key, another owner) are never touched, and a plan that would take a row not ours
 // with it is refused whole.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { describe, test } from "node:test";
 import { promisify } from "node:util";
@@ -284,6 +284,50 @@ describe("zovn uninstall", () => {
       assert.equal(again.code, 0, again.err);
       assert.match(again.out, /nothing of ours in this database/);
     });
+
+  test("the NB leader of a 3-member cluster is killed as the uninstall commits: it still leaves nothing of ours", async (t) => {
+    const sim = await useZStackSim(t, { raft: true });
+    const cluster = sim.nbCluster;
+    assert.ok(cluster);
+    const [foreignVars] = await sim.writer.transact([
+      { op: "insert", table: "Chassis_Template_Var", row: { chassis: "192.168.200.11" } },
+    ]);
+    const before = await sim.snapshot();
+    const nb = await connect(t, sim.nbRemotes);
+    await pluginWrites(nb, sim, foreignVars as string);
+    const leader = await cluster.leader();
+    // The plan's summary is the last line before the commit: the leader dies then.
+    const child = spawn(
+      "node",
+      ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(",")],
+      {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let out = "";
+    let err = "";
+    let killed = false;
+    child.stdout.on("data", (b: Buffer) => {
+      out += b.toString();
+      if (!killed && / rows of ours in /.test(out)) {
+        killed = true;
+        leader.server.kill();
+      }
+    });
+    child.stderr.on("data", (b: Buffer) => {
+      err += b.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+    assert.ok(killed, "the leader was killed during the run");
+    t.diagnostic(`stderr: ${err.trim() || "(none)"}`);
+    assert.equal(code, 0, `${out}\n${err}`);
+    await leader.server.waitForExit();
+    await leader.server.restart();
+    await cluster.waitForQuorum(60_000);
+    assert.deepEqual(diffDumps(before, await sim.snapshot()), [], "ZStack's rows are byte-identical");
+    assert.deepEqual(ownedRows(await sim.dump()), []);
+  });
 
   test("refuses, changing nothing, when a row not ours would go with ours or the group holds one not ours", async (t) => {
     const srv = await useOvsdbServer(t, { schemas: [SCHEMAS.nb] });
