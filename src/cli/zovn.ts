@@ -1,14 +1,18 @@
-// zovn: the project's command-line entry. Only the `sandbox` command exists so far.
+// zovn: the project's command-line entry: `sandbox` (the development cluster) and `uninstall` (NB clean-up).
 
 import { runSandboxCommand } from "./sandbox.ts";
+import { runUninstallCommand } from "./uninstall.ts";
 
-const usage = `usage: zovn sandbox up|down|status|kubectl|exec|restart-node|demo ... (zovn sandbox --help)`;
+const usage = `usage: zovn sandbox up|down|status|kubectl|exec|restart-node|demo ... (zovn sandbox --help)
+       zovn uninstall --nb REMOTES [--dry-run] ... (zovn uninstall --help)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case "sandbox":
       return runSandboxCommand(rest);
+    case "uninstall":
+      return runUninstallCommand(rest);
     case undefined:
     case "-h":
     case "--help":
