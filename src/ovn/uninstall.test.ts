@@ -106,6 +106,17 @@ describe("planUninstall", () => {
       ["_uuid", "==", ref(2)],
       ["name", "==", CLUSTER_LB_GROUP],
     ]);
+    // The group goes only while it holds exactly what was planned: a load balancer someone else put in after the
+    // plan keeps its group (the transaction fails instead).
+    assert.deepEqual(txn.ops[0], {
+      op: "wait",
+      table: "Load_Balancer_Group",
+      where: [["_uuid", "==", ref(2)]],
+      columns: ["load_balancer"],
+      until: "==",
+      rows: [{ load_balancer: ref(1) }],
+      timeout: 0,
+    });
 
     const foreign = planUninstall(
       cacheOf({
@@ -172,6 +183,50 @@ describe("planUninstall", () => {
     assert.deepEqual(
       describePlan(plan)[0],
       `unset   Chassis_Template_Var ${u(3)} "hv1" variables -= "zsvc_be" "zsvc_vip"`,
+    );
+  });
+
+  test("a Chassis_Template_Var row of ours that others added variables to is handed over, not deleted", () => {
+    const plan = planUninstall(
+      cacheOf({
+        Load_Balancer: {
+          1: { name: "t", vips: map({ "^zsvc_vip:80": "^zsvc_be" }), external_ids: owned("default/t/tcp") },
+        },
+        Chassis_Template_Var: {
+          2: {
+            chassis: "hv1",
+            variables: map({ zsvc_vip: "10.96.0.1", zsvc_be: "10.0.0.2:80", zs_x: "1" }),
+            external_ids: map({ [OWNER_KEY]: CONTROLLER, [ID_KEY]: "chassis/hv1", "zstack.sim/role": "x" }),
+          },
+          3: {
+            chassis: "hv2",
+            variables: map({ zsvc_vip: "10.96.0.1" }),
+            external_ids: owned("chassis/hv2"),
+          },
+        },
+      }),
+      schema,
+    );
+    assert.deepEqual(plan.refusals, []);
+    assert.deepEqual(
+      plan.deletes.map((d) => `${d.table} ${d.uuid}`),
+      [`Chassis_Template_Var ${u(3)}`, `Load_Balancer ${u(1)}`],
+      "a row with only our variables goes; the shared one stays",
+    );
+    assert.deepEqual(
+      plan.entries.map((e) => [e.uuid, e.column, e.entries]),
+      [
+        [u(2), "variables", { zsvc_be: "10.0.0.2:80", zsvc_vip: "10.96.0.1" }],
+        [u(2), "external_ids", { [ID_KEY]: "chassis/hv1", [OWNER_KEY]: CONTROLLER }],
+      ],
+    );
+    const txn = txnOf();
+    applyUninstall(txn, plan);
+    assert.ok(
+      !txn.ops.some(
+        (o) =>
+          o.op === "delete" && o.table === "Chassis_Template_Var" && JSON.stringify(o.where).includes(u(2)),
+      ),
     );
   });
 

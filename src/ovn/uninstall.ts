@@ -14,7 +14,7 @@ import type { AnyRow, Cache } from "../ovsdb/cache.ts";
 import type { DatabaseSchema, TableSchema } from "../ovsdb/schema.ts";
 import { byUuid, type Condition, type Transaction } from "../ovsdb/transaction.ts";
 import { CONTROLLER, ID_KEY, isOurs, OWNER_KEY } from "./ownership.ts";
-import { variablesOf } from "./service-lb.ts";
+import { TEMPLATE_VAR_PREFIX, variablesOf } from "./service-lb.ts";
 import { CLUSTER_LB_GROUP } from "./topology.ts";
 
 export interface RowRef {
@@ -27,6 +27,11 @@ export interface RowRef {
 export interface RowRemoval extends RowRef {
   /** Why the row is ours: "owner" (external_ids) or "name" (the cluster load balancer group). */
   readonly by: "owner" | "name";
+  /**
+   * For the group taken by name: the load balancers it held when planned (all ours). The delete waits on exactly
+   * this set, so a load balancer someone else put in meanwhile keeps its group.
+   */
+  readonly holds?: readonly string[];
 }
 
 /** References to our rows in a set column of a row that is not ours: deleted element by element. */
@@ -89,8 +94,8 @@ export function planUninstall(cache: Cache, schema: DatabaseSchema): UninstallPl
   const entries: EntryRemoval[] = [];
   const refusals: string[] = [];
   const gone = new Map<string, Set<string>>(); // table -> UUIDs deleted
-  const mark = (table: string, row: Row, by: RowRemoval["by"]) => {
-    deletes.push({ table, uuid: row._uuid, name: displayName(row), by });
+  const mark = (table: string, row: Row, by: RowRemoval["by"], holds?: readonly string[]) => {
+    deletes.push({ table, uuid: row._uuid, name: displayName(row), by, ...(holds ? { holds } : {}) });
     const s = gone.get(table) ?? new Set<string>();
     gone.set(table, s);
     s.add(row._uuid);
@@ -100,14 +105,42 @@ export function planUninstall(cache: Cache, schema: DatabaseSchema): UninstallPl
 
   for (const t of schema.tables.values()) {
     if (!t.columns.has("external_ids")) continue;
-    for (const row of cache.table(t.name).values() as Iterable<Row>)
-      if (ours(row)) mark(t.name, row, "owner");
+    for (const row of cache.table(t.name).values() as Iterable<Row>) {
+      if (!ours(row)) continue;
+      // `chassis` is unique in Chassis_Template_Var: whoever else needs variables on a chassis we wrote first must
+      // add them to our row. Such a row is handed over (our variables and our keys out), not deleted with theirs.
+      if (t.name === "Chassis_Template_Var") {
+        const vars = row.variables as Readonly<Record<string, string>>;
+        const foreign = Object.keys(vars).filter((k) => !k.startsWith(TEMPLATE_VAR_PREFIX));
+        if (foreign.length > 0) {
+          const pick = (m: Readonly<Record<string, string>>, keep: (k: string) => boolean) =>
+            Object.fromEntries(
+              Object.entries(m)
+                .filter(([k]) => keep(k))
+                .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+            );
+          const base = { table: t.name, uuid: row._uuid, name: displayName(row) };
+          const mine = pick(vars, (k) => k.startsWith(TEMPLATE_VAR_PREFIX));
+          if (Object.keys(mine).length > 0) entries.push({ ...base, column: "variables", entries: mine });
+          entries.push({
+            ...base,
+            column: "external_ids",
+            entries: pick(row.external_ids as Readonly<Record<string, string>>, (k) =>
+              k.startsWith("zstack.io/"),
+            ),
+          });
+          continue;
+        }
+      }
+      mark(t.name, row, "owner");
+    }
   }
   if (schema.tables.has("Load_Balancer_Group")) {
     for (const g of cache.table("Load_Balancer_Group").values() as Iterable<Row>) {
       if (g.name !== CLUSTER_LB_GROUP) continue;
       const foreign = referenced(g.load_balancer).filter((u) => !isGone("Load_Balancer", u));
-      if (foreign.length === 0) mark("Load_Balancer_Group", g, "name");
+      if (foreign.length === 0)
+        mark("Load_Balancer_Group", g, "name", [...referenced(g.load_balancer)].sort());
       else
         refusals.push(
           `${describe("Load_Balancer_Group", g)} holds load balancers that are not ours (${foreign.join(", ")}); it is left, and so is every reference to it`,
@@ -173,7 +206,8 @@ export function planUninstall(cache: Cache, schema: DatabaseSchema): UninstallPl
       if (isGone("Load_Balancer", lb._uuid))
         for (const v of variablesOf(lb.vips as Record<string, string>)) ourVars.add(v);
     for (const row of cache.table("Chassis_Template_Var").values() as Iterable<Row>) {
-      if (isGone("Chassis_Template_Var", row._uuid)) continue;
+      // Ours (deleted), or ours and handed over (its entries are planned above).
+      if (isGone("Chassis_Template_Var", row._uuid) || ours(row)) continue;
       const have = row.variables as Readonly<Record<string, string>>;
       const mine = Object.entries(have).filter(([k]) => ourVars.has(k));
       if (mine.length > 0)
@@ -208,6 +242,11 @@ export function planUninstall(cache: Cache, schema: DatabaseSchema): UninstallPl
  */
 export function applyUninstall(txn: Transaction, plan: UninstallPlan): void {
   if (plan.refusals.length > 0) throw new Error(`uninstall refused: ${plan.refusals.join("; ")}`);
+  for (const d of plan.deletes)
+    if (d.holds)
+      txn.wait(d.table as never, byUuid(d.uuid), ["load_balancer"], "==", [
+        { load_balancer: d.holds } as never,
+      ]);
   for (const r of plan.references)
     txn.mutate(r.table as never, byUuid(r.uuid), [[r.column, "delete", r.uuids]] as never);
   for (const e of plan.entries)
