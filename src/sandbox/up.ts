@@ -2,10 +2,19 @@
 // exists (netns, links, live recorded processes), so running it on a running sandbox changes nothing.
 
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
+import {
+  CHART_NAMESPACE,
+  CHART_RELEASE,
+  installChart,
+  type ProductImages,
+  resolveProductImages,
+  sandboxChartValues,
+} from "./chart-install.ts";
 import { applyChartRbac } from "./chart-rbac.ts";
 import { ensureClusterDns } from "./cluster-dns.ts";
 import { run } from "./command.ts";
@@ -171,6 +180,10 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       `sandbox "${spec.name}" exists with ${JSON.stringify(previous.spec)}; run \`zovn sandbox down\` before changing it`,
     );
   }
+  if (spec.chart && (!spec.kubelet || spec.raft || spec.nodeAgent === false))
+    throw new Error(
+      "--chart needs --kubelet and the node agent, and installs a single OVN central (no --raft)",
+    );
   const topo = planTopology(spec);
   // The state is written before anything is created, so a `down` after an interrupted `up` finds it all.
   const state: SandboxState = previous ?? {
@@ -194,8 +207,16 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   const images = spec.kubelet
     ? await progress.step("node images ready (pause, busybox, coredns)", () => resolveNodeImages())
     : undefined;
+  // Chart mode: the product and OVN central images from `make images` (built here when a source changed).
+  const productImages: ProductImages | undefined = spec.chart
+    ? await progress.step("product images ready (zstack-ovn-kubernetes, zstack-ovn-central)", () =>
+        resolveProductImages(),
+      )
+    : undefined;
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
-  if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
+  // With the chart, the DaemonSet's pods install the CNI executable from the product image.
+  if (spec.nodeAgent && !spec.chart)
+    await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
   await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
 
   const kubeconfig = adminKubeconfig(layout);
@@ -218,11 +239,15 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () => apiserver === undefined || liveDaemon(state, apiserver.name) !== undefined,
     );
     progress.note(`kube-apiserver ready (https://127.0.0.1:${port} on this machine)`);
-    // The chart's ServiceAccounts and roles: every token the controller and the node agents get is minted for them.
-    await applyChartRbac(bins.KUBECTL, kubeconfig);
+    // The chart's ServiceAccounts and roles: every token the controller and the node agents get is minted for
+    // them. A chart install brings its own (helm refuses objects it did not create).
+    if (!spec.chart) await applyChartRbac(bins.KUBECTL, kubeconfig);
     controllers = startControllers({ layout, topo, pki, bins, state });
   };
-  const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
+  const central = () =>
+    spec.chart
+      ? Promise.resolve()
+      : progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
   const nodes = () =>
     progress.step(
       spec.kubelet
@@ -231,13 +256,41 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () =>
         Promise.all(
           topo.nodes.map((n) =>
-            startNode({ layout, topo, state, pki, bins, ...(images ? { images } : {}) }, n),
+            startNode(
+              {
+                layout,
+                topo,
+                state,
+                pki,
+                bins,
+                ...(images ? { images } : {}),
+                ...(productImages ? { productImages } : {}),
+              },
+              n,
+            ),
           ),
         ),
     );
   await Promise.all([controlPlane(), central(), nodes()]);
+  if (productImages) {
+    // The chart's pods need the controller manager (ServiceAccount tokens, kube-root-ca.crt) and the scheduler.
+    await progress.step("controller manager and scheduler working", () =>
+      waitControllers(kubeconfig, state, controllers, deadline),
+    );
+    const installed = await progress.step(
+      `chart installed (helm upgrade --install ${CHART_RELEASE} -n ${CHART_NAMESPACE}, values-standalone.yaml)`,
+      () =>
+        installChart(
+          { helm: bins.HELM, kubeconfig, valuesFile: join(layout.kubeDir, "chart-values.json") },
+          sandboxChartValues(topo, productImages),
+        ),
+    );
+    if (!installed) progress.note("chart already deployed with these values");
+  }
+  // The chart's pods pull nothing, but a busy machine takes minutes to start them all.
+  const nodesDeadline = spec.chart ? Math.max(deadline, Date.now() + 900_000) : deadline;
   // Each agent waits by itself for its Node object and the controller's annotation.
-  if (spec.nodeAgent)
+  if (spec.nodeAgent && !spec.chart)
     await progress.step("zstack-ovnkube-node started on every node", () =>
       Promise.all(
         topo.nodes.map((n) =>
@@ -253,29 +306,35 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     waitNodesReady(
       kubeconfig,
       topo.nodes.map((n) => n.name),
-      deadline,
+      nodesDeadline,
       progress,
     ),
   ];
-  waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
+  waits.push(
+    progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, nodesDeadline)),
+  );
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();
   progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
-  await progress.step("controller manager and scheduler working", () =>
-    waitControllers(kubeconfig, state, controllers, deadline),
+  if (!spec.chart)
+    await progress.step("controller manager and scheduler working", () =>
+      waitControllers(kubeconfig, state, controllers, deadline),
+    );
+  if (!spec.chart)
+    await progress.step("zstack-ovnkube-controller started", () =>
+      ensureOvnkubeController({
+        layout,
+        topo,
+        pki,
+        bins,
+        state,
+        adminKubeconfig: kubeconfig,
+        encap: spec.encap,
+      }),
+    );
+  await progress.step("default Subnet Ready", () =>
+    waitDefaultSubnet(kubeconfig, bins.KUBECTL, nodesDeadline),
   );
-  await progress.step("zstack-ovnkube-controller started", () =>
-    ensureOvnkubeController({
-      layout,
-      topo,
-      pki,
-      bins,
-      state,
-      adminKubeconfig: kubeconfig,
-      encap: spec.encap,
-    }),
-  );
-  await progress.step("default Subnet Ready", () => waitDefaultSubnet(kubeconfig, bins.KUBECTL, deadline));
   // Real nodes run real pods, which resolve Service names through the cluster DNS (the kubelet's clusterDNS).
   // Its pod needs the CNI and the default Subnet first; a busy machine may take minutes to start it.
   if (images && spec.nodeAgent)

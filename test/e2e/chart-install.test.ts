@@ -1,0 +1,215 @@
+// The product installed by its own chart on real nodes (`zovn sandbox up --kubelet --chart`): `helm install`
+// of deploy/helm/zstack-ovn-kubernetes with values-standalone.yaml and local images runs OVN central, the
+// controller and the node DaemonSet (ovn-controller, the agent, the CNI install) as pods on real kubelets.
+// Smoke test: nodes Ready through the DaemonSet's CNI, two pods on different nodes talk, `kubectl exec` works,
+// `helm uninstall` removes every pod of the chart, and `down` leaves no process, mount, netns, cgroup or CNI file.
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { cgroupLeftovers, instanceCgroup, processesInCgroup } from "../../src/sandbox/cgroups.ts";
+import { CHART_NAMESPACE, CHART_RELEASE, PRODUCT_REPOSITORY } from "../../src/sandbox/chart-install.ts";
+import { run } from "../../src/sandbox/command.ts";
+import { adminKubeconfig } from "../../src/sandbox/kubectl.ts";
+import { listNetns, readMountInfo } from "../../src/sandbox/netns.ts";
+import { isAlive, type ProcessIdentity } from "../../src/sandbox/process-table.ts";
+import { findNamespaces, processesIn } from "../../src/sandbox/sweep.ts";
+import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
+
+const NAME = "zsbhelm";
+const sandbox = sandboxHandle(NAME);
+const { layout, zovn, ctx } = sandbox;
+const BUSYBOX = "docker.io/library/busybox:1.35.0";
+
+function kubectl(args: readonly string[], input?: string): Promise<string> {
+  const bin = ctx().state.binaries?.KUBECTL as string;
+  return run(bin, [`--kubeconfig=${adminKubeconfig(layout)}`, ...args], {
+    timeoutMs: 120_000,
+    ...(input !== undefined ? { input } : {}),
+  });
+}
+
+function helm(args: readonly string[]): Promise<string> {
+  const bin = ctx().state.binaries?.HELM as string;
+  return run(bin, [`--kubeconfig=${adminKubeconfig(layout)}`, "--namespace", CHART_NAMESPACE, ...args], {
+    timeoutMs: 700_000,
+  });
+}
+
+interface PodList {
+  items: Array<{
+    metadata: { name: string; labels?: Record<string, string> };
+    spec: { nodeName?: string; containers: Array<{ name: string; image: string }> };
+    status: {
+      phase: string;
+      podIP?: string;
+      conditions?: Array<{ type: string; status: string }>;
+    };
+  }>;
+}
+
+async function chartPods(): Promise<PodList["items"]> {
+  const list = JSON.parse(
+    await kubectl([
+      ...["get", "pods", "-n", CHART_NAMESPACE, "-o", "json"],
+      `--selector=app.kubernetes.io/instance=${CHART_RELEASE}`,
+    ]),
+  ) as PodList;
+  return list.items;
+}
+
+function pod(name: string, node: string, command: string[]): object {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default", labels: { app: name } },
+    spec: {
+      nodeName: node,
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: "c", image: BUSYBOX, imagePullPolicy: "Never", command }],
+    },
+  };
+}
+
+function sandboxProcesses(): ProcessIdentity[] {
+  const ns = findNamespaces(`${NAME}-`, layout.nsDir);
+  return [
+    ...ctx().state.daemons,
+    ...processesIn(new Set(ns.netns.values()), new Set(ns.mountNs.values())),
+    ...processesInCgroup(instanceCgroup(NAME)),
+  ];
+}
+
+describe("the product installed by its chart on real nodes (up --kubelet --chart)", {
+  timeout: 45 * 60_000,
+}, () => {
+  before(async () => {
+    await zovn(["down", "--purge"]).catch(() => undefined);
+  });
+  after(async () => {
+    await zovn(["down", "--purge"]).catch(() => undefined);
+  });
+
+  it("helm installs the chart and its pods bring every node Ready: OVN central, controller, node DaemonSet", async () => {
+    const started = Date.now();
+    await zovn(["up", "--kubelet", "--chart"], 40 * 60_000);
+    process.stderr.write(`up --kubelet --chart took ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+    const release = JSON.parse(await helm(["list", "--output", "json"])) as Array<{
+      name: string;
+      status: string;
+    }>;
+    assert.deepEqual(
+      release.map((r) => [r.name, r.status]),
+      [[CHART_RELEASE, "deployed"]],
+    );
+    // No component of the product is a sandbox process: the chart runs them all.
+    const daemons = ctx().state.daemons.map((d) => d.name);
+    for (const gone of ["zstack-ovnkube-node", "zstack-ovnkube-controller", "ovn-controller", "ovn-northd"])
+      assert.ok(!daemons.some((d) => d.endsWith(`/${gone}`)), `${gone} is not a sandbox process`);
+    const { topo } = ctx();
+    const pods = await chartPods();
+    const byComponent = (c: string) =>
+      pods.filter((p) => p.metadata.labels?.["app.kubernetes.io/component"] === c);
+    const ready = (p: PodList["items"][number]) =>
+      p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
+    const nodePods = byComponent("node");
+    assert.deepEqual(
+      nodePods.map((p) => p.spec.nodeName).sort(),
+      topo.nodes.map((n) => n.name),
+    );
+    assert.ok(nodePods.every(ready), "every node agent pod is Ready");
+    assert.deepEqual(
+      nodePods[0]?.spec.containers.map((c) => c.name),
+      ["ovn-controller", "node"],
+      "ovn-controller runs in the DaemonSet's pods, OVS is the node's own (hostOVS)",
+    );
+    for (const c of ["ovn-nb-db", "ovn-sb-db", "ovn-northd", "controller"]) {
+      assert.equal(byComponent(c).length, 1, c);
+      assert.ok(byComponent(c).every(ready), `${c} Ready`);
+    }
+    assert.ok(
+      pods.every((p) => p.spec.containers.every((c) => c.image.startsWith("localhost/zstack-ovn-"))),
+      "local images only",
+    );
+    assert.ok(byComponent("controller")[0]?.spec.containers[0]?.image.startsWith(`${PRODUCT_REPOSITORY}:`));
+    // The DaemonSet installed the CNI executable and the conflist into each node's own directories.
+    for (const n of topo.nodes) {
+      const dirs = layout.node(n.name);
+      assert.ok(existsSync(join(dirs.cniBin, "zstack-ovn-cni")), `${n.name}: /opt/cni/bin/zstack-ovn-cni`);
+      assert.ok(existsSync(join(dirs.cniConf, "10-zstack-ovn.conflist")), `${n.name}: the conflist`);
+    }
+    const nodes = JSON.parse(await kubectl(["get", "nodes", "-o", "json"])) as {
+      items: Array<{
+        metadata: { name: string };
+        status: { conditions: Array<{ type: string; status: string }> };
+      }>;
+    };
+    for (const n of nodes.items)
+      assert.ok(
+        n.status.conditions.some((c) => c.type === "Ready" && c.status === "True"),
+        `${n.metadata.name} Ready`,
+      );
+  });
+
+  it("two pods on different nodes get addresses from the chart's CNI and talk over TCP; kubectl exec works", async () => {
+    const server = pod("server", "node1", ["sh", "-c", "echo serving; exec nc -ll -p 8080 -e echo pong"]);
+    const client = pod("client", "node2", ["sleep", "3600"]);
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: [server, client] }),
+    );
+    const started = Date.now();
+    await kubectl(["wait", "--for=condition=Ready", "pod/server", "pod/client", "--timeout=600s"]);
+    process.stderr.write(`two pods Ready in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+    const list = JSON.parse(await kubectl(["get", "pods", "-o", "json"])) as PodList;
+    const serverIp = list.items.find((p) => p.metadata.name === "server")?.status.podIP ?? "";
+    assert.match(serverIp, /^10\.244\./, "the default Subnet's address");
+    const ifaces = await kubectl(["exec", "client", "--", "ip", "-o", "-4", "addr", "show", "eth0"]);
+    assert.match(ifaces, /inet 10\.244\./, "kubectl exec runs in the pod's network namespace");
+    const reply = await eventually(
+      "TCP from node2's pod to node1's pod",
+      120_000,
+      async () =>
+        (await kubectl(["exec", "client", "--", "sh", "-c", `nc -w 5 ${serverIp} 8080 </dev/null`])).trim() ||
+        undefined,
+    );
+    assert.equal(reply, "pong");
+  });
+
+  it("helm uninstall removes every pod of the chart, and down leaves no process, mount, netns, cgroup or CNI file", async () => {
+    await kubectl(["delete", "pod", "server", "client", "--wait=true", "--timeout=300s"]);
+    await helm(["uninstall", CHART_RELEASE, "--wait", "--timeout", "10m"]);
+    await eventually("the chart's pods are gone", 600_000, async () =>
+      (await chartPods()).length === 0 ? true : undefined,
+    );
+    // ovn-controller and the agent ran only in those pods: none of their processes is left on any node.
+    const leftovers: string[] = [];
+    for (const { pid } of processesInCgroup(instanceCgroup(NAME))) {
+      const comm = await run("cat", [`/proc/${pid}/comm`]).catch(() => "");
+      if (/^(ovn-controller|zstack-ovn|ovsdb-server|ovn-northd)/.test(comm.trim()))
+        leftovers.push(comm.trim());
+    }
+    assert.deepEqual(leftovers, [], "no container of the chart still runs");
+    const ours = sandboxProcesses();
+    const nodeDirs = ctx().topo.nodes.map((n) => ({ name: n.name, ...layout.node(n.name) }));
+    await zovn(["down"]);
+    assert.deepEqual(
+      ours.filter(isAlive).map((p) => p.pid),
+      [],
+      "sandbox processes still running",
+    );
+    assert.deepEqual(
+      listNetns().filter((n) => n.startsWith(`${NAME}-`)),
+      [],
+    );
+    assert.deepEqual(
+      readMountInfo()
+        .map((m) => m.mountPoint)
+        .filter((m) => m.startsWith(`${layout.root}/`) || m === layout.root),
+      [],
+    );
+    assert.deepEqual(cgroupLeftovers(instanceCgroup(NAME)), []);
+    for (const dirs of nodeDirs)
+      assert.ok(!existsSync(dirs.cniBin) && !existsSync(dirs.cniConf), `${dirs.name}: no CNI file left`);
+  });
+});
