@@ -176,6 +176,66 @@ describe("the product installed by its chart on real nodes (up --kubelet --chart
     assert.equal(reply, "pong");
   });
 
+  it("a node agent pod deleted while pods are being created: its DaemonSet replacement takes over, and each pod comes up once", async () => {
+    const node = "node2";
+    const agent = (await chartPods()).find(
+      (p) => p.metadata.labels?.["app.kubernetes.io/component"] === "node" && p.spec.nodeName === node,
+    );
+    assert.ok(agent, `the node agent pod on ${node}`);
+    const names = ["burst-0", "burst-1", "burst-2", "burst-3"];
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({
+        apiVersion: "v1",
+        kind: "List",
+        items: names.map((n) => pod(n, node, ["sleep", "3600"])),
+      }),
+    );
+    // At once, while the kubelet is creating their sandboxes (CNI ADD goes to this very agent).
+    await kubectl(["delete", "pod", "-n", CHART_NAMESPACE, agent.metadata.name, "--wait=false"]);
+    const started = Date.now();
+    await kubectl(["wait", "--for=condition=Ready", ...names.map((n) => `pod/${n}`), "--timeout=900s"]);
+    process.stderr.write(
+      `pods Ready ${((Date.now() - started) / 1000).toFixed(1)}s after the agent's deletion\n`,
+    );
+    // How the deletion met the pods' creation, as a diagnostic: each refused or cut CNI ADD is an event.
+    const events = JSON.parse(
+      await kubectl(["get", "events", "-o", "json", "--field-selector=reason=FailedCreatePodSandBox"]),
+    ) as { items: Array<{ involvedObject: { name: string }; count?: number }> };
+    const failed = events.items
+      .filter((e) => names.includes(e.involvedObject.name))
+      .reduce((n, e) => n + (e.count ?? 1), 0);
+    process.stderr.write(`sandbox attempts that failed while the agent was replaced: ${failed}\n`);
+    const replacement = (await chartPods()).filter(
+      (p) => p.metadata.labels?.["app.kubernetes.io/component"] === "node" && p.spec.nodeName === node,
+    );
+    assert.equal(replacement.length, 1);
+    assert.notEqual(replacement[0]?.metadata.name, agent.metadata.name, "a new agent pod serves the node");
+    const list = JSON.parse(await kubectl(["get", "pods", "-o", "json"])) as PodList;
+    const ips = names.map((n) => list.items.find((p) => p.metadata.name === n)?.status.podIP ?? "");
+    assert.equal(new Set(ips).size, names.length, `one distinct address each: ${ips.join(" ")}`);
+    // Exactly one OVS port per pod on the node: no port left from a sandbox whose ADD the old agent never finished.
+    const ifaceIds = await eventually("one OVS port per pod", 120_000, async () => {
+      const out = await sandbox.inside(node, [
+        "ovs-vsctl",
+        "--bare",
+        "--columns=external_ids",
+        "list",
+        "Interface",
+      ]);
+      const ids = [...out.matchAll(/iface-id="?([^",}\s]+)/g)]
+        .map((m) => m[1] as string)
+        .filter((id) => id.startsWith("default_burst-"));
+      return ids.length === names.length ? ids : undefined;
+    });
+    assert.deepEqual(ifaceIds.sort(), names.map((n) => `default_${n}`).sort());
+    for (const [i, n] of names.entries()) {
+      const addr = await kubectl(["exec", n, "--", "ip", "-o", "-4", "addr", "show", "eth0"]);
+      assert.match(addr, new RegExp(`inet ${(ips[i] as string).replaceAll(".", "\\.")}/`), n);
+    }
+    await kubectl(["delete", "pod", ...names, "--wait=true", "--timeout=300s"]);
+  });
+
   it("helm uninstall removes every pod of the chart, and down leaves no process, mount, netns, cgroup or CNI file", async () => {
     await kubectl(["delete", "pod", "server", "client", "--wait=true", "--timeout=300s"]);
     await helm(["uninstall", CHART_RELEASE, "--wait", "--timeout", "10m"]);
