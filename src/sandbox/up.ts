@@ -316,11 +316,11 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();
   progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
-  if (!spec.chart)
+  // With the chart, both were waited for before the install, and the controller is the chart's pod.
+  if (!spec.chart) {
     await progress.step("controller manager and scheduler working", () =>
       waitControllers(kubeconfig, state, controllers, deadline),
     );
-  if (!spec.chart)
     await progress.step("zstack-ovnkube-controller started", () =>
       ensureOvnkubeController({
         layout,
@@ -332,6 +332,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
         encap: spec.encap,
       }),
     );
+  }
   await progress.step("default Subnet Ready", () =>
     waitDefaultSubnet(kubeconfig, bins.KUBECTL, nodesDeadline),
   );
