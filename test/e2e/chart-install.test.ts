@@ -176,6 +176,69 @@ describe("the product installed by its chart on real nodes (up --kubelet --chart
     assert.equal(reply, "pong");
   });
 
+  it("kubelet HTTP readiness and liveness probes reach pods on the default Subnet and on another Subnet", async () => {
+    const subnet = {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      metadata: { name: "probe-b" },
+      spec: { cidr: "10.246.0.0/24", gateway: "10.246.0.1", namespaces: ["probe-b"] },
+    };
+    const namespace = { apiVersion: "v1", kind: "Namespace", metadata: { name: "probe-b" } };
+    const probed = (ns: string) => {
+      const probe = { httpGet: { path: "/", port: 8080 }, periodSeconds: 2, failureThreshold: 3 };
+      return {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "probed", namespace: ns },
+        spec: {
+          nodeName: "node3",
+          terminationGracePeriodSeconds: 1,
+          containers: [
+            {
+              name: "web",
+              image: BUSYBOX,
+              imagePullPolicy: "Never",
+              command: [
+                "sh",
+                "-c",
+                "mkdir -p /tmp/www && echo ok > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www",
+              ],
+              readinessProbe: probe,
+              livenessProbe: probe,
+            },
+          ],
+        },
+      };
+    };
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: [namespace, subnet] }),
+    );
+    await kubectl(["wait", "--for=condition=Ready", "subnets.network.zstack.io/probe-b", "--timeout=300s"]);
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: [probed("default"), probed("probe-b")] }),
+    );
+    for (const [ns, cidr] of [
+      ["default", /^10\.244\./],
+      ["probe-b", /^10\.246\.0\./],
+    ] as const) {
+      // Ready only once the kubelet's readiness probe, sent from the node, got its answer from the pod.
+      await kubectl(["wait", "-n", ns, "--for=condition=Ready", "pod/probed", "--timeout=600s"]);
+      // Several liveness periods later the container has not been restarted: every probe was answered.
+      await new Promise((r) => setTimeout(r, 10_000));
+      const p = JSON.parse(await kubectl(["get", "-n", ns, "pod/probed", "-o", "json"])) as {
+        status: { podIP: string; containerStatuses: Array<{ restartCount: number; ready: boolean }> };
+      };
+      assert.match(p.status.podIP, cidr, `${ns}: the pod's address is from its Subnet`);
+      assert.equal(p.status.containerStatuses[0]?.restartCount, 0, `${ns}: no liveness failure`);
+      assert.equal(p.status.containerStatuses[0]?.ready, true, `${ns}: ready`);
+    }
+    await kubectl(["delete", "namespace", "probe-b", "--wait=true", "--timeout=300s"]);
+    await kubectl(["delete", "pod", "probed", "--wait=true", "--timeout=300s"]);
+    await kubectl(["delete", "subnets.network.zstack.io", "probe-b", "--wait=true", "--timeout=300s"]);
+  });
+
   it("a node agent pod deleted while pods are being created: its DaemonSet replacement takes over, and each pod comes up once", async () => {
     const node = "node2";
     const agent = (await chartPods()).find(
