@@ -10,6 +10,7 @@ import {
   CHART_DIR,
   CHART_NAMESPACE,
   CHART_RELEASE,
+  parseImageDigests,
   parseProductImageLines,
   productTag,
   sandboxChartValues,
@@ -111,4 +112,22 @@ test("the sandbox's values pass the chart's schema and render local images, the 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("ctr's image list gives each name's target digest; a row without a digest is left out", () => {
+  const d1 = `sha256:${"a".repeat(64)}`;
+  const d2 = `sha256:${"b".repeat(64)}`;
+  const text = [
+    "REF                                       TYPE                                        DIGEST SIZE PLATFORMS LABELS",
+    `localhost/zstack-ovn-kubernetes:0.1.0 application/vnd.oci.image.manifest.v1+json ${d1} 97.0 MiB linux/amd64 io.cri-containerd.image=managed`,
+    `registry.k8s.io/pause:3.10.2 application/vnd.oci.image.manifest.v1+json ${d2} 300.0 KiB linux/amd64 -`,
+    "broken-row",
+  ].join("\n");
+  assert.deepEqual(
+    [...parseImageDigests(text)],
+    [
+      ["localhost/zstack-ovn-kubernetes:0.1.0", d1],
+      ["registry.k8s.io/pause:3.10.2", d2],
+    ],
+  );
 });

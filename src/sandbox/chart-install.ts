@@ -7,6 +7,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { run } from "./command.ts";
+import { ctr } from "./containerd.ts";
+import type { Place } from "./netns.ts";
 import type { NodeImage } from "./node-images.ts";
 import { repoRoot } from "./repo.ts";
 import type { Topology } from "./topology.ts";
@@ -147,4 +149,57 @@ export async function uninstallChart(ctx: HelmContext): Promise<void> {
   await run(ctx.helm, helmArgs(ctx, ["uninstall", CHART_RELEASE, "--wait", "--timeout", "10m"]), {
     timeoutMs: 700_000,
   });
+}
+
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+
+/** The manifest digest an OCI archive's index.json names: what containerd records as the imported image's target. */
+export async function archiveDigest(archive: string): Promise<string> {
+  const entries = (await run("tar", ["-tf", archive], { timeoutMs: 120_000 })).split("\n");
+  const index = entries.find((e) => e === "index.json" || e === "./index.json");
+  if (!index) throw new Error(`${archive}: no index.json`);
+  const parsed = JSON.parse(await run("tar", ["-xOf", archive, index], { timeoutMs: 120_000 })) as {
+    manifests?: Array<{ digest?: unknown }>;
+  };
+  const digest = parsed.manifests?.[0]?.digest;
+  if (typeof digest !== "string" || !DIGEST_RE.test(digest))
+    throw new Error(`${archive}: no manifest digest`);
+  return digest;
+}
+
+/** `ctr images list` rows as name → target digest. */
+export function parseImageDigests(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of text.split("\n").slice(1)) {
+    const [ref, , digest] = line.trim().split(/\s+/);
+    if (ref && digest && DIGEST_RE.test(digest)) out.set(ref, digest);
+  }
+  return out;
+}
+
+/**
+ * A product image rebuilt under the same tag (any non-test source changed) is imported again over the node's copy, which
+ * only a `down` would otherwise drop; containerd's CRI plugin follows the image update. Returns the images
+ * whose node copy was replaced, so the chart's pods that run them can be restarted.
+ */
+export async function refreshNodeImages(
+  place: Place,
+  images: readonly NodeImage[],
+  digests: ReadonlyMap<string, string>,
+): Promise<NodeImage[]> {
+  const have = parseImageDigests(await ctr(place, ["images", "list"]));
+  const stale = images.filter((i) => {
+    const current = have.get(`${i.repository}:${i.tag}`);
+    return current !== undefined && current !== digests.get(i.archive);
+  });
+  for (const image of stale)
+    await ctr(place, ["images", "import", "--base-name", image.repository, image.archive], 300_000);
+  return stale;
+}
+
+/** The chart's workloads that run each image, restarted after their image was replaced. */
+export function workloadsOf(image: "product" | "central"): string[] {
+  return image === "product"
+    ? ["daemonset/zstack-ovnkube-node", "deployment/zstack-ovnkube-controller"]
+    : ["statefulset/ovn-nb-db", "statefulset/ovn-sb-db", "deployment/ovn-northd"];
 }

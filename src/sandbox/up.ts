@@ -8,12 +8,16 @@ import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
 import {
+  archiveDigest,
   CHART_NAMESPACE,
   CHART_RELEASE,
+  centralNode,
   installChart,
   type ProductImages,
+  refreshNodeImages,
   resolveProductImages,
   sandboxChartValues,
+  workloadsOf,
 } from "./chart-install.ts";
 import { applyChartRbac } from "./chart-rbac.ts";
 import { ensureClusterDns } from "./cluster-dns.ts";
@@ -23,7 +27,7 @@ import { writeKubeconfig } from "./kubeconfig.ts";
 import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
-import { startNode } from "./node.ts";
+import { nodePlace, startNode } from "./node.ts";
 import { ensureCniExecutable, ensureNodeAgent } from "./node-agent.ts";
 import { imageRef, resolveNodeImages } from "./node-images.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
@@ -286,6 +290,15 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
         ),
     );
     if (!installed) progress.note("chart already deployed with these values");
+    const replaced = await refreshChartImages(layout, topo, productImages);
+    if (!installed && replaced.length > 0)
+      await progress.step(`chart pods restarted on the rebuilt ${replaced.join(" and ")} image`, () =>
+        restartWorkloads(
+          bins.KUBECTL,
+          kubeconfig,
+          replaced.flatMap((i) => workloadsOf(i)),
+        ),
+      );
   }
   // The chart's pods pull nothing, but a busy machine takes minutes to start them all.
   const nodesDeadline = spec.chart ? Math.max(deadline, Date.now() + 900_000) : deadline;
@@ -348,6 +361,33 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       ),
     );
   return { layout, topo, state, readyMs, kubeconfig };
+}
+
+/** Re-imports a product or central image rebuilt since the nodes imported it; names the ones replaced. */
+async function refreshChartImages(
+  layout: Layout,
+  topo: Topology,
+  images: ProductImages,
+): Promise<Array<"product" | "central">> {
+  const digests = new Map<string, string>();
+  for (const i of [images.product, images.central]) digests.set(i.archive, await archiveDigest(i.archive));
+  const replaced = new Set<"product" | "central">();
+  await Promise.all(
+    topo.nodes.map(async (n) => {
+      const wanted = n.name === centralNode(topo) ? [images.product, images.central] : [images.product];
+      for (const i of await refreshNodeImages(nodePlace(layout, n), wanted, digests))
+        replaced.add(i === images.product ? "product" : "central");
+    }),
+  );
+  return [...replaced];
+}
+
+/** A rolling restart, as an operator would after replacing an image under the same tag, then its completion. */
+async function restartWorkloads(kubectl: string, kubeconfig: string, workloads: string[]): Promise<void> {
+  const base = ["--kubeconfig", kubeconfig, "-n", CHART_NAMESPACE];
+  await run(kubectl, [...base, "rollout", "restart", ...workloads]);
+  for (const w of workloads)
+    await run(kubectl, [...base, "rollout", "status", w, "--timeout=900s"], { timeoutMs: 960_000 });
 }
 
 function writeAdminKubeconfig(path: string, port: number, pki: Pki): void {
