@@ -25,7 +25,8 @@ typecheck: deps
 	npx tsc --noEmit -p tsconfig.json
 
 # The Go fixtures' own tests run first (seconds), then every TypeScript test (test/images/ needs `images`,
-# test/e2e/real-node.test.ts the kubelet from `binaries` and the pause, busybox and CoreDNS images from `node-images`).
+# test/e2e/real-node.test.ts the kubelet from `binaries` and the pause, busybox and CoreDNS images from `node-images`,
+# test/e2e/chart-install.test.ts those and the product and central images from `images`).
 test: deps lint typecheck binaries test-fixtures images node-images
 	@hack/run-tests.sh $(TEST_FILES)
 

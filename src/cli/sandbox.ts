@@ -27,9 +27,10 @@ import { upSummary } from "../sandbox/up-summary.ts";
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
   demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet] [--timeout SECONDS]
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet [--chart]] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready;
-        --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator
+        --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator;
+        --chart: the product installed on them by its Helm chart instead of as sandbox processes
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
   kubectl ARGS...         kubectl against the sandbox apiserver
@@ -112,6 +113,7 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       "node-agent": { type: "boolean" },
       "no-node-agent": { type: "boolean" },
       kubelet: { type: "boolean" },
+      chart: { type: "boolean" },
       timeout: { type: "string" },
     },
   });
@@ -136,6 +138,15 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
   if (values.kubelet !== undefined) {
     spec.kubelet = values.kubelet;
     explicit.add("kubelet");
+  }
+  if (values.chart !== undefined) {
+    spec.chart = values.chart;
+    explicit.add("chart");
+    // The chart's pods need a kubelet to run them.
+    if (spec.chart && !spec.kubelet) {
+      spec.kubelet = true;
+      explicit.add("kubelet");
+    }
   }
   const progress = new Progress();
   // Loaded on demand: the Kubernetes client is large, and the relay process needs none of it.

@@ -17,6 +17,7 @@ export const BINARY_KEYS = [
   "PODSERVER",
   "CNITOOL",
   "CNI_FORWARDER",
+  "HELM",
 ] as const;
 
 export type BinaryKey = (typeof BINARY_KEYS)[number];

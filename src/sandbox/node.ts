@@ -7,6 +7,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, wri
 import { join } from "node:path";
 import type { Binaries } from "./binaries.ts";
 import { ensureCgroup, nodeCgroup } from "./cgroups.ts";
+import { centralNode, type ProductImages } from "./chart-install.ts";
 import { chassisConfigArgs } from "./chassis-config.ts";
 import { ipBatch, run } from "./command.ts";
 import { ensureContainerd } from "./containerd.ts";
@@ -46,6 +47,8 @@ export interface NodeContext {
   bins: Binaries;
   /** Real-node mode only: what each node's containerd imports. */
   images?: NodeImages;
+  /** Chart mode only: the product image for every node, OVN central's for the node it runs on. */
+  productImages?: ProductImages;
 }
 
 export function nodePlace(layout: Layout, node: Host): Place {
@@ -72,6 +75,11 @@ export async function ensureNodeMountNamespace(layout: Layout, node: Host, realN
       writeFileSync(join(dirs.sysctlFakes, key.replaceAll("/", ".")), `${value}\n`);
   }
   await createMountNamespace(layout.mountNsFile(node.name), nodeBinds(dirs, realNode));
+  // A pod's `mountPropagation: HostToContainer` volume (the node agent's /var/run/netns) must sit on a shared
+  // or slave mount, or containerd refuses the container ("path "/var/run/netns" is mounted on "/" but it is not
+  // a shared or slave mount"); a real host's / is shared (systemd). The node's mounts become shared inside its
+  // own namespace only, made with private propagation: their peers are the node's containers, never the machine.
+  if (realNode) await runOnNode(layout, node, "mount", ["--make-rshared", "/"]);
 }
 
 function daemonName(node: Host, component: string): string {
@@ -251,7 +259,13 @@ async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
       log: join(dirs.logs, "containerd.log"),
       sandboxImage: imageRef(images.pause),
     },
-    [images.pause, images.busybox, images.coredns],
+    [
+      images.pause,
+      images.busybox,
+      images.coredns,
+      ...(ctx.productImages ? [ctx.productImages.product] : []),
+      ...(ctx.productImages && node.name === centralNode(ctx.topo) ? [ctx.productImages.central] : []),
+    ],
   );
   await assertSysctlFakes(layout, node);
   const kubeconfig = writeNodeKubeconfig(ctx, node);
@@ -276,8 +290,8 @@ async function ensureRealKubelet(ctx: NodeContext, node: Host): Promise<void> {
 
 /**
  * Brings a node up, each part skipped when already there: namespaces, OVS, br-phy, the chassis settings
- * (unless the spec leaves them to the node agent), ovn-controller, then the node simulator or, in real-node
- * mode, containerd and the kubelet. The node agent is started apart (node-agent.ts), once the apiserver can
+ * (unless the spec leaves them to the node agent), ovn-controller (unless the chart runs it), then the node
+ * simulator or, in real-node mode, containerd and the kubelet. The node agent is started apart (node-agent.ts), once the apiserver can
  * mint its ServiceAccount token.
  */
 export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
@@ -287,7 +301,8 @@ export async function startNode(ctx: NodeContext, node: Host): Promise<void> {
   await ensureBrPhy(ctx.layout, node);
   if (!ctx.topo.spec.nodeAgent)
     await runOnNode(ctx.layout, node, "ovs-vsctl", chassisConfigArgs(ctx.topo, node));
-  await ensureOvnController(ctx, node);
+  // With the chart, ovn-controller runs in the node DaemonSet's pods; OVS stays the node's own (hostOVS).
+  if (!ctx.topo.spec.chart) await ensureOvnController(ctx, node);
   if (realNode) await ensureRealKubelet(ctx, node);
   else ensureNodeSimulator(ctx, node);
 }

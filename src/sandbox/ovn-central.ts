@@ -4,12 +4,13 @@
 
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { centralNode } from "./chart-install.ts";
 import { run } from "./command.ts";
 import { runSelfDetaching } from "./daemon.ts";
 import type { Layout } from "./layout.ts";
 import type { Place } from "./netns.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
-import { NB_PORT, NB_RAFT_PORT, SB_PORT, SB_RAFT_PORT, type Topology } from "./topology.ts";
+import { type Host, NB_PORT, NB_RAFT_PORT, SB_PORT, SB_RAFT_PORT, type Topology } from "./topology.ts";
 
 const SCHEMAS = { nb: "/usr/share/ovn/ovn-nb.ovsschema", sb: "/usr/share/ovn/ovn-sb.ovsschema" } as const;
 const DB_NAMES = { nb: "OVN_Northbound", sb: "OVN_Southbound" } as const;
@@ -143,6 +144,12 @@ export async function startOvnCentral(layout: Layout, topo: Topology, state: San
 /** Runs ovn-nbctl or ovn-sbctl from the machine against the central databases. */
 export function ovnCtl(layout: Layout, topo: Topology, db: Db, args: readonly string[]): Promise<string> {
   const tool = db === "nb" ? "ovn-nbctl" : "ovn-sbctl";
+  if (topo.spec.chart) {
+    // The chart's OVN central listens on its node's address (hostNetwork), reachable inside the sandbox only.
+    const node = topo.nodes.find((n) => n.name === centralNode(topo)) as Host;
+    const remote = `tcp:${node.ip}:${clientPort(db)}`;
+    return run("ip", ["netns", "exec", node.netns, tool, `--db=${remote}`, "--timeout=10", ...args]);
+  }
   return run(tool, [`--db=${localRemote(layout, topo, db)}`, "--timeout=10", ...args], {
     env: ovsEnv(layout),
   });

@@ -14,6 +14,11 @@ export interface SandboxSpec {
   nodeAgent?: boolean;
   /** Real nodes: containerd and a real kubelet on every node instead of the node simulator. */
   kubelet?: boolean;
+  /**
+   * Real nodes with the product installed by its Helm chart (OVN central, the controller and the node DaemonSet
+   * with ovn-controller, the agent and the CNI as pods) instead of sandbox processes. Needs `kubelet`.
+   */
+  chart?: boolean;
 }
 
 export const DEFAULT_SPEC: SandboxSpec = {

@@ -1,5 +1,6 @@
 // What `zovn sandbox up` prints last: where everything is and the commands to reach it.
 
+import { CHART_NAMESPACE, centralNode } from "./chart-install.ts";
 import { localRemote } from "./ovn-central.ts";
 import { APISERVER_PORT, centralRemote, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
 import type { UpResult } from "./up.ts";
@@ -13,8 +14,12 @@ export function upSummary(r: UpResult): string {
     `  apiserver    https://127.0.0.1:${state.apiserverPort} (relayed to https://${topo.controlPlane.ip}:${APISERVER_PORT} in netns ${topo.controlPlane.netns})`,
     `  kubeconfig   ${r.kubeconfig}`,
     `  kubectl      ${cli} kubectl get pods -A`,
-    `  OVN NB/SB    ${centralRemote(topo, NB_PORT)} / ${centralRemote(topo, SB_PORT)}`,
-    `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
+    topo.spec.chart
+      ? `  OVN NB/SB    the chart's ovn-nb-db / ovn-sb-db Services (hostNetwork pods on ${centralNode(topo)})`
+      : `  OVN NB/SB    ${centralRemote(topo, NB_PORT)} / ${centralRemote(topo, SB_PORT)}`,
+    topo.spec.chart
+      ? `               from the chart's pods on ${centralNode(topo)}; ${cli} kubectl -n ${CHART_NAMESPACE} get pods -o wide`
+      : `               from this machine: ovn-sbctl --db=${localRemote(layout, topo, "sb")} show`,
     ...topo.nodes.map(
       (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
     ),

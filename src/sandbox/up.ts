@@ -2,10 +2,23 @@
 // exists (netns, links, live recorded processes), so running it on a running sandbox changes nothing.
 
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { startApiserverForward } from "./apiserver-forward.ts";
 import { resolveBinaries } from "./binaries.ts";
+import {
+  archiveDigest,
+  CHART_NAMESPACE,
+  CHART_RELEASE,
+  centralNode,
+  installChart,
+  type ProductImages,
+  refreshNodeImages,
+  resolveProductImages,
+  sandboxChartValues,
+  workloadsOf,
+} from "./chart-install.ts";
 import { applyChartRbac } from "./chart-rbac.ts";
 import { ensureClusterDns } from "./cluster-dns.ts";
 import { run } from "./command.ts";
@@ -15,7 +28,7 @@ import { writeKubeconfig } from "./kubeconfig.ts";
 import { adminKubeconfig } from "./kubectl.ts";
 import { type Layout, layoutFor } from "./layout.ts";
 import { isMountPoint } from "./netns.ts";
-import { startNode } from "./node.ts";
+import { nodePlace, startNode } from "./node.ts";
 import { ensureCniExecutable, ensureNodeAgent } from "./node-agent.ts";
 import { imageRef, resolveNodeImages } from "./node-images.ts";
 import { ovnCtl, startOvnCentral } from "./ovn-central.ts";
@@ -172,6 +185,10 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       `sandbox "${spec.name}" exists with ${JSON.stringify(previous.spec)}; run \`zovn sandbox down\` before changing it`,
     );
   }
+  if (spec.chart && (!spec.kubelet || spec.raft || spec.nodeAgent === false))
+    throw new Error(
+      "--chart needs --kubelet and the node agent, and installs a single OVN central (no --raft)",
+    );
   const topo = planTopology(spec);
   // The state is written before anything is created, so a `down` after an interrupted `up` finds it all.
   const state: SandboxState = previous ?? {
@@ -195,8 +212,16 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   const images = spec.kubelet
     ? await progress.step("node images ready (pause, busybox, coredns)", () => resolveNodeImages())
     : undefined;
+  // Chart mode: the product and OVN central images from `make images` (built here when a source changed).
+  const productImages: ProductImages | undefined = spec.chart
+    ? await progress.step("product images ready (zstack-ovn-kubernetes, zstack-ovn-central)", () =>
+        resolveProductImages(),
+      )
+    : undefined;
   const pki = await progress.step("PKI ready", () => ensurePki(layout.pkiDir, topo));
-  if (spec.nodeAgent) await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
+  // With the chart, the DaemonSet's pods install the CNI executable from the product image.
+  if (spec.nodeAgent && !spec.chart)
+    await progress.step("zstack-ovn-cni executable built", () => ensureCniExecutable());
   await progress.step("underlay and host namespaces ready", () => ensureUnderlay(topo));
   await progress.step("underlay VLAN on the external host", () => ensureExternalVlan(layout, topo, state));
 
@@ -220,11 +245,15 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () => apiserver === undefined || liveDaemon(state, apiserver.name) !== undefined,
     );
     progress.note(`kube-apiserver ready (https://127.0.0.1:${port} on this machine)`);
-    // The chart's ServiceAccounts and roles: every token the controller and the node agents get is minted for them.
-    await applyChartRbac(bins.KUBECTL, kubeconfig);
+    // The chart's ServiceAccounts and roles: every token the controller and the node agents get is minted for
+    // them. A chart install brings its own (helm refuses objects it did not create).
+    if (!spec.chart) await applyChartRbac(bins.KUBECTL, kubeconfig);
     controllers = startControllers({ layout, topo, pki, bins, state });
   };
-  const central = () => progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
+  const central = () =>
+    spec.chart
+      ? Promise.resolve()
+      : progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
   const nodes = () =>
     progress.step(
       spec.kubelet
@@ -233,13 +262,50 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       () =>
         Promise.all(
           topo.nodes.map((n) =>
-            startNode({ layout, topo, state, pki, bins, ...(images ? { images } : {}) }, n),
+            startNode(
+              {
+                layout,
+                topo,
+                state,
+                pki,
+                bins,
+                ...(images ? { images } : {}),
+                ...(productImages ? { productImages } : {}),
+              },
+              n,
+            ),
           ),
         ),
     );
   await Promise.all([controlPlane(), central(), nodes()]);
+  if (productImages) {
+    // The chart's pods need the controller manager (ServiceAccount tokens, kube-root-ca.crt) and the scheduler.
+    await progress.step("controller manager and scheduler working", () =>
+      waitControllers(kubeconfig, state, controllers, deadline),
+    );
+    const installed = await progress.step(
+      `chart installed (helm upgrade --install ${CHART_RELEASE} -n ${CHART_NAMESPACE}, values-standalone.yaml)`,
+      () =>
+        installChart(
+          { helm: bins.HELM, kubeconfig, valuesFile: join(layout.kubeDir, "chart-values.json") },
+          sandboxChartValues(topo, productImages),
+        ),
+    );
+    if (!installed) progress.note("chart already deployed with these values");
+    const replaced = await refreshChartImages(layout, topo, productImages);
+    if (!installed && replaced.length > 0)
+      await progress.step(`chart pods restarted on the rebuilt ${replaced.join(" and ")} image`, () =>
+        restartWorkloads(
+          bins.KUBECTL,
+          kubeconfig,
+          replaced.flatMap((i) => workloadsOf(i)),
+        ),
+      );
+  }
+  // The chart's pods pull nothing, but a busy machine takes minutes to start them all.
+  const nodesDeadline = spec.chart ? Math.max(deadline, Date.now() + 900_000) : deadline;
   // Each agent waits by itself for its Node object and the controller's annotation.
-  if (spec.nodeAgent)
+  if (spec.nodeAgent && !spec.chart)
     await progress.step("zstack-ovnkube-node started on every node", () =>
       Promise.all(
         topo.nodes.map((n) =>
@@ -255,29 +321,36 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     waitNodesReady(
       kubeconfig,
       topo.nodes.map((n) => n.name),
-      deadline,
+      nodesDeadline,
       progress,
     ),
   ];
-  waits.push(progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, deadline)));
+  waits.push(
+    progress.step(`${spec.nodes} chassis registered`, () => waitChassis(layout, topo, nodesDeadline)),
+  );
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();
   progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
-  await progress.step("controller manager and scheduler working", () =>
-    waitControllers(kubeconfig, state, controllers, deadline),
+  // With the chart, both were waited for before the install, and the controller is the chart's pod.
+  if (!spec.chart) {
+    await progress.step("controller manager and scheduler working", () =>
+      waitControllers(kubeconfig, state, controllers, deadline),
+    );
+    await progress.step("zstack-ovnkube-controller started", () =>
+      ensureOvnkubeController({
+        layout,
+        topo,
+        pki,
+        bins,
+        state,
+        adminKubeconfig: kubeconfig,
+        encap: spec.encap,
+      }),
+    );
+  }
+  await progress.step("default Subnet Ready", () =>
+    waitDefaultSubnet(kubeconfig, bins.KUBECTL, nodesDeadline),
   );
-  await progress.step("zstack-ovnkube-controller started", () =>
-    ensureOvnkubeController({
-      layout,
-      topo,
-      pki,
-      bins,
-      state,
-      adminKubeconfig: kubeconfig,
-      encap: spec.encap,
-    }),
-  );
-  await progress.step("default Subnet Ready", () => waitDefaultSubnet(kubeconfig, bins.KUBECTL, deadline));
   // Real nodes run real pods, which resolve Service names through the cluster DNS (the kubelet's clusterDNS).
   // Its pod needs the CNI and the default Subnet first; a busy machine may take minutes to start it.
   if (images && spec.nodeAgent)
@@ -290,6 +363,33 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       ),
     );
   return { layout, topo, state, readyMs, kubeconfig };
+}
+
+/** Re-imports a product or central image rebuilt since the nodes imported it; names the ones replaced. */
+async function refreshChartImages(
+  layout: Layout,
+  topo: Topology,
+  images: ProductImages,
+): Promise<Array<"product" | "central">> {
+  const digests = new Map<string, string>();
+  for (const i of [images.product, images.central]) digests.set(i.archive, await archiveDigest(i.archive));
+  const replaced = new Set<"product" | "central">();
+  await Promise.all(
+    topo.nodes.map(async (n) => {
+      const wanted = n.name === centralNode(topo) ? [images.product, images.central] : [images.product];
+      for (const i of await refreshNodeImages(nodePlace(layout, n), wanted, digests))
+        replaced.add(i === images.product ? "product" : "central");
+    }),
+  );
+  return [...replaced];
+}
+
+/** A rolling restart, as an operator would after replacing an image under the same tag, then its completion. */
+async function restartWorkloads(kubectl: string, kubeconfig: string, workloads: string[]): Promise<void> {
+  const base = ["--kubeconfig", kubeconfig, "-n", CHART_NAMESPACE];
+  await run(kubectl, [...base, "rollout", "restart", ...workloads]);
+  for (const w of workloads)
+    await run(kubectl, [...base, "rollout", "status", w, "--timeout=900s"], { timeoutMs: 960_000 });
 }
 
 function writeAdminKubeconfig(path: string, port: number, pki: Pki): void {
