@@ -23,7 +23,14 @@ import { nodePlace } from "./node.ts";
 import type { Pki } from "./pki.ts";
 import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
-import { apiserverUrl, centralRemote, type Host, SB_PORT, type Topology } from "./topology.ts";
+import {
+  apiserverUrl,
+  centralRemote,
+  controlPlaneSources,
+  type Host,
+  SB_PORT,
+  type Topology,
+} from "./topology.ts";
 
 /** The plugin as the agent installs it (docs/cni.md): the Go forwarder, with the SEA shim beside it. */
 export const CNI_DIR = join(repoRoot, "dist", "cni");
@@ -116,6 +123,9 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       // No OVS kernel module here: the userspace datapath, with TX checksum offload off in pods.
       ZSTACK_DATAPATH_TYPE: "netdev",
       ZSTACK_CNI_BINARY: CNI_PLUGIN,
+      // Real nodes: the control-plane host routes the pod network through node1 (topology.ts,
+      // controlPlanePodRoutes); every agent admits it, so the route may move to any node.
+      ...(ctx.topo.spec.kubelet ? { ZSTACK_POD_ACCESS_FROM: controlPlaneSources(ctx.topo).join(",") } : {}),
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });
