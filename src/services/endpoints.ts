@@ -102,7 +102,8 @@ function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly Usabl
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
   port: ServicePortModel,
-  opts: { node?: string; topology?: ClientTopology } = {},
+  /** readyOnly: no fallback to serving-and-terminating endpoints (what a healthCheckNodePort counts). */
+  opts: { node?: string; topology?: ClientTopology; readyOnly?: boolean } = {},
 ): Endpoint[] {
   const candidates = new Map<string, Candidate>();
   for (const slice of slices) {
@@ -145,7 +146,8 @@ export function selectEndpoints(
         ? c.zones.has(where?.zone ?? "")
         : true;
   const readyNear = ready.filter(near);
-  const chosen = readyNear.length > 0 ? readyNear : all.filter((c) => c.servingTerminating && near(c));
+  const chosen =
+    readyNear.length > 0 || opts.readyOnly ? readyNear : all.filter((c) => c.servingTerminating && near(c));
   return chosen
     .map(({ ip, port: p, nodeName }) =>
       nodeName === undefined ? { ip, port: p } : { ip, port: p, nodeName },
