@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { JUnitError, parseJUnit, type TestCase, withoutLabelBlock } from "../../tools/conformance/junit.ts";
-import { headline, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
+import { headline, mergeRerun, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
 import {
   ginkgoArgs,
   knownFailure,
@@ -242,6 +242,58 @@ describe("tally and renderReport", () => {
     assert.match(md, /Test requires >= 2 Ready nodes/);
     for (const s of withCause.skips) assert.ok(md.includes(s.reason.replace(/\|/g, "\\|")), s.reason);
     assert.doesNotMatch(md, /selected, not yet run/);
+  });
+
+  it("a re-run's executed specs replace the full run's, are counted once, and are listed with both outcomes", () => {
+    const full = parseJUnit(sample("run.xml")).cases;
+    const failed = full.filter((c) => c.isSpec && c.outcome === "failed");
+    assert.ok(failed.length >= 2);
+    const [first, second] = failed as [TestCase, TestCase];
+    const again: TestCase[] = [
+      { ...first, outcome: "passed", message: "", detail: "", seconds: 12.5 },
+      { ...second, outcome: "skipped", message: "", detail: "", seconds: 0 }, // filtered out: ignored
+      { ...first, name: "[SynchronizedBeforeSuite]", isSpec: false, outcome: "failed", seconds: 1 },
+      {
+        name: "[sig-network] Services new one",
+        isSpec: true,
+        outcome: "passed",
+        message: "",
+        detail: "",
+        seconds: 3,
+      },
+    ];
+    const { cases, replaced } = mergeRerun(full, again);
+    assert.equal(cases.length, full.length + 1);
+    assert.deepEqual(
+      replaced.map((r) => [r.name, r.before, r.after]),
+      [
+        [first.name, "failed", "passed"],
+        ["[sig-network] Services new one", undefined, "passed"],
+      ].sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)),
+    );
+    const before = tally(withCause, full, false);
+    const after = tally(withCause, cases, false);
+    const total = (t: typeof before, k: "passed" | "failed" | "selected") =>
+      t.groups.reduce((n, g) => n + g[k], 0);
+    assert.equal(total(after, "failed"), total(before, "failed") - 1);
+    assert.equal(total(after, "passed"), total(before, "passed") + 2);
+    const md = renderReport(withCause, after, {
+      ...run,
+      rerun: { command: "e2e.test --ginkgo.focus=X", timestamp: "2026-11-27T06:00:00", replaced },
+    });
+    assert.match(
+      md,
+      /- Re-run: 2 tests ran again \(started 2026-11-27T06:00:00\) with `e2e\.test --ginkgo\.focus=X`/,
+    );
+    assert.match(md, /## Re-run\n/);
+    assert.ok(md.includes(`| ${first.name.replace(/\|/g, "\\|")} | failed | passed | 12.5 |`));
+    assert.match(md, /\| \[sig-network\] Services new one \| not run \| passed \| 3\.0 \|/);
+    assert.match(
+      md,
+      /each with its reason \(2 of these results from a re-run of those tests\)\.<!-- \/headline -->/,
+    );
+    // Without a re-run nothing of it appears.
+    assert.doesNotMatch(renderReport(withCause, before, run), /Re-run|re-run/);
   });
 
   it("counts a dry run as selected, not yet run, and never as passed", () => {

@@ -14,6 +14,51 @@ export interface RunInfo {
   readonly dryRun: boolean;
   /** When the run started, as the JUnit file says; undefined when it does not. */
   readonly timestamp: string | undefined;
+  /** Specs run again after the full run (for example with a fix), whose results replace the full run's. */
+  readonly rerun?: RerunInfo;
+}
+
+export interface RerunInfo {
+  readonly command: string;
+  readonly timestamp: string | undefined;
+  readonly replaced: readonly Replacement[];
+}
+
+export interface Replacement {
+  readonly name: string;
+  /** The full run's outcome; undefined when the full run did not execute the spec. */
+  readonly before: TestCase["outcome"] | undefined;
+  readonly after: TestCase["outcome"];
+  readonly seconds: number;
+}
+
+/**
+ * The full run's cases with the re-run's specs in place of the same specs: only a spec the re-run executed
+ * (passed or failed) replaces anything; the re-run's suite nodes and its filtered-out specs are ignored, so a
+ * narrow re-run focus never hides the full run's results. Each replacement is listed for the report.
+ */
+export function mergeRerun(
+  full: readonly TestCase[],
+  rerun: readonly TestCase[],
+): { cases: TestCase[]; replaced: Replacement[] } {
+  const ran = new Map<string, TestCase>();
+  for (const c of rerun) if (c.isSpec && c.outcome !== "skipped") ran.set(c.name, c);
+  const replaced: Replacement[] = [];
+  const seen = new Set<string>();
+  const cases = full.map((c) => {
+    const r = c.isSpec ? ran.get(c.name) : undefined;
+    if (!r || seen.has(c.name)) return c;
+    seen.add(c.name);
+    replaced.push({ name: c.name, before: c.outcome, after: r.outcome, seconds: r.seconds });
+    return r;
+  });
+  for (const [name, r] of ran) {
+    if (seen.has(name)) continue;
+    replaced.push({ name, before: undefined, after: r.outcome, seconds: r.seconds });
+    cases.push(r);
+  }
+  replaced.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { cases, replaced };
 }
 
 export interface GroupCounts {
@@ -127,10 +172,13 @@ export function headline(t: Tally, run: RunInfo): string {
     );
   }
   const per = t.groups.map((g) => `${g.group.title} ${g.passed}/${g.selected}`).join(", ");
+  const n = run.rerun?.replaced.length ?? 0;
+  const rerun =
+    n > 0 ? ` (${n} of these results from a re-run of ${n === 1 ? "that test" : "those tests"})` : "";
   return (
     `Upstream network e2e (Kubernetes ${run.kubernetesVersion}): ${sum(t, "passed")} of ${sum(t, "selected")} ` +
     `selected tests pass, ${sum(t, "failed")} fail, ${sum(t, "skippedAtRunTime")} skipped by the tests themselves (${per}); ` +
-    `${listed} left out by the skip list, each with its reason.`
+    `${listed} left out by the skip list, each with its reason${rerun}.`
   );
 }
 
@@ -174,6 +222,11 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     run.dryRun
       ? "- Status: **selected, not yet run**: these are the tests `e2e.test --ginkgo.dry-run` selects with the focus and skip below; none has run, so none is counted as passed."
       : `- Status: run${run.timestamp ? ` (started ${run.timestamp})` : ""} against the real-node sandbox (\`zovn sandbox up --kubelet\`).`,
+    ...(run.rerun && run.rerun.replaced.length > 0 && !run.dryRun
+      ? [
+          `- Re-run: ${run.rerun.replaced.length} test${run.rerun.replaced.length === 1 ? "" : "s"} ran again${run.rerun.timestamp ? ` (started ${run.rerun.timestamp})` : ""} with ${code(run.rerun.command)}; their results replace the full run's in every count below ([Re-run](#re-run)).`,
+        ]
+      : []),
     "",
     "Headline (the line the README quotes):",
     "",
@@ -247,6 +300,20 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
         p(`| ${cell(test.name)} | ${cell(shortMessage(test.message, 2, 300))} |`);
       p("");
     }
+  }
+
+  if (run.rerun && run.rerun.replaced.length > 0 && !run.dryRun) {
+    p(
+      "## Re-run",
+      "",
+      `These tests ran again after the full run, with ${code(run.rerun.command)}; the counts above use the re-run's result.`,
+      "",
+      "| Test | Full run | Re-run | Seconds |",
+      "|---|---|---|---:|",
+    );
+    for (const r of run.rerun.replaced)
+      p(`| ${cell(r.name)} | ${r.before ?? "not run"} | ${r.after} | ${r.seconds.toFixed(1)} |`);
+    p("");
   }
 
   p(
