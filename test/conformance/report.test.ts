@@ -296,6 +296,29 @@ describe("tally and renderReport", () => {
     assert.doesNotMatch(renderReport(withCause, before, run), /Re-run|re-run/);
   });
 
+  it("several JUnit files (one e2e.test per group): a spec that ran in one counts once, over its filtered-out copies", () => {
+    const full = parseJUnit(sample("run.xml")).cases;
+    const ran = full.filter((c) => c.isSpec && c.outcome !== "skipped");
+    assert.ok(ran.length >= 2);
+    const filtered = (c: TestCase): TestCase => ({
+      ...c,
+      outcome: "skipped",
+      message: "",
+      detail: "",
+      seconds: 0,
+    });
+    // The second invocation's file lists the first's specs as filtered out, before and after the real copies.
+    const files = [...full.map(filtered), ...full, ...full.map(filtered)];
+    const once = tally(withCause, full, false);
+    const split = tally(withCause, files, false);
+    assert.deepEqual(
+      split.groups.map((g) => [g.selected, g.passed, g.failed, g.skippedAtRunTime, g.skippedByList]),
+      once.groups.map((g) => [g.selected, g.passed, g.failed, g.skippedAtRunTime, g.skippedByList]),
+    );
+    assert.equal(split.failures.length, once.failures.length);
+    assert.equal(split.notRun.length, once.notRun.length);
+  });
+
   it("counts a dry run as selected, not yet run, and never as passed", () => {
     const t = tally(committed, parseJUnit(sample("dry-run.xml")).cases, true);
     assert.deepEqual(

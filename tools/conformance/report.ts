@@ -26,15 +26,15 @@ export interface RerunInfo {
 
 export interface Replacement {
   readonly name: string;
-  /** The full run's outcome; undefined when the full run did not execute the spec. */
+  /** The full run's outcome; undefined when the full run did not execute the spec (or filtered it out). */
   readonly before: TestCase["outcome"] | undefined;
   readonly after: TestCase["outcome"];
   readonly seconds: number;
 }
 
 /**
- * The full run's cases with the re-run's specs in place of the same specs: only a spec the re-run executed
- * (passed or failed) replaces anything; the re-run's suite nodes and its filtered-out specs are ignored, so a
+ * The full run's cases with the re-run's specs in place of every copy of the same specs: only a spec the
+ * re-run executed replaces anything; the re-run's suite nodes and its filtered-out specs are ignored, so a
  * narrow re-run focus never hides the full run's results. Each replacement is listed for the report.
  */
 export function mergeRerun(
@@ -42,20 +42,19 @@ export function mergeRerun(
   rerun: readonly TestCase[],
 ): { cases: TestCase[]; replaced: Replacement[] } {
   const ran = new Map<string, TestCase>();
-  for (const c of rerun) if (c.isSpec && c.outcome !== "skipped") ran.set(c.name, c);
-  const replaced: Replacement[] = [];
-  const seen = new Set<string>();
+  for (const c of rerun) if (c.isSpec && !filteredOut(c)) ran.set(c.name, c);
+  // The full run's outcome of each re-run spec: the copy that ran, when several files list it.
+  const before = new Map<string, TestCase["outcome"] | undefined>();
   const cases = full.map((c) => {
     const r = c.isSpec ? ran.get(c.name) : undefined;
-    if (!r || seen.has(c.name)) return c;
-    seen.add(c.name);
-    replaced.push({ name: c.name, before: c.outcome, after: r.outcome, seconds: r.seconds });
+    if (!r) return c;
+    if (!before.has(c.name) || !filteredOut(c)) before.set(c.name, filteredOut(c) ? undefined : c.outcome);
     return r;
   });
+  const replaced: Replacement[] = [];
   for (const [name, r] of ran) {
-    if (seen.has(name)) continue;
-    replaced.push({ name, before: undefined, after: r.outcome, seconds: r.seconds });
-    cases.push(r);
+    if (!before.has(name)) cases.push(r);
+    replaced.push({ name, before: before.get(name), after: r.outcome, seconds: r.seconds });
   }
   replaced.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return { cases, replaced };
@@ -108,15 +107,20 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   const strays: TestCase[] = [];
   const notRun: TestCase[] = [];
   const selectedNames = new Map<string, string[]>(selection.groups.map((g) => [g.id, []]));
-  const seen = new Set<string>();
+  // Ginkgo lists every spec in each report file, those its filters left out too; several files (one run's, or
+  // one e2e.test invocation per group) must not count a spec twice, and a copy that ran wins over a filtered one.
+  const chosen = new Map<string, TestCase>();
+  for (const test of cases) {
+    if (!test.isSpec) continue;
+    const prior = chosen.get(test.name);
+    if (!prior || (filteredOut(prior) && !filteredOut(test))) chosen.set(test.name, test);
+  }
   for (const test of cases) {
     if (!test.isSpec) {
       if (test.outcome === "failed") suiteFailures.push(test);
       continue;
     }
-    // Ginkgo lists a spec once per report file; several files of one run must not count it twice.
-    if (seen.has(test.name)) continue;
-    seen.add(test.name);
+    if (chosen.get(test.name) !== test) continue;
     const p = place(selection, test.name);
     if (p.kind === "unselected") {
       if (test.outcome !== "skipped") strays.push(test);
@@ -138,8 +142,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       }
       continue;
     }
-    // Ginkgo writes a bare "skipped" for a spec its filters left out, "skipped - <why>" for Skip() in a test.
-    if (test.outcome === "skipped" && (test.message === "" || test.message === "skipped")) {
+    if (filteredOut(test)) {
       notRun.push(test);
       continue;
     }
@@ -155,6 +158,11 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
     }
   }
   return { groups, failures, runtimeSkips, selectedNames, skipUse, suiteFailures, strays, notRun };
+}
+
+/** Ginkgo writes a bare "skipped" for a spec its filters left out, "skipped - <why>" for Skip() in a test. */
+function filteredOut(test: TestCase): boolean {
+  return test.outcome === "skipped" && (test.message === "" || test.message === "skipped");
 }
 
 function sum(t: Tally, key: "selected" | "passed" | "failed" | "skippedAtRunTime" | "skippedByList"): number {
