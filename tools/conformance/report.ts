@@ -348,7 +348,7 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     p(
       "## Selected here, not run",
       "",
-      "A group selects these but Ginkgo left them out (a narrower focus than test/conformance/selection.json, or a pattern Go reads differently); they are in no count above.",
+      "A group selects these but Ginkgo left them out (a narrower focus than test/conformance/selection.json, a pattern Go reads differently, or a run stopped before it reached them); they are in no count above.",
       "",
     );
     for (const s of t.notRun) p(`- ${code(s.name)}`);
