@@ -99,6 +99,9 @@ function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly Usabl
   return out;
 }
 
+/** An EndpointSlice with this label (any value) serves no proxy: kube-proxy watches slices without it. */
+export const HEADLESS_LABEL = "service.kubernetes.io/headless";
+
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
   port: ServicePortModel,
@@ -108,6 +111,8 @@ export function selectEndpoints(
   const candidates = new Map<string, Candidate>();
   for (const slice of slices) {
     if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") continue;
+    // A slice labelled headless is not for a service proxy, as kube-proxy's slice informer leaves it out.
+    if (Object.hasOwn(slice.metadata?.labels ?? {}, HEADLESS_LABEL)) continue;
     const family = slice.addressType === "IPv4" ? 4 : 6;
     const slicePort = (slice.ports ?? []).find(
       (p) => (p.name ?? "") === port.name && protocolOf(p.protocol) === port.protocol,
