@@ -317,6 +317,18 @@ describe("tally and renderReport", () => {
     );
     assert.equal(split.failures.length, once.failures.length);
     assert.equal(split.notRun.length, once.notRun.length);
+    // A re-run replaces every copy with one case object: still counted once.
+    const [first] = ran as [TestCase];
+    const rerun = mergeRerun(files, [{ ...first, outcome: "passed", message: "", detail: "" }]);
+    const after = tally(withCause, rerun.cases, false);
+    assert.deepEqual(
+      after.groups.map((g) => g.selected),
+      once.groups.map((g) => g.selected),
+    );
+    assert.deepEqual(
+      rerun.replaced.map((r) => [r.name, r.before]),
+      [[first.name, first.outcome]],
+    );
   });
 
   it("counts a dry run as selected, not yet run, and never as passed", () => {

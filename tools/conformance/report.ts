@@ -110,6 +110,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   // Ginkgo lists every spec in each report file, those its filters left out too; several files (one run's, or
   // one e2e.test invocation per group) must not count a spec twice, and a copy that ran wins over a filtered one.
   const chosen = new Map<string, TestCase>();
+  const counted = new Set<string>();
   for (const test of cases) {
     if (!test.isSpec) continue;
     const prior = chosen.get(test.name);
@@ -120,7 +121,9 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       if (test.outcome === "failed") suiteFailures.push(test);
       continue;
     }
-    if (chosen.get(test.name) !== test) continue;
+    // The chosen copy, once (a re-run puts the same case in place of every copy).
+    if (chosen.get(test.name) !== test || counted.has(test.name)) continue;
+    counted.add(test.name);
     const p = place(selection, test.name);
     if (p.kind === "unselected") {
       if (test.outcome !== "skipped") strays.push(test);
