@@ -221,14 +221,14 @@ debian_rootfs() {
 
 # image-agnhost-begin
 # agnhost: upstream is Alpine with these tools; here Debian bookworm with their Debian counterparts
-# (bind9-dnsutils for bind-tools, netcat-openbsd, iproute2, iperf, socat, curl, bash), the agnhost binary
+# (bind9-dnsutils for bind-tools, netcat-openbsd, iproute2, iperf, socat, curl, wget, bash), the agnhost binary
 # of this release, the porter test certificate, /uploads for netexec, the agnhost-2 link the
 # entrypoint tests use and the user and group the SupplementalGroups test expects. Not included: the
 # CoreDNS binary and the fake registry's content, which upstream downloads from the internet.
 build_agnhost() {
 	local dir=$1 ref=$2 archive=$3 root=$1.bundle/rootfs
 	new_layout "$dir"
-	debian_rootfs "$root" bash,curl,netcat-openbsd,iproute2,iperf,socat,bind9-dnsutils,procps \
+	debian_rootfs "$root" bash,curl,wget,netcat-openbsd,iproute2,iperf,socat,bind9-dnsutils,procps \
 		'printf "%s\n" "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd";
 		 printf "%s\n" "user-defined-in-image:x:1000:" "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"'
 	install -m 0755 "$bin_dir/agnhost" "$root/agnhost"

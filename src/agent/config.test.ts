@@ -73,6 +73,29 @@ describe("node agent configuration", () => {
     );
   });
 
+  test("pod access sources: empty by default, a list of either family, /0 and overlaps refused", () => {
+    assert.deepEqual(loadNodeConfig(BASE).podAccessFrom, []);
+    const cfg = loadNodeConfig({
+      ...BASE,
+      ZSTACK_POD_ACCESS_FROM: " 192.168.200.2/32, 192.168.201.0/24 ,fd00::/64",
+    });
+    assert.deepEqual(cfg.podAccessFrom.map(formatCidr), [
+      "192.168.200.2/32",
+      "192.168.201.0/24",
+      "fd00::/64",
+    ]);
+    const flag = loadNodeConfig(BASE, ["--pod-access-from=10.1.2.3/32"]);
+    assert.deepEqual(flag.podAccessFrom.map(formatCidr), ["10.1.2.3/32"]);
+    for (const [v, why] of [
+      ["0.0.0.0/0", /ZSTACK_POD_ACCESS_FROM.*0\.0\.0\.0\/0 would admit every host/],
+      ["192.168.200.0/24,192.168.200.2/32", /192\.168\.200\.2\/32 overlaps 192\.168\.200\.0\/24/],
+      ["192.168.200.2", /ZSTACK_POD_ACCESS_FROM.*no prefix length/],
+      ["192.168.200.2/32 }\nflush ruleset", /ZSTACK_POD_ACCESS_FROM/],
+      [Array.from({ length: 33 }, (_, i) => `10.0.${i}.0/24`).join(","), /lists 33 CIDRs; at most 32/],
+    ] as const)
+      assert.match(problemOf({ ZSTACK_POD_ACCESS_FROM: v }), why, JSON.stringify(v));
+  });
+
   test("refuses gateway.mode=shared, which is not built, and requires the southbound remotes", () => {
     assert.match(
       problemOf({ ZSTACK_GATEWAY_MODE: "shared" }),

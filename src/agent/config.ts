@@ -14,7 +14,7 @@ import {
   settingName,
   settingsHelp,
 } from "../config/loader.ts";
-import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { type Cidr, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { BridgeMappingError, type ProviderBridge, parseBridgeMappings } from "../node/provider-bridges.ts";
 
 export { ConfigError as NodeConfigError } from "../config/loader.ts";
@@ -46,6 +46,12 @@ export interface NodeAgentConfig {
   healthPort: number;
   logLevel: "debug" | "info" | "warn" | "error";
   annotationBudgetMs: number;
+  /**
+   * Hosts that route the pod network through this node (a control-plane host that is not a node, for the
+   * apiserver's proxy to pods): their traffic into the management port is masqueraded to its address so the
+   * replies come back through this node. Empty (the default): nothing entering the node is translated.
+   */
+  podAccessFrom: Cidr[];
 }
 
 const SHARED = [
@@ -101,6 +107,14 @@ export const NODE_SETTINGS: readonly Setting[] = [
     kind: { type: "remotes" },
     default: "unix:/var/run/openvswitch/db.sock",
     doc: "The node's OVS database.",
+  },
+  {
+    key: "node.podAccessFrom",
+    env: "ZSTACK_POD_ACCESS_FROM",
+    flag: "pod-access-from",
+    kind: { type: "string" },
+    default: "",
+    doc: "Comma-separated CIDRs of hosts that route the pod network through this node (a control-plane host that is not a node, for the apiserver's proxy to pods); their traffic is SNATed to the management port's address so replies return here. Empty: none.",
   },
   {
     key: "node.healthPort",
@@ -162,6 +176,7 @@ interface Values {
     bridgeMappings: string;
     ovsDb: string;
     healthPort: number;
+    podAccessFrom: string;
   };
   ovn: { sbdbAddress: string };
   network: { clusterCIDR: string; serviceCIDR: string; joinCIDR: string; mtu: number };
@@ -174,6 +189,46 @@ interface Values {
 
 /** Prefixes become node routes and nftables rules: the loader checked the text, here it becomes typed. */
 const prefixes = (text: string): Cidr[] => text.split(",").map((c) => parseCidr(c.trim()));
+
+/** At most this many pod-access sources: each is a host or network the operator names. */
+export const MAX_POD_ACCESS_SOURCES = 32;
+
+/**
+ * `node.podAccessFrom`: zero or more CIDRs, any family. A /0 would let any host on the uplink into the pod
+ * network with the node's identity, and overlapping entries would make an invalid nftables interval set: both
+ * are refused, with the rest of the problems.
+ */
+export function parsePodAccessFrom(text: string, setting: string, problems: string[]): Cidr[] {
+  const parts = text
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p !== "");
+  if (parts.length > MAX_POD_ACCESS_SOURCES) {
+    problems.push(`${setting} lists ${parts.length} CIDRs; at most ${MAX_POD_ACCESS_SOURCES}`);
+    return [];
+  }
+  const out: Cidr[] = [];
+  for (const part of parts) {
+    let c: Cidr;
+    try {
+      c = parseCidr(part, setting);
+    } catch (e) {
+      problems.push(`${setting}: ${(e as Error).message}`);
+      continue;
+    }
+    if (c.prefix === 0) {
+      problems.push(`${setting}: ${formatCidr(c)} would admit every host; list the hosts or networks`);
+      continue;
+    }
+    const other = out.find((o) => overlaps(o, c));
+    if (other) {
+      problems.push(`${setting}: ${formatCidr(c)} overlaps ${formatCidr(other)}; list each address once`);
+      continue;
+    }
+    out.push(c);
+  }
+  return out;
+}
 
 /** @throws NodeConfigError listing every problem. */
 export function loadNodeConfig(
@@ -201,6 +256,10 @@ export function loadNodeConfig(
     if (v.network.joinCIDR.includes(","))
       problems.push(`${name("network.joinCIDR")}="${v.network.joinCIDR}": the join network is one IPv4 CIDR`);
   }
+  const podAccessFrom =
+    problems.length === 0
+      ? parsePodAccessFrom(v.node.podAccessFrom, name("node.podAccessFrom"), problems)
+      : [];
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     nodeName: v.node.name || env.NODE_NAME || hostname(),
@@ -223,6 +282,7 @@ export function loadNodeConfig(
     healthPort: v.node.healthPort,
     logLevel: v.logging.level,
     annotationBudgetMs: v.cni.annotationTimeoutMs,
+    podAccessFrom,
   };
 }
 

@@ -76,6 +76,23 @@ describe("host Services plan", () => {
     assert.equal(planHostServices([s], slices, "node3").healthChecks[0]?.localEndpoints, 0);
   });
 
+  test("the health check counts only ready local endpoints: serving-and-terminating ones still take traffic but give 503", () => {
+    const s = svc("lb", {
+      type: "LoadBalancer",
+      externalTrafficPolicy: "Local",
+      healthCheckNodePort: 32000,
+      ports: [{ name: "http", protocol: "TCP", port: 80, nodePort: 30080 }],
+    });
+    const terminating = slice("lb", [{ ip: "10.244.0.5", node: "node1" }]);
+    const conditions = { ready: false, serving: true, terminating: true };
+    (terminating.endpoints ?? []).forEach((e) => {
+      e.conditions = conditions;
+    });
+    const plan = planHostServices([s], slicesFrom([terminating]), "node1");
+    assert.deepEqual(show(plan.ports[0]?.localEndpoints ?? []), ["10.244.0.5:8080"]);
+    assert.deepEqual(plan.healthChecks, [{ port: 32000, namespace: "ns", name: "lb", localEndpoints: 0 }]);
+  });
+
   test("headless and ExternalName Services program nothing; a Service without slices has no endpoints", () => {
     const plan = planHostServices(
       [

@@ -62,7 +62,11 @@ export function planHostServices(
     for (const p of model.ports) {
       const endpoints = selectEndpoints(slices, p, { topology: { node, zone } });
       const localEndpoints = selectEndpoints(slices, p, { node });
-      for (const e of localEndpoints) localIps.add(formatIp(e.ip));
+      // The health check answers whether this node has a ready endpoint, as kube-proxy's does: one that is only
+      // serving while terminating still takes traffic here (above) but makes the check fail, so a load
+      // balancer moves new connections away from the node (upstream e2e: "should fail health check node port
+      // if there are only terminating endpoints").
+      for (const e of selectEndpoints(slices, p, { node, readyOnly: true })) localIps.add(formatIp(e.ip));
       ports.push({
         key: `${model.namespace}/${model.name}/${p.protocol}/${p.port}`,
         protocol: p.protocol,

@@ -120,6 +120,7 @@ async function main(): Promise<number> {
             mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
             insideCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
             nodeIps: [encapAddress],
+            podAccessSources: cfg.podAccessFrom,
           },
         }
       : {}),

@@ -51,6 +51,30 @@ describe("egress SNAT ruleset", () => {
     assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
   });
 
+  test("pod access: only listed sources entering the management port are masqueraded, per family", () => {
+    const text = snatRuleset({
+      mgmtIfname: MGMT,
+      insideCidrs: cidrs("10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"),
+      nodeIps: ips("192.168.200.11"),
+      podAccessSources: cidrs("192.168.200.2/32", "192.168.201.0/24", "fd00:200::/64"),
+    });
+    assert.match(
+      text,
+      /set access_v4 \{\n {4}type ipv4_addr; flags interval;\n {4}elements = \{ 192\.168\.200\.2\/32, 192\.168\.201\.0\/24 \}/,
+    );
+    assert.match(text, /elements = \{ fd00:200::\/64 \}/);
+    assert.match(
+      text,
+      /\n {4}iifname != "zovn-mgmt" oifname "zovn-mgmt" meta nfproto ipv4 ip saddr @access_v4 masquerade\n/,
+    );
+    assert.match(text, /oifname "zovn-mgmt" meta nfproto ipv6 ip6 saddr @access_v6 masquerade/);
+    // The egress rule is unchanged beside it.
+    assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
+    // Without sources, no set and no rule: nothing entering the node is translated.
+    const none = snatRuleset({ mgmtIfname: MGMT, insideCidrs: cidrs("10.244.0.0/16"), podAccessSources: [] });
+    assert.doesNotMatch(none, /access_v|saddr/);
+  });
+
   test("a raw string passed where a parsed value belongs is refused, so it never becomes nft syntax", () => {
     const payload = "1.2.3.4\n}}\nflush ruleset";
     const good = { mgmtIfname: MGMT, insideCidrs: cidrs("10.244.0.0/16"), nodeIps: ips("192.168.200.11") };
@@ -60,6 +84,7 @@ describe("egress SNAT ruleset", () => {
       { ...good, insideCidrs: [`10.0.0.0/8 }\nflush ruleset` as unknown as Cidr] },
       { ...good, insideCidrs: [{ family: 4, network: 0n, prefix: "8 }" } as unknown as Cidr] },
       { ...good, insideCidrs: [], mgmtIfname: 'zovn" }\nflush ruleset' as InterfaceName },
+      { ...good, podAccessSources: [`192.168.200.2/32 }\nflush ruleset` as unknown as Cidr] },
     ])
       assert.throws(() => snatRuleset(spec), TypeError);
   });

@@ -2,6 +2,13 @@
 // the cluster to this node's management port; the node forwards it and SNATs it to the node IP, so the outside
 // sees the node, and the reply is de-SNATed by conntrack and routed back through the management port. The
 // rules live in their own nftables table, replaced as a whole in one atomic `nft -f` transaction.
+//
+// Pod access (opt-in, `node.podAccessFrom`): hosts that route the pod network through this node, as a
+// control-plane host that is not itself a node does for the apiserver's proxy to pods, have their traffic
+// into the management port masqueraded to the management port's own address. A pod on another node then
+// answers that address, which the cluster router delivers back to this node's management port, where conntrack
+// undoes the translation: without it the reply would leave through the pod's own node, SNATed to that node's
+// address, and the sender would drop it.
 
 import { writeFile } from "node:fs/promises";
 import { familyBits, formatIp, type IpAddress, isParsedIp } from "../ipam/address.ts";
@@ -18,6 +25,11 @@ export interface EgressSnatSpec {
   insideCidrs: readonly Cidr[];
   /** SNAT to these addresses per family; a family without one is masqueraded to the outgoing interface's. */
   nodeIps?: readonly IpAddress[];
+  /**
+   * Sources whose traffic into the management port is masqueraded to its address (see above). Only what the
+   * node's routes send to the management port is affected: the pod network, the Services, the Subnets.
+   */
+  podAccessSources?: readonly Cidr[];
 }
 
 // The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
@@ -45,6 +57,7 @@ export function snatRuleset(spec: EgressSnatSpec): string {
   const dev = JSON.stringify(spec.mgmtIfname);
   const insideAll = spec.insideCidrs.map(checkedCidr);
   const nodeIps = (spec.nodeIps ?? []).map(checkedIp);
+  const accessAll = (spec.podAccessSources ?? []).map(checkedCidr);
   const lines = [`table inet ${NFT_TABLE}`, `delete table inet ${NFT_TABLE}`, `table inet ${NFT_TABLE} {`];
   const rules: string[] = [];
   for (const fam of [4, 6] as const) {
@@ -66,6 +79,18 @@ export function snatRuleset(spec: EgressSnatSpec): string {
     // Without an inside CIDR of this family there is no cluster traffic of it to tell apart: only egress.
     if (fam === 4 || inside.length > 0 || nodeIp) {
       rules.push(`    iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside} ${action}`);
+    }
+    const access = accessAll.filter((c) => c.family === fam).map(formatCidr);
+    if (access.length > 0) {
+      lines.push(
+        `  set access_v${fam} {`,
+        `    type ${setType}; flags interval;`,
+        `    elements = { ${access.join(", ")} }`,
+        "  }",
+      );
+      rules.push(
+        `    iifname != ${dev} oifname ${dev} meta nfproto ipv${fam} ${proto} saddr @access_v${fam} masquerade`,
+      );
     }
   }
   lines.push(

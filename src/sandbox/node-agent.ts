@@ -26,6 +26,7 @@ import { liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
 import {
   apiserverUrl,
   centralRemote,
+  controlPlaneSources,
   type Host,
   SANDBOX_PROVIDER,
   SB_PORT,
@@ -125,6 +126,9 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       ZSTACK_CNI_BINARY: CNI_PLUGIN,
       // br-phy, which holds eth0, is the provider bridge of the underlay (and its VLAN); the sandbox made it.
       ZSTACK_BRIDGE_MAPPINGS: `${SANDBOX_PROVIDER}:${BR_PHY}`,
+      // Real nodes: the control-plane host routes the pod network through node1 (topology.ts,
+      // controlPlanePodRoutes); every agent admits it, so the route may move to any node.
+      ...(ctx.topo.spec.kubelet ? { ZSTACK_POD_ACCESS_FROM: controlPlaneSources(ctx.topo).join(",") } : {}),
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });

@@ -1,6 +1,16 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { allHosts, centralRemote, DEFAULT_SPEC, findHost, planTopology, SB_PORT } from "./topology.ts";
+import {
+  allHosts,
+  centralRemote,
+  controlPlanePodRoutes,
+  controlPlaneSources,
+  DEFAULT_SPEC,
+  findHost,
+  planTopology,
+  SB_PORT,
+} from "./topology.ts";
+import { controlPlaneLines, hostAddressLines } from "./underlay.ts";
 
 test("the default plan has a control-plane host, three nodes and an external host on one /24", () => {
   const t = planTopology(DEFAULT_SPEC);
@@ -52,4 +62,28 @@ test("hosts are found by short name and by alias", () => {
   assert.equal(findHost(t, "external")?.name, "ext");
   assert.equal(findHost(t, "node2")?.ip, "192.168.200.12");
   assert.equal(findHost(t, "node9"), undefined);
+});
+
+test("real nodes: the control-plane host routes the pods and Services via node1, and the agents admit it", () => {
+  const real = planTopology({ ...DEFAULT_SPEC, kubelet: true });
+  assert.deepEqual(controlPlanePodRoutes(real), {
+    cidrs: ["10.244.0.0/16", "10.96.0.0/16"],
+    via: "192.168.200.11",
+  });
+  assert.deepEqual(controlPlaneLines(real).slice(-2), [
+    "route replace 10.244.0.0/16 via 192.168.200.11 dev eth0",
+    "route replace 10.96.0.0/16 via 192.168.200.11 dev eth0",
+  ]);
+  assert.deepEqual(controlPlaneSources(real), ["192.168.200.2/32"]);
+  assert.deepEqual(controlPlaneSources(planTopology({ ...DEFAULT_SPEC, kubelet: true, raft: true })), [
+    "192.168.200.2/32",
+    "192.168.200.3/32",
+    "192.168.200.4/32",
+  ]);
+  // The simulator mode, or real nodes without the agent, keep the control-plane host off the pod network.
+  for (const spec of [DEFAULT_SPEC, { ...DEFAULT_SPEC, kubelet: true, nodeAgent: false }]) {
+    const topo = planTopology(spec);
+    assert.equal(controlPlanePodRoutes(topo), undefined);
+    assert.deepEqual(controlPlaneLines(topo), hostAddressLines(topo.controlPlane, true));
+  }
 });

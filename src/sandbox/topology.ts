@@ -33,6 +33,8 @@ export const UNDERLAY_PREFIX_LEN = 24;
 /** Held by the external host; nodes route by default towards it, and it forwards nothing further. */
 export const UNDERLAY_GATEWAY = "192.168.200.1";
 export const SERVICE_CIDR = "10.96.0.0/16";
+/** The controller's default cluster network (the default Subnet's); the sandbox passes no other. */
+export const CLUSTER_CIDR = "10.244.0.0/16";
 export const KUBERNETES_SERVICE_IP = "10.96.0.1";
 /** The cluster DNS Service (`kube-system/kube-dns`) of the real-node sandbox, the kubelet's clusterDNS. */
 export const CLUSTER_DNS_IP = "10.96.0.10";
@@ -171,6 +173,24 @@ export function findHost(topo: Topology, name: string): Host | undefined {
 /** `tcp:IP:PORT,...` for every central member, the form ovn-controller and ovn-nbctl take. */
 export function centralRemote(topo: Topology, port: number): string {
   return topo.centralIps.map((ip) => `tcp:${ip}:${port}`).join(",");
+}
+
+/**
+ * Real-node mode: the control-plane host reaches the pod network and the Services the way a control-plane
+ * host that is not itself a node does, by a route through a node (the first). That node's agent admits the
+ * control-plane host's addresses (`podAccessFrom`) and masquerades them to its management port address, so
+ * the answer of a pod on any node returns through it. The apiserver needs this for its proxy to pods and
+ * Services (`pods/proxy`, `services/proxy`, `kubectl proxy`). The simulator mode keeps no such route.
+ */
+export function controlPlanePodRoutes(topo: Topology): { cidrs: string[]; via: string } | undefined {
+  const first = topo.nodes[0];
+  if (!topo.spec.kubelet || !topo.spec.nodeAgent || !first) return undefined;
+  return { cidrs: [CLUSTER_CIDR, SERVICE_CIDR], via: first.ip };
+}
+
+/** The control-plane host's addresses as /32 sources for the nodes' `podAccessFrom`. */
+export function controlPlaneSources(topo: Topology): string[] {
+  return [topo.controlPlane.ip, ...topo.controlPlane.extraIps].map((ip) => `${ip}/32`);
 }
 
 export function apiserverUrl(topo: Topology): string {

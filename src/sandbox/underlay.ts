@@ -6,6 +6,7 @@ import { ipBatch, run } from "./command.ts";
 import { ensureNetns, netnsPath } from "./netns.ts";
 import {
   allHosts,
+  controlPlanePodRoutes,
   EXT_TRUNK_IF,
   EXT_TRUNK_PORT,
   HOST_UNDERLAY_IF,
@@ -33,6 +34,15 @@ export function hostAddressLines(host: Host, withDefaultRoute: boolean): string[
     lines.push(`address replace ${ip}/${UNDERLAY_PREFIX_LEN} dev ${HOST_UNDERLAY_IF}`);
   }
   if (withDefaultRoute) lines.push(`route replace default via ${UNDERLAY_GATEWAY} dev ${HOST_UNDERLAY_IF}`);
+  return lines;
+}
+
+/** The control-plane host's addresses, its default route, and in real-node mode its routes to the pods. */
+export function controlPlaneLines(topo: Topology): string[] {
+  const lines = hostAddressLines(topo.controlPlane, true);
+  const pods = controlPlanePodRoutes(topo);
+  for (const cidr of pods?.cidrs ?? [])
+    lines.push(`route replace ${cidr} via ${pods?.via} dev ${HOST_UNDERLAY_IF}`);
   return lines;
 }
 
@@ -71,7 +81,7 @@ export async function ensureUnderlay(topo: Topology): Promise<void> {
   await ipBatch(underlayLines, topo.underlayNetns);
 
   await Promise.all([
-    ipBatch(hostAddressLines(topo.controlPlane, true), topo.controlPlane.netns),
+    ipBatch(controlPlaneLines(topo), topo.controlPlane.netns),
     ipBatch([...hostAddressLines(topo.external, false), `link set ${EXT_TRUNK_IF} up`], topo.external.netns),
     ...topo.nodes.map((n) => ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns)),
   ]);

@@ -46,6 +46,24 @@ function slice(
 }
 
 const http: ServicePortModel = { name: "http", protocol: "tcp", port: 80 };
+
+describe("an EndpointSlice labelled service.kubernetes.io/headless", () => {
+  it("gives no endpoints, whatever the label's value; other slices of the Service still count", () => {
+    const plain = slice([{ ip: "10.244.0.5", node: "node1" }]);
+    const headless = slice([{ ip: "10.244.0.6", node: "node1" }]);
+    headless.metadata = { labels: { "service.kubernetes.io/headless": "" } };
+    assert.deepEqual(
+      selectEndpoints([headless], http).map((e) => formatIp(e.ip)),
+      [],
+    );
+    assert.deepEqual(
+      selectEndpoints([plain, headless], http).map((e) => formatIp(e.ip)),
+      ["10.244.0.5"],
+    );
+    headless.metadata = { labels: { "service.kubernetes.io/headless": "yes" } };
+    assert.deepEqual(selectEndpoints([headless], http, { node: "node1" }), []);
+  });
+});
 const show = (eps: Endpoint[]) =>
   eps.map((e) => `${formatIp(e.ip)}:${e.port}${e.nodeName ? `@${e.nodeName}` : ""}`);
 

@@ -99,14 +99,20 @@ function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly Usabl
   return out;
 }
 
+/** An EndpointSlice with this label (any value) serves no proxy: kube-proxy watches slices without it. */
+export const HEADLESS_LABEL = "service.kubernetes.io/headless";
+
 export function selectEndpoints(
   slices: readonly V1EndpointSlice[],
   port: ServicePortModel,
-  opts: { node?: string; topology?: ClientTopology } = {},
+  /** readyOnly: no fallback to serving-and-terminating endpoints (what a healthCheckNodePort counts). */
+  opts: { node?: string; topology?: ClientTopology; readyOnly?: boolean } = {},
 ): Endpoint[] {
   const candidates = new Map<string, Candidate>();
   for (const slice of slices) {
     if (slice.addressType !== "IPv4" && slice.addressType !== "IPv6") continue;
+    // A slice labelled headless is not for a service proxy, as kube-proxy's slice informer leaves it out.
+    if (Object.hasOwn(slice.metadata?.labels ?? {}, HEADLESS_LABEL)) continue;
     const family = slice.addressType === "IPv4" ? 4 : 6;
     const slicePort = (slice.ports ?? []).find(
       (p) => (p.name ?? "") === port.name && protocolOf(p.protocol) === port.protocol,
@@ -145,7 +151,8 @@ export function selectEndpoints(
         ? c.zones.has(where?.zone ?? "")
         : true;
   const readyNear = ready.filter(near);
-  const chosen = readyNear.length > 0 ? readyNear : all.filter((c) => c.servingTerminating && near(c));
+  const chosen =
+    readyNear.length > 0 || opts.readyOnly ? readyNear : all.filter((c) => c.servingTerminating && near(c));
   return chosen
     .map(({ ip, port: p, nodeName }) =>
       nodeName === undefined ? { ip, port: p } : { ip, port: p, nodeName },

@@ -65,6 +65,18 @@ describe("parseService", () => {
     });
   });
 
+  it("returns no model for a Service labelled for another proxy or headless by label, whatever the value", () => {
+    for (const label of ["service.kubernetes.io/service-proxy-name", "service.kubernetes.io/headless"])
+      for (const value of ["", "foo-bar"]) {
+        const s = svc({});
+        s.metadata = { ...s.metadata, labels: { app: "web", [label]: value } };
+        assert.deepEqual(parseService(s, ranges), { problems: [] }, `${label}=${value}`);
+      }
+    const other = svc({});
+    other.metadata = { ...other.metadata, labels: { "service.kubernetes.io/other": "x" } };
+    assert.ok(parseService(other, ranges).model, "another label changes nothing");
+  });
+
   it("returns no model for an ExternalName Service", () => {
     const r = parseService(svc({ type: "ExternalName", clusterIP: undefined, externalName: "example.com" }));
     assert.deepEqual(r, { problems: [] });

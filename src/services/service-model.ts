@@ -91,6 +91,12 @@ const DENY_HINT =
  * The Service's model, or none for a headless or ExternalName Service (or one whose type or cluster IPs
  * cannot be realized at all), plus every problem found. `ranges` are refused as externalIPs and LB IPs.
  */
+/** Labels whose presence makes every service proxy but a named one ignore the Service (kube-proxy's selector). */
+export const PROXY_SKIP_LABELS = [
+  "service.kubernetes.io/service-proxy-name",
+  "service.kubernetes.io/headless",
+];
+
 export function parseService(
   svc: V1Service,
   ranges: ClusterRanges = NO_RANGES,
@@ -101,6 +107,10 @@ export function parseService(
   const namespace = svc.metadata?.namespace ?? "";
   const name = svc.metadata?.name ?? "";
 
+  // Left to another service proxy, as kube-proxy leaves them: a Service labelled with a non-default proxy's
+  // name, or marked headless by label (the label's presence counts, whatever its value).
+  const labels = svc.metadata?.labels ?? {};
+  if (PROXY_SKIP_LABELS.some((l) => Object.hasOwn(labels, l))) return { problems };
   const rawType = spec.type ?? "ClusterIP";
   if (rawType === "ExternalName") return { problems };
   if (rawType !== "ClusterIP" && rawType !== "NodePort" && rawType !== "LoadBalancer") {

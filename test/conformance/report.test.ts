@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { JUnitError, parseJUnit, type TestCase, withoutLabelBlock } from "../../tools/conformance/junit.ts";
-import { headline, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
+import { headline, mergeRerun, renderReport, shortMessage, tally } from "../../tools/conformance/report.ts";
 import {
   ginkgoArgs,
   knownFailure,
@@ -244,6 +244,93 @@ describe("tally and renderReport", () => {
     assert.doesNotMatch(md, /selected, not yet run/);
   });
 
+  it("a re-run's executed specs replace the full run's, are counted once, and are listed with both outcomes", () => {
+    const full = parseJUnit(sample("run.xml")).cases;
+    const failed = full.filter((c) => c.isSpec && c.outcome === "failed");
+    assert.ok(failed.length >= 2);
+    const [first, second] = failed as [TestCase, TestCase];
+    const again: TestCase[] = [
+      { ...first, outcome: "passed", message: "", detail: "", seconds: 12.5 },
+      { ...second, outcome: "skipped", message: "", detail: "", seconds: 0 }, // filtered out: ignored
+      { ...first, name: "[SynchronizedBeforeSuite]", isSpec: false, outcome: "failed", seconds: 1 },
+      {
+        name: "[sig-network] Services new one",
+        isSpec: true,
+        outcome: "passed",
+        message: "",
+        detail: "",
+        seconds: 3,
+      },
+    ];
+    const { cases, replaced } = mergeRerun(full, again);
+    assert.equal(cases.length, full.length + 1);
+    assert.deepEqual(
+      replaced.map((r) => [r.name, r.before, r.after]),
+      [
+        [first.name, "failed", "passed"],
+        ["[sig-network] Services new one", undefined, "passed"],
+      ].sort((a, b) => (String(a[0]) < String(b[0]) ? -1 : 1)),
+    );
+    const before = tally(withCause, full, false);
+    const after = tally(withCause, cases, false);
+    const total = (t: typeof before, k: "passed" | "failed" | "selected") =>
+      t.groups.reduce((n, g) => n + g[k], 0);
+    assert.equal(total(after, "failed"), total(before, "failed") - 1);
+    assert.equal(total(after, "passed"), total(before, "passed") + 2);
+    const md = renderReport(withCause, after, {
+      ...run,
+      rerun: { command: "e2e.test --ginkgo.focus=X", timestamp: "2026-11-27T06:00:00", replaced },
+    });
+    assert.match(
+      md,
+      /- Re-run: 2 tests ran again \(started 2026-11-27T06:00:00\) with `e2e\.test --ginkgo\.focus=X`/,
+    );
+    assert.match(md, /## Re-run\n/);
+    assert.ok(md.includes(`| ${first.name.replace(/\|/g, "\\|")} | failed | passed | 12.5 |`));
+    assert.match(md, /\| \[sig-network\] Services new one \| not run \| passed \| 3\.0 \|/);
+    assert.match(
+      md,
+      /each with its reason \(2 of these results from a re-run of those tests\)\.<!-- \/headline -->/,
+    );
+    // Without a re-run nothing of it appears.
+    assert.doesNotMatch(renderReport(withCause, before, run), /Re-run|re-run/);
+  });
+
+  it("several JUnit files (one e2e.test per group): a spec that ran in one counts once, over its filtered-out copies", () => {
+    const full = parseJUnit(sample("run.xml")).cases;
+    const ran = full.filter((c) => c.isSpec && c.outcome !== "skipped");
+    assert.ok(ran.length >= 2);
+    const filtered = (c: TestCase): TestCase => ({
+      ...c,
+      outcome: "skipped",
+      message: "",
+      detail: "",
+      seconds: 0,
+    });
+    // The second invocation's file lists the first's specs as filtered out, before and after the real copies.
+    const files = [...full.map(filtered), ...full, ...full.map(filtered)];
+    const once = tally(withCause, full, false);
+    const split = tally(withCause, files, false);
+    assert.deepEqual(
+      split.groups.map((g) => [g.selected, g.passed, g.failed, g.skippedAtRunTime, g.skippedByList]),
+      once.groups.map((g) => [g.selected, g.passed, g.failed, g.skippedAtRunTime, g.skippedByList]),
+    );
+    assert.equal(split.failures.length, once.failures.length);
+    assert.equal(split.notRun.length, once.notRun.length);
+    // A re-run replaces every copy with one case object: still counted once.
+    const [first] = ran as [TestCase];
+    const rerun = mergeRerun(files, [{ ...first, outcome: "passed", message: "", detail: "" }]);
+    const after = tally(withCause, rerun.cases, false);
+    assert.deepEqual(
+      after.groups.map((g) => g.selected),
+      once.groups.map((g) => g.selected),
+    );
+    assert.deepEqual(
+      rerun.replaced.map((r) => [r.name, r.before]),
+      [[first.name, first.outcome]],
+    );
+  });
+
   it("counts a dry run as selected, not yet run, and never as passed", () => {
     const t = tally(committed, parseJUnit(sample("dry-run.xml")).cases, true);
     assert.deepEqual(
@@ -318,7 +405,13 @@ describe("tally and renderReport", () => {
       fc.property(fc.array(testCase, { maxLength: 30 }), fc.boolean(), (cases, dryRun) => {
         const t = tally(committed, cases, dryRun);
         const specs = new Map<string, TestCase>();
-        for (const c of cases) if (c.isSpec && !specs.has(c.name)) specs.set(c.name, c);
+        // One copy per name: the first, unless a later copy ran and the first was only filtered out.
+        const filtered = (c: TestCase) =>
+          c.outcome === "skipped" && (c.message === "" || c.message === "skipped");
+        for (const c of cases) {
+          const prior = specs.get(c.name);
+          if (c.isSpec && (!prior || (filtered(prior) && !filtered(c)))) specs.set(c.name, c);
+        }
         let placed = 0;
         for (const g of t.groups) {
           if (dryRun) assert.equal(g.passed + g.failed + g.skippedAtRunTime, 0);

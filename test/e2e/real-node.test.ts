@@ -1,8 +1,9 @@
 // The real-node sandbox (`zovn sandbox up --kubelet`): a real kubelet v1.37 and containerd with runc on every
 // node, pods built from local images and networked by our node agent and CNI. Smoke test: nodes Ready, two
 // pods on different nodes talk over TCP, `kubectl exec`, `logs` and `port-forward` reach the kubelet, a pod
-// resolves Service names through the sandbox's cluster DNS and connects by name, and `down` leaves no process,
-// mount, netns or cgroup behind.
+// resolves Service names through the sandbox's cluster DNS and connects by name, kubelet HTTP probes work on
+// the default and a second Subnet, the apiserver proxies to a pod, and `down` leaves no process, mount, netns
+// or cgroup behind.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -213,6 +214,132 @@ describe("the real-node sandbox (up --kubelet)", { timeout: 40 * 60_000 }, () =>
     // A name outside the cluster is not forwarded anywhere: the lookup fails inside the machine.
     const outside = await kubectl(["exec", "client", "--", "sh", "-c", "nslookup example.com; echo rc=$?"]);
     assert.doesNotMatch(outside, /Name:\s*example\.com/);
+  });
+
+  it("kubelet HTTP probes pass for pods on the default and a second Subnet; a failing liveness probe restarts the container", async () => {
+    // The second Subnet: another CIDR than the cluster network, for one namespace.
+    const subnet = {
+      apiVersion: "network.zstack.io/v1",
+      kind: "Subnet",
+      metadata: { name: "probes" },
+      spec: { cidr: "10.245.0.0/24", gateway: "10.245.0.1", namespaces: ["probes"] },
+    };
+    const ns = { apiVersion: "v1", kind: "Namespace", metadata: { name: "probes" } };
+    await kubectl(
+      ["apply", "-f", "-"],
+      JSON.stringify({ apiVersion: "v1", kind: "List", items: [ns, subnet] }),
+    );
+    await kubectl(["wait", "--for=condition=Ready", "subnet/probes", "--timeout=300s"]);
+    // busybox httpd serves /healthz; -vv logs each request with its client address.
+    const serve = "mkdir -p /www && echo ok > /www/healthz && exec httpd -f -vv -p 8080 -h /www";
+    const probe = (path: string, failureThreshold: number) => ({
+      httpGet: { path, port: 8080 },
+      periodSeconds: 2,
+      timeoutSeconds: 5,
+      failureThreshold,
+    });
+    const probed = (
+      name: string,
+      namespace: string,
+      node: string,
+      livenessPath: string,
+      threshold: number,
+    ) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace },
+      spec: {
+        nodeName: node,
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {
+            name: "c",
+            image: BUSYBOX,
+            imagePullPolicy: "Never",
+            command: ["sh", "-c", serve],
+            livenessProbe: probe(livenessPath, threshold),
+            readinessProbe: probe("/healthz", 3),
+          },
+        ],
+      },
+    });
+    const pods = [
+      probed("probed", "default", "node2", "/healthz", 3),
+      probed("probed", "probes", "node3", "/healthz", 3),
+      // 404 on every liveness probe: the kubelet must restart it.
+      probed("failing", "probes", "node2", "/missing", 1),
+    ];
+    await kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: pods }));
+    const started = Date.now();
+    await kubectl(["wait", "--for=condition=Ready", "pod/probed", "-n", "default", "--timeout=600s"]);
+    await kubectl(["wait", "--for=condition=Ready", "pod/probed", "-n", "probes", "--timeout=600s"]);
+    process.stderr.write(`probed pods Ready in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+    interface PodState {
+      status: {
+        podIP: string;
+        conditions?: Array<{ type: string; status: string }>;
+        containerStatuses?: Array<{ restartCount: number }>;
+      };
+    }
+    const state = async (namespace: string, name: string) =>
+      JSON.parse(await kubectl(["get", "pod", name, "-n", namespace, "-o", "json"])) as PodState;
+    const restarts = (p: PodState) => p.status.containerStatuses?.[0]?.restartCount ?? 0;
+    // The failing pod's restart shows the kubelet reached it (a 404, not a timeout) and acted on it.
+    const restarted = await eventually(
+      "the failing liveness probe restarts the container",
+      600_000,
+      async () => (restarts(await state("probes", "failing")) >= 1 ? true : undefined),
+    );
+    assert.equal(restarted, true);
+    const events = await kubectl([
+      "get",
+      "events",
+      "-n",
+      "probes",
+      "--field-selector=involvedObject.name=failing,reason=Unhealthy",
+      "-o",
+      "jsonpath={.items[*].message}",
+    ]);
+    assert.match(events, /Liveness probe failed: HTTP probe failed with statuscode: 404/);
+    process.stderr.write(
+      `failing liveness probe restarted the container ${((Date.now() - started) / 1000).toFixed(1)}s after the pods were created\n`,
+    );
+    // The healthy pods: probed many times over (both probes every 2 s; three liveness failures in a row would
+    // restart), then still Ready, never restarted, on their Subnets.
+    const PROBES = 16;
+    for (const [namespace, cidr] of [
+      ["default", /^10\.244\./],
+      ["probes", /^10\.245\.0\./],
+    ] as const) {
+      // The probes come from the node through its management port (a join network address) and get 200.
+      const log = await eventually(`${namespace}/probed answered ${PROBES} probes`, 600_000, async () => {
+        const text = await kubectl(["logs", "probed", "-n", namespace]);
+        const n = text.match(/\[(::ffff:)?100\.64\.\d+\.\d+\]:\d+: url:\/healthz/g)?.length ?? 0;
+        return n >= PROBES ? text : undefined;
+      });
+      assert.match(log, /response:200/);
+      assert.doesNotMatch(log, /response:[45]\d\d/);
+      const p = await state(namespace, "probed");
+      assert.match(p.status.podIP, cidr, `${namespace}/probed's address is from its Subnet`);
+      assert.ok(
+        p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+        `${namespace}/probed is Ready`,
+      );
+      assert.equal(restarts(p), 0, `${namespace}/probed never restarted`);
+    }
+  });
+
+  it("the apiserver proxies to a pod on another node than the one the control-plane host routes through", async () => {
+    // default/probed runs on node2; the control-plane host routes the pod network via node1.
+    const body = await eventually(
+      "pods/proxy to default/probed",
+      120_000,
+      async () =>
+        (
+          await kubectl(["get", "--raw", "/api/v1/namespaces/default/pods/probed:8080/proxy/healthz"])
+        ).trim() || undefined,
+    );
+    assert.equal(body, "ok");
   });
 
   it("down leaves no process, mount, netns or cgroup of the sandbox", async () => {

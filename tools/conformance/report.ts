@@ -14,6 +14,50 @@ export interface RunInfo {
   readonly dryRun: boolean;
   /** When the run started, as the JUnit file says; undefined when it does not. */
   readonly timestamp: string | undefined;
+  /** Specs run again after the full run (for example with a fix), whose results replace the full run's. */
+  readonly rerun?: RerunInfo;
+}
+
+export interface RerunInfo {
+  readonly command: string;
+  readonly timestamp: string | undefined;
+  readonly replaced: readonly Replacement[];
+}
+
+export interface Replacement {
+  readonly name: string;
+  /** The full run's outcome; undefined when the full run did not execute the spec (or filtered it out). */
+  readonly before: TestCase["outcome"] | undefined;
+  readonly after: TestCase["outcome"];
+  readonly seconds: number;
+}
+
+/**
+ * The full run's cases with the re-run's specs in place of every copy of the same specs: only a spec the
+ * re-run executed replaces anything; the re-run's suite nodes and its filtered-out specs are ignored, so a
+ * narrow re-run focus never hides the full run's results. Each replacement is listed for the report.
+ */
+export function mergeRerun(
+  full: readonly TestCase[],
+  rerun: readonly TestCase[],
+): { cases: TestCase[]; replaced: Replacement[] } {
+  const ran = new Map<string, TestCase>();
+  for (const c of rerun) if (c.isSpec && !filteredOut(c)) ran.set(c.name, c);
+  // The full run's outcome of each re-run spec: the copy that ran, when several files list it.
+  const before = new Map<string, TestCase["outcome"] | undefined>();
+  const cases = full.map((c) => {
+    const r = c.isSpec ? ran.get(c.name) : undefined;
+    if (!r) return c;
+    if (!before.has(c.name) || !filteredOut(c)) before.set(c.name, filteredOut(c) ? undefined : c.outcome);
+    return r;
+  });
+  const replaced: Replacement[] = [];
+  for (const [name, r] of ran) {
+    if (!before.has(name)) cases.push(r);
+    replaced.push({ name, before: before.get(name), after: r.outcome, seconds: r.seconds });
+  }
+  replaced.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { cases, replaced };
 }
 
 export interface GroupCounts {
@@ -63,15 +107,23 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   const strays: TestCase[] = [];
   const notRun: TestCase[] = [];
   const selectedNames = new Map<string, string[]>(selection.groups.map((g) => [g.id, []]));
-  const seen = new Set<string>();
+  // Ginkgo lists every spec in each report file, those its filters left out too; several files (one run's, or
+  // one e2e.test invocation per group) must not count a spec twice, and a copy that ran wins over a filtered one.
+  const chosen = new Map<string, TestCase>();
+  const counted = new Set<string>();
+  for (const test of cases) {
+    if (!test.isSpec) continue;
+    const prior = chosen.get(test.name);
+    if (!prior || (filteredOut(prior) && !filteredOut(test))) chosen.set(test.name, test);
+  }
   for (const test of cases) {
     if (!test.isSpec) {
       if (test.outcome === "failed") suiteFailures.push(test);
       continue;
     }
-    // Ginkgo lists a spec once per report file; several files of one run must not count it twice.
-    if (seen.has(test.name)) continue;
-    seen.add(test.name);
+    // The chosen copy, once (a re-run puts the same case in place of every copy).
+    if (chosen.get(test.name) !== test || counted.has(test.name)) continue;
+    counted.add(test.name);
     const p = place(selection, test.name);
     if (p.kind === "unselected") {
       if (test.outcome !== "skipped") strays.push(test);
@@ -93,8 +145,7 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
       }
       continue;
     }
-    // Ginkgo writes a bare "skipped" for a spec its filters left out, "skipped - <why>" for Skip() in a test.
-    if (test.outcome === "skipped" && (test.message === "" || test.message === "skipped")) {
+    if (filteredOut(test)) {
       notRun.push(test);
       continue;
     }
@@ -112,6 +163,11 @@ export function tally(selection: Selection, cases: readonly TestCase[], dryRun: 
   return { groups, failures, runtimeSkips, selectedNames, skipUse, suiteFailures, strays, notRun };
 }
 
+/** Ginkgo writes a bare "skipped" for a spec its filters left out, "skipped - <why>" for Skip() in a test. */
+function filteredOut(test: TestCase): boolean {
+  return test.outcome === "skipped" && (test.message === "" || test.message === "skipped");
+}
+
 function sum(t: Tally, key: "selected" | "passed" | "failed" | "skippedAtRunTime" | "skippedByList"): number {
   return t.groups.reduce((n, g) => n + g[key], 0);
 }
@@ -127,10 +183,13 @@ export function headline(t: Tally, run: RunInfo): string {
     );
   }
   const per = t.groups.map((g) => `${g.group.title} ${g.passed}/${g.selected}`).join(", ");
+  const n = run.rerun?.replaced.length ?? 0;
+  const rerun =
+    n > 0 ? ` (${n} of these results from a re-run of ${n === 1 ? "that test" : "those tests"})` : "";
   return (
     `Upstream network e2e (Kubernetes ${run.kubernetesVersion}): ${sum(t, "passed")} of ${sum(t, "selected")} ` +
     `selected tests pass, ${sum(t, "failed")} fail, ${sum(t, "skippedAtRunTime")} skipped by the tests themselves (${per}); ` +
-    `${listed} left out by the skip list, each with its reason.`
+    `${listed} left out by the skip list, each with its reason${rerun}.`
   );
 }
 
@@ -174,6 +233,11 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     run.dryRun
       ? "- Status: **selected, not yet run**: these are the tests `e2e.test --ginkgo.dry-run` selects with the focus and skip below; none has run, so none is counted as passed."
       : `- Status: run${run.timestamp ? ` (started ${run.timestamp})` : ""} against the real-node sandbox (\`zovn sandbox up --kubelet\`).`,
+    ...(run.rerun && run.rerun.replaced.length > 0 && !run.dryRun
+      ? [
+          `- Re-run: ${run.rerun.replaced.length} test${run.rerun.replaced.length === 1 ? "" : "s"} ran again${run.rerun.timestamp ? ` (started ${run.rerun.timestamp})` : ""} with ${code(run.rerun.command)}; their results replace the full run's in every count below ([Re-run](#re-run)).`,
+        ]
+      : []),
     "",
     "Headline (the line the README quotes):",
     "",
@@ -249,6 +313,20 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     }
   }
 
+  if (run.rerun && run.rerun.replaced.length > 0 && !run.dryRun) {
+    p(
+      "## Re-run",
+      "",
+      `These tests ran again after the full run, with ${code(run.rerun.command)}; the counts above use the re-run's result.`,
+      "",
+      "| Test | Full run | Re-run | Seconds |",
+      "|---|---|---|---:|",
+    );
+    for (const r of run.rerun.replaced)
+      p(`| ${cell(r.name)} | ${r.before ?? "not run"} | ${r.after} | ${r.seconds.toFixed(1)} |`);
+    p("");
+  }
+
   p(
     "## Skip list",
     "",
@@ -273,7 +351,7 @@ export function renderReport(selection: Selection, t: Tally, run: RunInfo): stri
     p(
       "## Selected here, not run",
       "",
-      "A group selects these but Ginkgo left them out (a narrower focus than test/conformance/selection.json, or a pattern Go reads differently); they are in no count above.",
+      "A group selects these but Ginkgo left them out (a narrower focus than test/conformance/selection.json, a pattern Go reads differently, or a run stopped before it reached them); they are in no count above.",
       "",
     );
     for (const s of t.notRun) p(`- ${code(s.name)}`);
