@@ -114,7 +114,7 @@ export const NODE_SETTINGS: readonly Setting[] = [
     flag: "pod-access-from",
     kind: { type: "string" },
     default: "",
-    doc: "Comma-separated CIDRs of hosts that route the pod network through this node (a control-plane host that is not a node, for the apiserver's proxy to pods); their traffic is SNATed to the management port's address so replies return here. Empty: none.",
+    doc: "Comma-separated CIDRs of hosts that route the pod network through this node (a control-plane host that is not a node, for the apiserver's proxy to pods); their traffic is SNATed to this node's service SNAT address (never the management address, which NetworkPolicy admits) so replies return here. Empty: none.",
   },
   {
     key: "node.healthPort",

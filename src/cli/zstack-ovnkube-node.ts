@@ -28,7 +28,7 @@ import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
 import { bridgeMappingsValue } from "../node/provider-bridges.ts";
-import { enableForwarding } from "../node/snat.ts";
+import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
@@ -101,6 +101,17 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
+  // Pod access sources are SNATed to the service SNAT address, known once the controller's annotation is read.
+  const egress: EgressSnatSpec | undefined =
+    cfg.gatewayMode === "local"
+      ? {
+          mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
+          insideCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
+          nodeIps: [encapAddress],
+          podAccessSources: cfg.podAccessFrom,
+        }
+      : undefined;
+  let podAccessKey = "";
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -114,16 +125,7 @@ async function main(): Promise<number> {
       ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
     },
     providers: cfg.providers,
-    ...(cfg.gatewayMode === "local"
-      ? {
-          egress: {
-            mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
-            insideCidrs: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
-            nodeIps: [encapAddress],
-            podAccessSources: cfg.podAccessFrom,
-          },
-        }
-      : {}),
+    ...(egress ? { egress } : {}),
     logger: log,
   });
   const nodeInformer = new Informer<NodeObject>({
@@ -222,7 +224,13 @@ async function main(): Promise<number> {
     );
     if (!ann) return;
     mgmtAnnotation = ann;
-    services.setServiceSnatIps(ann.serviceSnatIp ? [parseIp(ann.serviceSnatIp)] : []);
+    const serviceSnatIps = ann.serviceSnatIp ? [parseIp(ann.serviceSnatIp)] : [];
+    services.setServiceSnatIps(serviceSnatIps);
+    const accessKey = serviceSnatIps.map(formatIp).join(",");
+    if (egress && cfg.podAccessFrom.length > 0 && accessKey !== podAccessKey) {
+      podAccessKey = accessKey;
+      setup.update({ egress: { ...egress, podAccessSnatIps: serviceSnatIps } });
+    }
     applyMgmt();
   };
   nodeInformer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });

@@ -51,13 +51,17 @@ describe("egress SNAT ruleset", () => {
     assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
   });
 
-  test("pod access: only listed sources entering the management port are masqueraded, per family", () => {
-    const text = snatRuleset({
+  test("pod access: only listed sources entering the management port are SNATed, to the service SNAT address of their family", () => {
+    const spec = {
       mgmtIfname: MGMT,
       insideCidrs: cidrs("10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"),
       nodeIps: ips("192.168.200.11"),
       podAccessSources: cidrs("192.168.200.2/32", "192.168.201.0/24", "fd00:200::/64"),
-    });
+    };
+    // Before the controller gave the node a service SNAT address: nothing is translated (never to the
+    // management address, which NetworkPolicy admits to every pod).
+    assert.doesNotMatch(snatRuleset(spec), /access_v|saddr|masquerade\n.*access/);
+    const text = snatRuleset({ ...spec, podAccessSnatIps: ips("100.64.0.5", "fd98::5") });
     assert.match(
       text,
       /set access_v4 \{\n {4}type ipv4_addr; flags interval;\n {4}elements = \{ 192\.168\.200\.2\/32, 192\.168\.201\.0\/24 \}/,
@@ -65,9 +69,10 @@ describe("egress SNAT ruleset", () => {
     assert.match(text, /elements = \{ fd00:200::\/64 \}/);
     assert.match(
       text,
-      /\n {4}iifname != "zovn-mgmt" oifname "zovn-mgmt" meta nfproto ipv4 ip saddr @access_v4 masquerade\n/,
+      /\n {4}iifname != "zovn-mgmt" oifname "zovn-mgmt" meta nfproto ipv4 ip saddr @access_v4 snat ip to 100\.64\.0\.5\n/,
     );
-    assert.match(text, /oifname "zovn-mgmt" meta nfproto ipv6 ip6 saddr @access_v6 masquerade/);
+    assert.match(text, /oifname "zovn-mgmt" meta nfproto ipv6 ip6 saddr @access_v6 snat ip6 to fd98::5/);
+    assert.doesNotMatch(text, /access_v\d masquerade/);
     // The egress rule is unchanged beside it.
     assert.match(text, /meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192\.168\.200\.11/);
     // Without sources, no set and no rule: nothing entering the node is translated.

@@ -5,10 +5,12 @@
 //
 // Pod access (opt-in, `node.podAccessFrom`): hosts that route the pod network through this node, as a
 // control-plane host that is not itself a node does for the apiserver's proxy to pods, have their traffic
-// into the management port masqueraded to the management port's own address. A pod on another node then
-// answers that address, which the cluster router delivers back to this node's management port, where conntrack
-// undoes the translation: without it the reply would leave through the pod's own node, SNATed to that node's
-// address, and the sender would drop it.
+// into the management port SNATed to this node's service SNAT address (the one NodePort traffic entering the
+// node gets). A pod on another node then answers that address, which the cluster router delivers back to this
+// node's management port, where conntrack undoes the translation: without it the reply would leave through the
+// pod's own node, SNATed to that node's address, and the sender would drop it. Never to the management
+// address: NetworkPolicy lets the node's own address through to every pod, the service SNAT address it does
+// not; until the controller has given the node a service SNAT address of a family, nothing of it is translated.
 
 import { writeFile } from "node:fs/promises";
 import { familyBits, formatIp, type IpAddress, isParsedIp } from "../ipam/address.ts";
@@ -30,6 +32,8 @@ export interface EgressSnatSpec {
    * node's routes send to the management port is affected: the pod network, the Services, the Subnets.
    */
   podAccessSources?: readonly Cidr[];
+  /** The node's service SNAT addresses (the management port annotation), the pod access sources' new source. */
+  podAccessSnatIps?: readonly IpAddress[];
 }
 
 // The script runs as root and nft reads a newline or '}' as syntax, so every value is re-checked to be the typed
@@ -58,6 +62,7 @@ export function snatRuleset(spec: EgressSnatSpec): string {
   const insideAll = spec.insideCidrs.map(checkedCidr);
   const nodeIps = (spec.nodeIps ?? []).map(checkedIp);
   const accessAll = (spec.podAccessSources ?? []).map(checkedCidr);
+  const accessSnat = (spec.podAccessSnatIps ?? []).map(checkedIp);
   const lines = [`table inet ${NFT_TABLE}`, `delete table inet ${NFT_TABLE}`, `table inet ${NFT_TABLE} {`];
   const rules: string[] = [];
   for (const fam of [4, 6] as const) {
@@ -81,7 +86,8 @@ export function snatRuleset(spec: EgressSnatSpec): string {
       rules.push(`    iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside} ${action}`);
     }
     const access = accessAll.filter((c) => c.family === fam).map(formatCidr);
-    if (access.length > 0) {
+    const accessTo = accessSnat.find((ip) => ip.family === fam);
+    if (access.length > 0 && accessTo) {
       lines.push(
         `  set access_v${fam} {`,
         `    type ${setType}; flags interval;`,
@@ -89,7 +95,7 @@ export function snatRuleset(spec: EgressSnatSpec): string {
         "  }",
       );
       rules.push(
-        `    iifname != ${dev} oifname ${dev} meta nfproto ipv${fam} ${proto} saddr @access_v${fam} masquerade`,
+        `    iifname != ${dev} oifname ${dev} meta nfproto ipv${fam} ${proto} saddr @access_v${fam} snat ${proto} to ${formatIp(accessTo)}`,
       );
     }
   }

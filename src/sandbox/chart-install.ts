@@ -12,7 +12,7 @@ import type { Place } from "./netns.ts";
 import type { NodeImage } from "./node-images.ts";
 import { repoRoot } from "./repo.ts";
 import type { Topology } from "./topology.ts";
-import { APISERVER_PORT, SERVICE_CIDR } from "./topology.ts";
+import { APISERVER_PORT, controlPlaneSources, SERVICE_CIDR } from "./topology.ts";
 
 export const CHART_DIR = join(repoRoot, "deploy", "helm", "zstack-ovn-kubernetes");
 export const CHART_RELEASE = "zstack-ovn-kubernetes";
@@ -76,7 +76,9 @@ export function centralNode(topo: Topology): string {
  *   and the chart runs the netdev datapath only with the host's OVS); ovn-controller still runs in the pods;
  * - the apiserver's underlay address: there is no kube-proxy, and the chart's pods start before any Service
  *   routing exists;
- * - OVN central pinned to one node, the only one that imports its image.
+ * - OVN central pinned to one node, the only one that imports its image;
+ * - the control-plane host admitted to the pod network (`node.podAccessFrom`), as in the process mode: it routes
+ *   the pod network via node1 for the apiserver's proxy to pods and Services.
  */
 export function sandboxChartValues(topo: Topology, images: ProductImages): Record<string, unknown> {
   const product = {
@@ -96,7 +98,12 @@ export function sandboxChartValues(topo: Topology, images: ProductImages): Recor
     dpdk: { enabled: true, socketDir: "/var/run/openvswitch" },
     kubernetes: { serviceHost: topo.controlPlane.ip, servicePort: APISERVER_PORT },
     controller: { image: product },
-    node: { image: product, hostOVS: true, ovnController: true },
+    node: {
+      image: product,
+      hostOVS: true,
+      ovnController: true,
+      podAccessFrom: controlPlaneSources(topo).join(","),
+    },
   };
 }
 
