@@ -101,6 +101,7 @@ async function main(): Promise<number> {
       encapMtu: (await interfaceWithAddress(encapIp).catch(() => ({ mtu: 1500 }))).mtu,
       encapType: cfg.tunnel,
     });
+  let providerEvents: EventRecorder | undefined;
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -114,6 +115,15 @@ async function main(): Promise<number> {
       ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
     },
     providers: cfg.providers,
+    // A provider network problem is the node's: a Warning Event on it (the log has it on every pass).
+    onProviderProblems: (problems) => {
+      for (const p of problems)
+        providerEvents?.warning(
+          { apiVersion: "v1", kind: "Node", name: cfg.nodeName },
+          "ProviderNetworkProblem",
+          p,
+        );
+    },
     ...(cfg.gatewayMode === "local"
       ? {
           egress: {
@@ -243,6 +253,7 @@ async function main(): Promise<number> {
     host: cfg.nodeName,
     logger: log,
   });
+  providerEvents = events;
   const hostPorts = new HostPorts({
     pods: pods.informer,
     mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),

@@ -43,6 +43,8 @@ export interface NodeSetupConfig {
   hostNetns?: string;
   /** Budget of each wait (the management device to appear); default 10 s. */
   budgetMs?: number;
+  /** Called when the provider network problems change (the agent turns them into a Node Warning Event). */
+  onProviderProblems?: (problems: readonly string[]) => void;
   /** Retry a provider network problem after this long; default 15 s. */
   providerRetryMs?: number;
   /** Re-apply routes and nftables this often; default 60 s, 0 disables. */
@@ -160,7 +162,9 @@ export class NodeSetup {
       ];
     }
     for (const p of providerProblems) this.log.warn({ problem: p }, "provider network bridge");
+    const changed = providerProblems.join("\n") !== this.providerProblemList.join("\n");
     this.providerProblemList = providerProblems;
+    if (changed) this.cfg.onProviderProblems?.(providerProblems);
     if (providerProblems.length > 0) this.retryProviders();
     const chassis = await ensureChassisConfig(client, this.cfg.chassis);
     const mgmt: string[] = [];

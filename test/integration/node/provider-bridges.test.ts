@@ -170,6 +170,7 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
     t.after(() => client.close());
     await client.connect();
     const warnings: string[] = [];
+    const reported: string[][] = [];
     const setup = new NodeSetup({
       client,
       hostNetns: node.netns.path,
@@ -177,6 +178,7 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
       chassis: chassis("physnet2:br-p2,physnet3:bond0"),
       providers: parseBridgeMappings("physnet2:br-p2:up1,physnet3:bond0:up9"),
       logger: { info() {}, warn: (o) => warnings.push(JSON.stringify(o)) },
+      onProviderProblems: (p) => reported.push([...p]),
     });
     t.after(() => setup.stop());
     const r = await setup.reconcile();
@@ -191,6 +193,9 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
       /bridge bond0 of provider physnet3 cannot be created: a port or interface of that name exists on bridge br-admin/,
     );
     assert.deepEqual(setup.providerProblems, r.providerProblems);
+    assert.deepEqual(reported, [r.providerProblems], "reported to the agent once");
+    assert.deepEqual((await setup.reconcile()).providerProblems, r.providerProblems);
+    assert.equal(reported.length, 1, "the same problems are not reported again");
     assert.match(warnings.join("\n"), /interface of port bond0/);
     const get = async (...a: string[]) => (await node.vsctl("get", ...a)).trim();
     assert.equal(
