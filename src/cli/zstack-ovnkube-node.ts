@@ -112,6 +112,7 @@ async function main(): Promise<number> {
         }
       : undefined;
   let podAccessKey = "";
+  let providerEvents: EventRecorder | undefined;
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
@@ -125,6 +126,15 @@ async function main(): Promise<number> {
       ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
     },
     providers: cfg.providers,
+    // A provider network problem is the node's: a Warning Event on it (the log has it on every pass).
+    onProviderProblems: (problems) => {
+      for (const p of problems)
+        providerEvents?.warning(
+          { apiVersion: "v1", kind: "Node", name: cfg.nodeName },
+          "ProviderNetworkProblem",
+          p,
+        );
+    },
     ...(egress ? { egress } : {}),
     logger: log,
   });
@@ -252,6 +262,7 @@ async function main(): Promise<number> {
     host: cfg.nodeName,
     logger: log,
   });
+  providerEvents = events;
   const hostPorts = new HostPorts({
     pods: pods.informer,
     mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),

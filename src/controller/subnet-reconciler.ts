@@ -128,6 +128,7 @@ export class SubnetReconciler implements Reconciler {
       );
     const ls = this.o.nb.cache.table("Logical_Switch");
     return {
+      clusterCIDRs: this.ctx.net.clusterCIDRs,
       serviceCIDRs: this.o.serviceCIDRs,
       joinCIDR: this.o.joinCIDR,
       nodeIPs,

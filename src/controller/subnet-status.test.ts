@@ -147,3 +147,32 @@ test("under VXLAN the oldest new Subnets get the datapaths left, the next is ref
     "Geneve has no such limit",
   );
 });
+
+test("a provider network Subnet inside clusterCIDR is Failed naming spec.cidr and the fix; an overlay Subnet there is fine", () => {
+  const facts = { ...FACTS, clusterCIDRs: ["10.244.0.0/16"] };
+  const v = judgeSubnets(
+    [
+      sn("vlan", "1", {
+        cidr: "10.244.100.0/24",
+        gateway: "10.244.100.1",
+        vlanID: 100,
+        provider: "physnet1",
+      }),
+      sn("flat", "2", { cidr: "10.0.0.0/8", gateway: "10.0.0.1", provider: "physnet2" }),
+      sn("overlay", "3", { cidr: "10.244.7.0/24", gateway: "10.244.7.1" }),
+      sn("outside", "4", { cidr: "172.30.100.0/24", gateway: "172.30.100.1", provider: "physnet1" }),
+    ],
+    facts,
+  );
+  for (const name of ["vlan", "flat"]) {
+    assert.equal(v.get(name)?.phase, "Failed", name);
+    assert.equal(v.get(name)?.reason, "Overlap");
+    assert.match(v.get(name)?.message ?? "", /spec\.cidr .* overlaps the cluster CIDR 10\.244\.0\.0\/16/);
+    assert.match(
+      v.get(name)?.message ?? "",
+      /must lie outside clusterCIDR, the service CIDR and the join CIDR/,
+    );
+  }
+  assert.equal(v.get("overlay")?.ready, true);
+  assert.equal(v.get("outside")?.ready, true);
+});

@@ -20,6 +20,8 @@ export interface SubnetObject {
 }
 
 export interface ClusterFacts {
+  /** network.clusterCIDR: inside the cluster (inside set, management-port routes, no SNAT); never a VLAN's. */
+  readonly clusterCIDRs?: readonly string[];
   readonly serviceCIDRs: readonly string[];
   readonly joinCIDR: string;
   /** Node name -> its addresses. */
@@ -69,7 +71,7 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
     }
     const def = parsed.subnet;
     const cidrs = def.cidrs.map(formatCidr);
-    const problem = clusterProblem(s, cidrs, accepted, facts);
+    const problem = clusterProblem(s, def, cidrs, accepted, facts);
     if (problem) {
       out.set(s.name, fail(s.name, problem.reason, problem.message));
       continue;
@@ -108,6 +110,7 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
 
 function clusterProblem(
   s: SubnetObject,
+  def: SubnetDefinition,
   cidrs: readonly string[],
   accepted: readonly { name: string; cidrs: string[] }[],
   facts: ClusterFacts,
@@ -120,6 +123,17 @@ function clusterProblem(
         reason: "ReservedRange",
         message: `spec.cidr ${c} overlaps the ${special.name} ${formatCidr(special.range)}, which no pod network may use; choose a global unicast CIDR such as 10.244.0.0/16`,
       };
+    }
+    // A provider network's addresses are reached through the underlay; inside clusterCIDR they would be routed
+    // to the overlay (and its localnet guard would drop them as forged).
+    if (def.provider !== undefined) {
+      const hit = (facts.clusterCIDRs ?? []).find((cc) => overlaps(cc, c));
+      if (hit) {
+        return {
+          reason: "Overlap",
+          message: `spec.cidr ${c} overlaps the cluster CIDR ${hit}, which the cluster routes to the overlay; a provider network Subnet must lie outside clusterCIDR, the service CIDR and the join CIDR: use the VLAN's own CIDR`,
+        };
+      }
     }
     for (const other of accepted) {
       const hit = other.cidrs.find((o) => overlaps(o, c));

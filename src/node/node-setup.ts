@@ -43,6 +43,10 @@ export interface NodeSetupConfig {
   hostNetns?: string;
   /** Budget of each wait (the management device to appear); default 10 s. */
   budgetMs?: number;
+  /** Called when the provider network problems change (the agent turns them into a Node Warning Event). */
+  onProviderProblems?: (problems: readonly string[]) => void;
+  /** Retry a provider network problem after this long; default 15 s. */
+  providerRetryMs?: number;
   /** Re-apply routes and nftables this often; default 60 s, 0 disables. */
   resyncIntervalMs?: number;
   logger?: NodeSetupLogger;
@@ -52,6 +56,8 @@ export interface ReconcileReport {
   bridge: string[];
   /** Provider bridges created, uplinks added, bridges removed. */
   providers: string[];
+  /** Why a provider network's bridge is not as configured (empty when it is); the rest of the pass went on. */
+  providerProblems: string[];
   chassis: string[];
   mgmt: string[];
   /** True when the nftables table and forwarding were (re)applied. */
@@ -77,6 +83,8 @@ export class NodeSetup {
   private readonly backoff = new Backoff({ initialMs: 200, maxMs: 10_000 });
   private stopped = false;
   private readonly log: NodeSetupLogger;
+  private providerProblemList: readonly string[] = [];
+  private providerRetry: NodeJS.Timeout | undefined;
 
   constructor(cfg: NodeSetupConfig) {
     this.cfg = cfg;
@@ -89,6 +97,21 @@ export class NodeSetup {
   ): void {
     this.cfg = { ...this.cfg, ...patch };
     this.schedule(0);
+  }
+
+  /** The provider network problems of the last pass (the agent reports them; empty when all is in place). */
+  get providerProblems(): readonly string[] {
+    return this.providerProblemList;
+  }
+
+  /** Another pass later for a provider problem (an admin may fix the bridge without any event we watch). */
+  private retryProviders(): void {
+    if (this.stopped || this.providerRetry) return;
+    this.providerRetry = setTimeout(() => {
+      this.providerRetry = undefined;
+      this.schedule(0);
+    }, this.cfg.providerRetryMs ?? 15_000);
+    this.providerRetry.unref();
   }
 
   /** Whether a pass has set up the management port (by any pass: the first, or a retry after a failure). */
@@ -117,11 +140,32 @@ export class NodeSetup {
     const { client } = this.cfg;
     const host = this.cfg.hostNetns ? { netns: this.cfg.hostNetns } : {};
     const bridge = await ensureBridge(client, this.cfg.bridge);
-    const prov = await ensureProviderBridges(client, this.cfg.providers ?? [], this.cfg.bridge.datapathType);
-    // A provider whose bridge cannot be made still gets its mapping: ovn-controller picks it up once the bridge
-    // exists, and the problem is logged on every pass until then.
-    for (const p of prov.problems) this.log.warn({ problem: p }, "provider network bridge");
-    const providers = prov.changes;
+    // A provider network's misconfiguration fails alone: the overlay (chassis settings, management port, egress)
+    // is set up regardless. A provider whose bridge cannot be made still gets its mapping (ovn-controller picks it
+    // up once the bridge exists); the problem is logged and kept in providerProblems, and the step is retried.
+    let providers: string[] = [];
+    let providerProblems: string[];
+    try {
+      const prov = await ensureProviderBridges(
+        client,
+        this.cfg.providers ?? [],
+        this.cfg.bridge.datapathType,
+      );
+      providers = prov.changes;
+      providerProblems = prov.problems;
+    } catch (err) {
+      const mappings = (this.cfg.providers ?? []).map(
+        (p) => `${p.provider}:${p.bridge}${p.uplink ? `:${p.uplink}` : ""}`,
+      );
+      providerProblems = [
+        `provider network bridges (node.bridgeMappings ${mappings.join(",")}) could not be set up: ${(err as Error).message}; fix the bridges or node.bridgeMappings`,
+      ];
+    }
+    for (const p of providerProblems) this.log.warn({ problem: p }, "provider network bridge");
+    const changed = providerProblems.join("\n") !== this.providerProblemList.join("\n");
+    this.providerProblemList = providerProblems;
+    if (changed) this.cfg.onProviderProblems?.(providerProblems);
+    if (providerProblems.length > 0) this.retryProviders();
     const chassis = await ensureChassisConfig(client, this.cfg.chassis);
     const mgmt: string[] = [];
     if (this.cfg.mgmt) {
@@ -153,7 +197,15 @@ export class NodeSetup {
         egress = true;
       }
     }
-    const report = { bridge, providers, chassis, mgmt, egress, ms: performance.now() - start };
+    const report = {
+      bridge,
+      providers,
+      providerProblems,
+      chassis,
+      mgmt,
+      egress,
+      ms: performance.now() - start,
+    };
     if (bridge.length + providers.length + chassis.length + mgmt.length > 0 || egress)
       this.log.info(report, "node setup changed");
     return report;
@@ -215,6 +267,7 @@ export class NodeSetup {
     this.unsubscribe = [];
     if (this.timer) clearTimeout(this.timer);
     if (this.resync) clearInterval(this.resync);
+    if (this.providerRetry) clearTimeout(this.providerRetry);
   }
 
   private schedule(delayMs: number): void {

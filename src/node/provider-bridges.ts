@@ -134,29 +134,67 @@ export async function ensureProviderBridges(
   const changes: string[] = [];
   const problems: string[] = [];
   const txn = client.transaction();
+  const interfaces = client.cache.table("Interface");
   const portBridge = new Map<string, string>(); // port name -> bridge name
+  const ifacePort = new Map<string, { port: string; bridge: string }>(); // interface name -> its port and bridge
+  const portRows = new Map<string, { _uuid: string; external_ids: unknown }>();
   for (const b of bridges.values())
     for (const p of b.ports) {
       const row = ports.get(p);
-      if (row) portBridge.set(row.name, b.name);
+      if (!row) continue;
+      portBridge.set(row.name, b.name);
+      portRows.set(row.name, row);
+      for (const i of row.interfaces) {
+        const iface = interfaces.get(i);
+        if (iface) ifacePort.set(iface.name, { port: row.name, bridge: b.name });
+      }
     }
+  const isAgentUplink = (port: { external_ids: unknown } | undefined) => {
+    const ids = (port?.external_ids ?? {}) as Readonly<Record<string, string>>;
+    return ids[OWNER_KEY] === NODE_AGENT && ids[PROVIDER_KEY] !== undefined;
+  };
   const wanted = new Map<string, ProviderBridge>(); // bridge -> the entry naming its uplink, or the first
   for (const m of mappings) {
     const cur = wanted.get(m.bridge);
     if (!cur || (cur.uplink === undefined && m.uplink !== undefined)) wanted.set(m.bridge, m);
   }
+  const newUplink = (uplink: string, provider: string) =>
+    txn.insert("Port", {
+      name: uplink,
+      interfaces: [txn.insert("Interface", { name: uplink })],
+      external_ids: { [OWNER_KEY]: NODE_AGENT, [PROVIDER_KEY]: provider },
+    });
   for (const [name, m] of wanted) {
     const existing = bridges.lookupOne("name", name);
+    // The uplink port the agent added elsewhere (the mapping moved it): moved in this transaction, the same row.
+    let moving: string | undefined;
     if (m.uplink !== undefined) {
       const elsewhere = portBridge.get(m.uplink);
-      if (elsewhere !== undefined && elsewhere !== name) {
+      const inside = ifacePort.get(m.uplink);
+      if (inside !== undefined && inside.port !== m.uplink) {
         problems.push(
-          `uplink ${m.uplink} of provider ${m.provider} is a port of bridge ${elsewhere}, not ${name}; move it or fix node.bridgeMappings`,
+          `uplink ${m.uplink} of provider ${m.provider} is an interface of port ${inside.port} on bridge ${inside.bridge} (a bond); name the bridge ${inside.bridge} without an uplink, or take ${m.uplink} out of ${inside.port}`,
         );
         continue;
       }
+      if (elsewhere !== undefined && elsewhere !== name) {
+        if (!isAgentUplink(portRows.get(m.uplink))) {
+          problems.push(
+            `uplink ${m.uplink} of provider ${m.provider} is a port of bridge ${elsewhere}, not ${name}; move it or fix node.bridgeMappings`,
+          );
+          continue;
+        }
+        moving = portRows.get(m.uplink)?._uuid;
+      }
     }
     if (!existing) {
+      const clash = portBridge.get(name) ?? ifacePort.get(name)?.bridge;
+      if (clash !== undefined || interfaces.findOne((r) => r.name === name) !== undefined) {
+        problems.push(
+          `bridge ${name} of provider ${m.provider} cannot be created: a port or interface of that name exists${clash === undefined ? "" : ` on bridge ${clash}`}; name another bridge in node.bridgeMappings`,
+        );
+        continue;
+      }
       if (m.uplink === undefined) {
         problems.push(
           `bridge ${name} of provider ${m.provider} does not exist; create it with its uplink, or name the uplink (provider:bridge:uplink) to have the agent create it`,
@@ -165,12 +203,7 @@ export async function ensureProviderBridges(
       }
       const local = txn.insert("Interface", { name, type: "internal" });
       const localPort = txn.insert("Port", { name, interfaces: [local] });
-      const upIf = txn.insert("Interface", { name: m.uplink });
-      const upPort = txn.insert("Port", {
-        name: m.uplink,
-        interfaces: [upIf],
-        external_ids: { [OWNER_KEY]: NODE_AGENT, [PROVIDER_KEY]: m.provider },
-      });
+      const upPort = moving ?? newUplink(m.uplink, m.provider);
       // Guarded: another writer creating the same bridge between our read and our write fails this one.
       txn.guardAbsent("Bridge", [["name", "==", name]]);
       const br = txn.insert("Bridge", {
@@ -182,12 +215,7 @@ export async function ensureProviderBridges(
       txn.mutate("Open_vSwitch", byUuid(root._uuid), [["bridges", "insert", [br]]]);
       changes.push(`created ${name} with uplink ${m.uplink}`);
     } else if (m.uplink !== undefined && portBridge.get(m.uplink) !== name) {
-      const upIf = txn.insert("Interface", { name: m.uplink });
-      const upPort = txn.insert("Port", {
-        name: m.uplink,
-        interfaces: [upIf],
-        external_ids: { [OWNER_KEY]: NODE_AGENT, [PROVIDER_KEY]: m.provider },
-      });
+      const upPort = moving ?? newUplink(m.uplink, m.provider);
       txn.mutate("Bridge", byUuid(existing._uuid), [["ports", "insert", [upPort]]]);
       changes.push(`uplink ${m.uplink} on ${name}`);
     }
@@ -202,11 +230,11 @@ export async function ensureProviderBridges(
       changes.push(`removed ${b.name}`);
       continue;
     }
-    if (ours) continue;
+    // On any bridge, also the agent's own: an uplink the mapping no longer names there goes (two uplinks on a
+    // learning bridge would loop the network).
     for (const p of b.ports) {
       const port = ports.get(p);
-      const pids = (port?.external_ids ?? {}) as Readonly<Record<string, string>>;
-      if (!port || pids[OWNER_KEY] !== NODE_AGENT || pids[PROVIDER_KEY] === undefined) continue;
+      if (!port || !isAgentUplink(port)) continue;
       if (wanted.get(b.name)?.uplink === port.name) continue;
       txn.mutate("Bridge", byUuid(b._uuid), [["ports", "delete", [port._uuid]]]);
       changes.push(`uplink ${port.name} off ${b.name}`);

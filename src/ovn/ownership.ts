@@ -41,6 +41,7 @@ export type Kind =
   | "router-port"
   | "switch-router-port"
   | "localnet-port"
+  | "localnet-source-guard"
   | "mgmt-port"
   | "mgmt-source-guard"
   | "pod-port"

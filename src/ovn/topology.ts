@@ -33,6 +33,13 @@ export const JOIN_SWITCH_PORT = "zovn-jtor";
  * so it competes with none; it sits above every band of the NetworkPolicy plan (policy/acl-priority.ts).
  */
 export const MGMT_SOURCE_GUARD_PRIORITY = 32_100;
+/**
+ * Priority of the ACL on a provider network switch that drops what enters through its localnet port with a
+ * source inside the cluster (a node's management IP, an overlay pod's IP). NetworkPolicy and the own-node allow
+ * identify peers by source address, and nothing on a VLAN stops a host from forging one; above every band of
+ * the NetworkPolicy plan, so no allow outranks it.
+ */
+export const LOCALNET_SOURCE_GUARD_PRIORITY = 32_100;
 /** Priority of the per-node egress reroute policies (above OVN's default allow, below anything an admin adds at 2000+). */
 export const EGRESS_POLICY_PRIORITY = 1004;
 
@@ -255,6 +262,21 @@ export function subnetRows(s: SubnetTopology, lbGroup?: string): DesiredRow[] {
         },
         parent: { table: "Logical_Switch", id: `subnet/${s.name}`, column: "ports" },
       },
+      {
+        // Written and removed with the localnet port (one plan, one transaction). Provider CIDRs are never in
+        // the inside set (the Subnet is refused when it overlaps the cluster's ranges), so the VLAN's own hosts
+        // and router pass; a frame claiming a cluster address can only be forged.
+        table: "ACL",
+        id: `subnet/${s.name}/localnet-guard`,
+        row: {
+          direction: "from-lport",
+          priority: LOCALNET_SOURCE_GUARD_PRIORITY,
+          action: "drop",
+          match: `inport == "${subnetLocalnetPortName(s.name)}" && ip4 && ip4.src == $${INSIDE_ADDRESS_SET_V4}`,
+          external_ids: ownedIds("localnet-source-guard", `subnet/${s.name}/localnet-guard`, tag),
+        },
+        parent: { table: "Logical_Switch", id: `subnet/${s.name}`, column: "acls" },
+      },
     ];
   }
   return [
@@ -367,6 +389,7 @@ const TOPOLOGY_KINDS = new Set([
   "router-port",
   "switch-router-port",
   "localnet-port",
+  "localnet-source-guard",
   "mgmt-port",
   "mgmt-source-guard",
   "node-pods",
@@ -393,7 +416,7 @@ export const topologyScope: Scope = {
 /** The rows one subnet's reconcile is responsible for: its switch and router ports, never its pods' ports. */
 export function subnetScope(name: string): Scope {
   return {
-    tables: ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Switch"],
+    tables: ["Logical_Router_Port", "Logical_Switch_Port", "ACL", "Logical_Switch"],
     owns: (id, row) =>
       (id === `subnet/${name}` || id.startsWith(`subnet/${name}/`)) &&
       (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",

@@ -7,7 +7,7 @@ import { after, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { run } from "../../src/sandbox/command.ts";
 import { adminKubeconfig } from "../../src/sandbox/kubectl.ts";
-import { SANDBOX_PROVIDER, UNDERLAY_VLAN } from "../../src/sandbox/topology.ts";
+import { EXT_VLAN_IF, SANDBOX_PROVIDER, UNDERLAY_VLAN } from "../../src/sandbox/topology.ts";
 import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
 
 const NAME = "zsbvlan";
@@ -181,5 +181,71 @@ describe("provider network (VLAN) Subnets in the sandbox", { timeout: 30 * 60_00
     );
     assert.equal(same.split(" ")[0], "v2");
     assert.equal(same.split(" ")[1]?.split(":")[0], v1);
+  });
+
+  it("a host on the VLAN forging node1's management IP (or an overlay address) reaches no provider pod, though deny-all ingress admits the pod's own node", async () => {
+    const { topo } = ctx();
+    const ext = topo.external.netns;
+    const v1 = ips.get("v1") as string; // on node1
+    /** A TCP exchange from the external host with source `src`; "" when it does not get through. */
+    const extDial = async (src: string, ip: string): Promise<string> => {
+      try {
+        return (
+          await run("ip", ["netns", "exec", ext, "nc", "-N", "-w", "3", "-s", src, ip, String(POD_PORT)], {
+            input: "probe\n",
+            timeoutMs: 15_000,
+          })
+        ).trim();
+      } catch {
+        return "";
+      }
+    };
+    const text = await kubectl([
+      "get",
+      "node",
+      "node1",
+      "-o",
+      String.raw`jsonpath={.metadata.annotations.network\.zstack\.io/mgmt-port}`,
+    ]);
+    const mgmt = (JSON.parse(text) as { ip: string }).ip.split("/")[0] as string;
+    assert.match(mgmt, /^100\.64\./);
+    const overlay = "10.244.0.200";
+    // The forged sources, as a host on the VLAN would claim them; its replies come back through the VLAN's
+    // router, which is this host, so a TCP handshake completes if the first segment gets in.
+    for (const a of [mgmt, overlay])
+      await run("ip", ["netns", "exec", ext, "ip", "address", "replace", `${a}/32`, "dev", EXT_VLAN_IF]);
+    try {
+      const own = await eventually("the external host reaches v1 with its own address", 30_000, async () => {
+        const r = await extDial(UNDERLAY_VLAN.gateway, v1);
+        return r === "" ? undefined : r;
+      });
+      assert.equal(own.split(" ")[0], "v1");
+      assert.equal(own.split(" ")[1]?.split(":")[0], UNDERLAY_VLAN.gateway);
+      assert.equal(await extDial(overlay, v1), "", "an overlay pod's address from the VLAN is dropped");
+      await kubectl(
+        ["apply", "-f", "-"],
+        JSON.stringify({
+          apiVersion: "networking.k8s.io/v1",
+          kind: "NetworkPolicy",
+          metadata: { name: "deny-all", namespace: NS },
+          spec: { podSelector: {}, policyTypes: ["Ingress"] },
+        }),
+      );
+      await eventually("deny-all ingress holds for the external host", 60_000, async () =>
+        (await extDial(UNDERLAY_VLAN.gateway, v1)) === "" ? true : undefined,
+      );
+      // No stale cached datapath flow or conntrack entry may answer for the ACLs (docs/network-policy.md).
+      for (const node of ["node1", "node2"]) {
+        await sandbox.inside(node, ["ovs-appctl", "dpctl/flush-conntrack"]);
+        await sandbox.inside(node, ["ovs-appctl", "dpctl/del-flows"]);
+      }
+      for (let i = 0; i < 3; i++)
+        assert.equal(await extDial(mgmt, v1), "", "node1's management IP forged on the VLAN is dropped");
+    } finally {
+      for (const a of [mgmt, overlay])
+        await run("ip", ["netns", "exec", ext, "ip", "address", "del", `${a}/32`, "dev", EXT_VLAN_IF]).catch(
+          () => undefined,
+        );
+    }
   });
 });

@@ -8,6 +8,7 @@ import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import {
   INSIDE_ADDRESS_SET_V4,
+  LOCALNET_SOURCE_GUARD_PRIORITY,
   subnetLocalnetPortName,
   subnetRouterPortName,
   subnetSwitchName,
@@ -46,6 +47,26 @@ test("a Subnet with vlanID and provider gets a localnet port with its switch and
     undefined,
     "no router port: the gateway is the underlay's router",
   );
+  // Frames from the VLAN claiming a cluster source (a node's management IP, an overlay pod) are dropped.
+  const guard = () =>
+    c.nb.cache
+      .table("ACL")
+      .findOne(
+        (r) =>
+          r.external_ids["zstack.io/kind"] === "localnet-source-guard" &&
+          r.external_ids["zstack.io/subnet"] === "vlan100",
+      );
+  const g = guard();
+  assert.ok(g, "the localnet source guard exists");
+  assert.equal(g.direction, "from-lport");
+  assert.equal(g.action, "drop");
+  assert.equal(g.priority, LOCALNET_SOURCE_GUARD_PRIORITY);
+  assert.equal(
+    g.match,
+    `inport == "${subnetLocalnetPortName("vlan100")}" && ip4 && ip4.src == $${INSIDE_ADDRESS_SET_V4}`,
+  );
+  assert.equal(g.external_ids["zstack.io/owner"], "zstack-ovnkube-controller");
+  assert.ok(ls?.acls.includes(g._uuid), "the guard is on the subnet's switch");
   const inside = () =>
     c.nb.cache.table("Address_Set").findOne((r) => r.name === INSIDE_ADDRESS_SET_V4)?.addresses ?? [];
   assert.ok(!inside().includes("172.30.100.0/24"), "the VLAN's addresses are outside the overlay");
@@ -58,6 +79,10 @@ test("a Subnet with vlanID and provider gets a localnet port with its switch and
   assert.ok(
     withSwitch[0]?.includes(`"${subnetLocalnetPortName("vlan100")}"`),
     `the switch's first record also inserts the localnet port:\n${withSwitch[0]}`,
+  );
+  assert.ok(
+    withSwitch[0]?.includes("localnet-source-guard"),
+    `the switch's first record also inserts the guard:\n${withSwitch[0]}`,
   );
 
   // A restart with nothing changed writes nothing.
@@ -75,6 +100,7 @@ test("a Subnet with vlanID and provider gets a localnet port with its switch and
     return localnet()?.tag === 200 ? true : undefined;
   });
   assert.equal(localnet()?._uuid, ln._uuid, "updated in place");
+  assert.equal(guard()?._uuid, g._uuid, "the guard stays as it is");
   // Another provider network.
   await c.api.request(`${SUBNET_PATH}/vlan100`, {
     method: "PATCH",
@@ -100,6 +126,11 @@ test("a Subnet with vlanID and provider gets a localnet port with its switch and
       ? true
       : undefined;
   });
+  assert.equal(guard(), undefined, "the guard went with the localnet port");
+  assert.equal(
+    c.nb.cache.table("ACL").findOne((r) => r.match.includes(subnetLocalnetPortName("vlan100"))),
+    undefined,
+  );
   assert.ok(inside().includes("172.30.100.0/24"), "an overlay subnet's CIDR stays inside");
   assert.equal(readyCondition(await get())?.status, "True");
 });
@@ -148,4 +179,36 @@ test("vlanID without provider, and a provider name OVN cannot map, make the Subn
       .findOne((r) => r.name === subnetLocalnetPortName("bad"));
     return ln?.tag === 7 && ln.options.network_name === "physnet1" ? true : undefined;
   });
+});
+
+test("a provider network Subnet inside clusterCIDR is Failed naming spec.cidr and the fix, and gets no switch or localnet port", async (t) => {
+  const c = await useCluster(t);
+  const run = await startInProcess(c);
+  t.after(() => run.stop());
+  const get = () => c.api.request<Subnet>(`${SUBNET_PATH}/inside`);
+  await createSubnet(c.api, "inside", {
+    cidr: "10.244.200.0/24",
+    gateway: "10.244.200.1",
+    vlanID: 100,
+    provider: "physnet1",
+  });
+  const failed = await until("inside Failed", async () => {
+    const s = await get();
+    return s.status?.phase === "Failed" ? s : undefined;
+  });
+  assert.equal(readyCondition(failed)?.reason, "Overlap");
+  assert.match(
+    readyCondition(failed)?.message ?? "",
+    /spec\.cidr 10\.244\.200\.0\/24 overlaps the cluster CIDR 10\.244\.0\.0\/16.*must lie outside clusterCIDR, the service CIDR and the join CIDR/,
+  );
+  await c.nb.echo();
+  assert.equal(
+    c.nb.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("inside")),
+    undefined,
+    "no switch for a refused spec",
+  );
+  assert.equal(
+    c.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === subnetLocalnetPortName("inside")),
+    undefined,
+  );
 });

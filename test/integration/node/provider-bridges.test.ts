@@ -97,6 +97,7 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
       providers: parseBridgeMappings("physnet1:br-missing"),
       logger: { info() {}, warn: (o) => warnings.push(JSON.stringify(o)) },
     });
+    t.after(() => setup.stop());
     const r = await setup.reconcile();
     assert.deepEqual(r.providers, []);
     assert.match(warnings.join("\n"), /bridge br-missing of provider physnet1 does not exist/);
@@ -104,6 +105,113 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
     assert.equal(
       (await node.vsctl("get", "Open_vSwitch", ".", "external_ids:ovn-bridge-mappings")).trim(),
       '"physnet1:br-missing"',
+    );
+  });
+
+  test("a changed uplink on the agent's bridge replaces the old one in one pass: the bridge never holds two", async (t) => {
+    const node = await useOvsNode(t);
+    for (const up of ["up1", "up2"])
+      await node.exec("ip", ["link", "add", up, "type", "veth", "peer", "name", `${up}-peer`]);
+    const client = new OvsdbClient<VswitchTables>({ remotes: node.ovsRemote, model: vswitchModel });
+    t.after(() => client.close());
+    await client.connect();
+    const setup = new NodeSetup({
+      client,
+      hostNetns: node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis("physnet1:br-p"),
+      providers: parseBridgeMappings("physnet1:br-p:up1"),
+    });
+    t.after(() => setup.stop());
+    assert.deepEqual((await setup.reconcile()).providers, ["created br-p with uplink up1"]);
+    setup.update({ providers: parseBridgeMappings("physnet1:br-p:up2") });
+    const r = await setup.reconcile();
+    assert.deepEqual(r.providers.sort(), ["uplink up1 off br-p", "uplink up2 on br-p"]);
+    assert.deepEqual((await node.vsctl("list-ports", "br-p")).trim().split("\n"), ["up2"]);
+    assert.equal(
+      (await node.vsctl("--if-exists", "get", "Interface", "up1", "name")).trim(),
+      "",
+      "up1 is gone",
+    );
+    assert.deepEqual((await setup.reconcile()).providers, [], "a second pass writes nothing");
+  });
+
+  test("an uplink moved to another bridge lands there in the same pass that removes the old bridge", async (t) => {
+    const node = await useOvsNode(t);
+    await node.exec("ip", ["link", "add", "up1", "type", "veth", "peer", "name", "up1-peer"]);
+    const client = new OvsdbClient<VswitchTables>({ remotes: node.ovsRemote, model: vswitchModel });
+    t.after(() => client.close());
+    await client.connect();
+    const setup = new NodeSetup({
+      client,
+      hostNetns: node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis("p:br-a"),
+      providers: parseBridgeMappings("p:br-a:up1"),
+    });
+    t.after(() => setup.stop());
+    assert.deepEqual((await setup.reconcile()).providers, ["created br-a with uplink up1"]);
+    setup.update({ providers: parseBridgeMappings("p:br-b:up1"), chassis: chassis("p:br-b") });
+    const r = await setup.reconcile();
+    assert.deepEqual(r.providers.sort(), ["created br-b with uplink up1", "removed br-a"]);
+    assert.deepEqual(r.providerProblems, []);
+    assert.deepEqual((await node.vsctl("list-br")).trim().split("\n").sort(), ["br-b", "br-int"]);
+    assert.deepEqual((await node.vsctl("list-ports", "br-b")).trim().split("\n"), ["up1"]);
+    assert.deepEqual((await setup.reconcile()).providers, [], "a second pass writes nothing");
+  });
+
+  test("a provider misconfiguration (an uplink inside a bond, a bridge named like a port) fails alone: the chassis settings are still written, and the problem names the fix", async (t) => {
+    const node = await useOvsNode(t);
+    for (const up of ["up1", "up3"])
+      await node.exec("ip", ["link", "add", up, "type", "veth", "peer", "name", `${up}-peer`]);
+    await node.vsctl("add-br", "br-admin", "--", "set", "Bridge", "br-admin", "datapath_type=netdev");
+    await node.vsctl("add-bond", "br-admin", "bond0", "up1", "up3");
+    const client = new OvsdbClient<VswitchTables>({ remotes: node.ovsRemote, model: vswitchModel });
+    t.after(() => client.close());
+    await client.connect();
+    const warnings: string[] = [];
+    const reported: string[][] = [];
+    const setup = new NodeSetup({
+      client,
+      hostNetns: node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis("physnet2:br-p2,physnet3:bond0"),
+      providers: parseBridgeMappings("physnet2:br-p2:up1,physnet3:bond0:up9"),
+      logger: { info() {}, warn: (o) => warnings.push(JSON.stringify(o)) },
+      onProviderProblems: (p) => reported.push([...p]),
+    });
+    t.after(() => setup.stop());
+    const r = await setup.reconcile();
+    assert.deepEqual(r.providers, []);
+    assert.equal(r.providerProblems.length, 2, r.providerProblems.join("\n"));
+    assert.match(
+      r.providerProblems[0] ?? "",
+      /uplink up1 of provider physnet2 is an interface of port bond0 on bridge br-admin/,
+    );
+    assert.match(
+      r.providerProblems[1] ?? "",
+      /bridge bond0 of provider physnet3 cannot be created: a port or interface of that name exists on bridge br-admin/,
+    );
+    assert.deepEqual(setup.providerProblems, r.providerProblems);
+    assert.deepEqual(reported, [r.providerProblems], "reported to the agent once");
+    assert.deepEqual((await setup.reconcile()).providerProblems, r.providerProblems);
+    assert.equal(reported.length, 1, "the same problems are not reported again");
+    assert.match(warnings.join("\n"), /interface of port bond0/);
+    const get = async (...a: string[]) => (await node.vsctl("get", ...a)).trim();
+    assert.equal(
+      await get("Open_vSwitch", ".", "external_ids:system-id"),
+      "node1",
+      "the chassis settings are written",
+    );
+    assert.equal(
+      await get("Open_vSwitch", ".", "external_ids:ovn-bridge-mappings"),
+      '"physnet2:br-p2,physnet3:bond0"',
+    );
+    assert.deepEqual((await node.vsctl("list-br")).trim().split("\n").sort(), ["br-admin", "br-int"]);
+    assert.deepEqual(
+      (await node.vsctl("list-ports", "br-admin")).trim().split("\n"),
+      ["bond0"],
+      "the bond untouched",
     );
   });
 });
