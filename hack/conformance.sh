@@ -8,7 +8,8 @@
 #                                  report says "selected, not yet run"
 #
 # Environment: CONFORMANCE_RESULTS (JUnit and logs, default /var/tmp/zstack-ovn-conformance; emptied first),
-# ZOVN_SANDBOX_NAME (default zsbconf), CONFORMANCE_KEEP_SANDBOX=1 (leave it up afterwards),
+# ZOVN_SANDBOX_NAME (default zsbconf), CONFORMANCE_KEEP_SANDBOX=1 (leave it up afterwards), CONFORMANCE_PROCS
+# (parallel e2e processes through the ginkgo CLI, default 3; 1 runs e2e.test alone),
 # ZOVN (the zovn command, default bin/zovn of this checkout), CONFORMANCE_REPORT (default docs/conformance.md),
 # CONFORMANCE_SELECTION (another selection file, e.g. to rerun a few tests; default test/conformance/selection.json),
 # plus what hack/ensure-binaries.sh and hack/ensure-e2e.sh read.
@@ -131,14 +132,23 @@ while [[ -n $(missing_images) ]]; do
 done
 log "every node holds the $(grep -c . "$E2E_IMAGES") e2e images"
 
-log "running e2e.test ($(grep -c . <<<"$(printf '%s\n' "${selection[@]}")") focus/skip patterns); log $results/e2e.log"
+procs=${CONFORMANCE_PROCS:-3}
+[[ $procs =~ ^[1-9][0-9]?$ ]] || die "CONFORMANCE_PROCS='$procs': want a number of parallel e2e processes from 1 to 99"
+log "running e2e.test in $procs process(es) ($(grep -c . <<<"$(printf '%s\n' "${selection[@]}")") focus/skip patterns); log $results/e2e.log"
 start=$SECONDS
 rc=0
 # Ginkgo's default suite timeout is one hour; the selected suites take longer on a shared 2-core machine.
 # --kubectl-path: the tests shell out to kubectl (exec into pods); the machine's own may be another release.
-"$E2E_TEST" --kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local --ginkgo.timeout=24h --ginkgo.v \
-	--e2e-output-dir="$results" "${ginkgo[@]}" >"$results/e2e.log" 2>&1 || rc=$?
+e2e_args=(--kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local --e2e-output-dir="$results")
+if ((procs > 1)); then
+	# The ginkgo CLI runs the specs in $procs processes (those marked [Serial] alone, at the end) and merges
+	# their JUnit reports into one; it takes the selection as its own flags (--focus, --skip).
+	"$GINKGO" --procs="$procs" --timeout=24h -v --no-color --junit-report="$results/junit.xml" \
+		"${selection[@]/#--ginkgo./--}" "$E2E_TEST" -- "${e2e_args[@]}" >"$results/e2e.log" 2>&1 || rc=$?
+else
+	"$E2E_TEST" "${e2e_args[@]}" --ginkgo.timeout=24h --ginkgo.v "${ginkgo[@]}" >"$results/e2e.log" 2>&1 || rc=$?
+fi
 log "e2e.test exited $rc after $((SECONDS - start))s"
 [[ -f $results/junit.xml ]] || die "e2e.test wrote no JUnit report; see $results/e2e.log"
 "${report_tool[@]}" report --selection "$selection_file" --junit "$results" --out "$report" \
-	--command "make conformance   # zovn sandbox up --kubelet, then e2e.test --provider=local, focus and skip from ${selection_file#"$repo"/}"
+	--command "make conformance   # zovn sandbox up --kubelet (the product installed by its chart), then e2e.test --provider=local in $procs ginkgo processes, focus and skip from ${selection_file#"$repo"/}"

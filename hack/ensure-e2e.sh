@@ -81,7 +81,7 @@ archive_of() { # NAME REF
 
 print_outputs() {
 	local missing=0 f
-	for f in "$bin_dir/e2e.test" "$bin_dir/agnhost" "$bin_dir/regression-issue-74839" "$image_list"; do
+	for f in "$bin_dir/e2e.test" "$bin_dir/ginkgo" "$bin_dir/agnhost" "$bin_dir/regression-issue-74839" "$image_list"; do
 		[[ -e $f ]] || {
 			log "missing $f"
 			missing=1
@@ -97,6 +97,7 @@ print_outputs() {
 	fi
 	((missing == 0)) || return 1
 	echo "E2E_TEST=$bin_dir/e2e.test"
+	echo "GINKGO=$bin_dir/ginkgo"
 	echo "AGNHOST=$bin_dir/agnhost"
 	echo "E2E_IMAGES=$image_list"
 }
@@ -320,6 +321,20 @@ ensure_image() {
 # Downloads and dpkg first, while nothing else needs the CPU; agnhost's image needs its binary.
 ensure_image busybox
 ensure_image nginx
+# The ginkgo CLI runs e2e.test in parallel processes (hack/conformance.sh), at the version e2e.test links, from the
+# module proxy (its own dependencies are not in fixtures/e2e's module graph).
+ginkgo_version=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2; exit }' "$moddir/go.mod")
+[[ $ginkgo_version =~ ^v2\.[0-9]+\.[0-9]+$ ]] || die "cannot read the github.com/onsi/ginkgo/v2 version from $moddir/go.mod"
+if [[ ! -x $bin_dir/ginkgo ]]; then
+	tmp=$(mktemp -d "$cache_root/.build-e2e-XXXXXX")
+	log "building the ginkgo CLI $ginkgo_version"
+	(cd "$tmp" && GOFLAGS=-mod=mod GOBIN="$tmp" nice -n 10 "$GO" install "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo_version") >&2 ||
+		die "building the ginkgo CLI $ginkgo_version failed"
+	mkdir -p "$bin_dir"
+	mv -f "$tmp/ginkgo" "$bin_dir/ginkgo"
+	rm -rf "$tmp"
+	tmp=""
+fi
 [[ -x $bin_dir/e2e.test ]] || go_build "e2e.test $k8s_version" "$bin_dir/e2e.test" test -c -vet=off k8s.io/kubernetes/test/e2e
 for tool in agnhost regression-issue-74839; do
 	[[ -x $bin_dir/$tool ]] || go_build "$tool ($k8s_version)" "$bin_dir/$tool" build "k8s.io/kubernetes/test/images/$tool"

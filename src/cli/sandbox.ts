@@ -27,10 +27,11 @@ import { upSummary } from "../sandbox/up-summary.ts";
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
   demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
-  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet [--chart]] [--timeout SECONDS]
+  up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet [--no-chart]] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready;
-        --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator;
-        --chart: the product installed on them by its Helm chart instead of as sandbox processes
+        --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator, with the product
+        installed on them by its Helm chart (--chart, the default with --kubelet);
+        --no-chart: the product as sandbox processes on the real nodes (the default with --raft or --no-node-agent)
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
   kubectl ARGS...         kubectl against the sandbox apiserver
@@ -114,6 +115,7 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
       "no-node-agent": { type: "boolean" },
       kubelet: { type: "boolean" },
       chart: { type: "boolean" },
+      "no-chart": { type: "boolean" },
       timeout: { type: "string" },
     },
   });
@@ -139,14 +141,21 @@ async function up(instance: Instance, argv: string[]): Promise<number> {
     spec.kubelet = values.kubelet;
     explicit.add("kubelet");
   }
-  if (values.chart !== undefined) {
-    spec.chart = values.chart;
+  if (values.chart !== undefined && values["no-chart"] !== undefined)
+    throw new Error("--chart and --no-chart contradict each other: give one of them");
+  if (values.chart !== undefined || values["no-chart"] !== undefined) {
+    spec.chart = values["no-chart"] !== true && values.chart === true;
     explicit.add("chart");
     // The chart's pods need a kubelet to run them.
     if (spec.chart && !spec.kubelet) {
       spec.kubelet = true;
       explicit.add("kubelet");
     }
+  } else if (spec.kubelet && values.raft !== true && values["no-node-agent"] !== true) {
+    // Real nodes get the product the way an operator installs it: by its chart. The chart installs a single OVN
+    // central and needs the node agent, so --raft and --no-node-agent keep the process mode.
+    spec.chart = true;
+    explicit.add("chart");
   }
   const progress = new Progress();
   // Loaded on demand: the Kubernetes client is large, and the relay process needs none of it.

@@ -125,6 +125,58 @@ async function waitNodesReady(
 }
 
 /**
+ * With the chart, a node turns Ready as soon as the DaemonSet's init container has installed the conflist; the
+ * agent's pod is Ready only later (its readiness probe). `up` returns when every pod of the release is Ready and
+ * none is terminating, with one node pod per node, so what follows (and a caller's checks) sees the product whole.
+ */
+async function waitChartPodsReady(
+  kubeconfig: string,
+  nodes: string[],
+  deadline: number,
+  progress: Progress,
+): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  let lastReport = "";
+  while (Date.now() < deadline) {
+    try {
+      const list = await core.listNamespacedPod({
+        namespace: CHART_NAMESPACE,
+        labelSelector: `app.kubernetes.io/instance=${CHART_RELEASE}`,
+      });
+      const live = list.items.filter((p) => !p.metadata?.deletionTimestamp);
+      const ready = live.filter((p) =>
+        p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+      const nodePods = new Set(
+        live
+          .filter((p) => p.metadata?.labels?.["app.kubernetes.io/component"] === "node")
+          .map((p) => p.spec?.nodeName),
+      );
+      const report = `${ready.length}/${list.items.length} chart pods Ready`;
+      if (report !== lastReport) {
+        progress.note(report);
+        lastReport = report;
+      }
+      if (
+        live.length > 0 &&
+        ready.length === live.length &&
+        live.length === list.items.length &&
+        nodes.every((n) => nodePods.has(n))
+      )
+        return;
+    } catch {
+      // the apiserver may still be settling
+    }
+    await sleep(500);
+  }
+  throw new Error(
+    `the chart's pods are not all Ready in time (${lastReport || "no answer from the apiserver"})`,
+  );
+}
+
+/**
  * The default ServiceAccount appearing shows the controller manager at work; without it no pod can be
  * admitted. Both controllers must still run by then.
  */
@@ -331,6 +383,15 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   await Promise.all(waits);
   const readyMs = progress.elapsedMs();
   progress.note(`all ${spec.nodes} nodes Ready ${(readyMs / 1000).toFixed(1)}s after \`up\` started`);
+  if (spec.chart)
+    await progress.step("every pod of the chart Ready", () =>
+      waitChartPodsReady(
+        kubeconfig,
+        topo.nodes.map((n) => n.name),
+        nodesDeadline,
+        progress,
+      ),
+    );
   // With the chart, both were waited for before the install, and the controller is the chart's pod.
   if (!spec.chart) {
     await progress.step("controller manager and scheduler working", () =>
