@@ -1,4 +1,4 @@
-// The product installed by its own chart on the real-node sandbox (`up --kubelet --chart`): the product and
+// The product installed by its own chart on the real-node sandbox (`up --kubelet`, its default; `--chart`): the product and
 // OVN central images from `make images` (hack/build-images.sh) are imported into the nodes' containerd under
 // local names, and `helm upgrade --install` applies deploy/helm/zstack-ovn-kubernetes with values-standalone.yaml
 // plus the sandbox's overrides below. The overrides hold everything sandbox-specific; the templates stay as
