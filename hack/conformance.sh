@@ -84,6 +84,9 @@ trap cleanup EXIT
 # The real-node sandbox may import each "<image name> <archive>" line of this list into every node's containerd;
 # whatever it leaves out is imported below.
 export ZOVN_SANDBOX_IMAGES=$E2E_IMAGES
+# ovs-vswitchd under OVS's own monitor, as on a real host: OVS 3.1's userspace conntrack aborts under the
+# suites' connection churn (docs/sandbox.md); unmonitored, the node would lose its network for the rest of the run.
+export ZOVN_OVS_MONITOR=1
 log "bringing up sandbox $ZOVN_SANDBOX_NAME with real kubelets (images: $E2E_IMAGES)"
 "$zovn" sandbox up --kubelet >&2
 
@@ -143,12 +146,14 @@ e2e_args=(--kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local 
 if ((procs > 1)); then
 	# The ginkgo CLI runs the specs in $procs processes (those marked [Serial] alone, at the end) and merges
 	# their JUnit reports into one; it takes the selection as its own flags (--focus, --skip).
-	"$GINKGO" --procs="$procs" --timeout=24h -v --no-color --junit-report="$results/junit.xml" \
+	"$GINKGO" --procs="$procs" --timeout=24h -v --no-color --output-dir="$results" --junit-report=junit.xml \
 		"${selection[@]/#--ginkgo./--}" "$E2E_TEST" -- "${e2e_args[@]}" >"$results/e2e.log" 2>&1 || rc=$?
 else
 	"$E2E_TEST" "${e2e_args[@]}" --ginkgo.timeout=24h --ginkgo.v "${ginkgo[@]}" >"$results/e2e.log" 2>&1 || rc=$?
 fi
 log "e2e.test exited $rc after $((SECONDS - start))s"
+aborts=$(cat "$base/$ZOVN_SANDBOX_NAME"/logs/node*/openvswitch/ovs-vswitchd.log 2>/dev/null | grep -c '|util|EMER|' || true)
+log "ovs-vswitchd aborted ${aborts:-0} time(s) during the run, each restarted by its monitor (grep '|util|EMER|' in $base/$ZOVN_SANDBOX_NAME/logs/node*/openvswitch/ovs-vswitchd.log)"
 [[ -f $results/junit.xml ]] || die "e2e.test wrote no JUnit report; see $results/e2e.log"
 "${report_tool[@]}" report --selection "$selection_file" --junit "$results" --out "$report" \
 	--command "make conformance   # zovn sandbox up --kubelet (the product installed by its chart), then e2e.test --provider=local in $procs ginkgo processes, focus and skip from ${selection_file#"$repo"/}"
