@@ -21,7 +21,7 @@ import {
   serviceTablePresent,
 } from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
-import { ZONE_LABEL } from "../services/endpoints.ts";
+import { HEADLESS_LABEL, ZONE_LABEL } from "../services/endpoints.ts";
 import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import { CoalescedRunner } from "./coalesced-runner.ts";
@@ -63,15 +63,22 @@ export interface ServiceProxyOptions {
   log: Logger;
 }
 
+/** The labels of a slice the plan reads: its Service's name, and the headless label that takes it away. */
+const SLICE_LABELS = [SERVICE_NAME_LABEL, HEADLESS_LABEL] as const;
+
 function slimSlice(o: KubeObject): V1EndpointSlice {
   const s = o as V1EndpointSlice;
-  const svc = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const labels: Record<string, string> = {};
+  for (const l of SLICE_LABELS) {
+    const v = s.metadata?.labels?.[l];
+    if (v !== undefined) labels[l] = v;
+  }
   return {
     metadata: {
       name: s.metadata?.name,
       namespace: s.metadata?.namespace,
       ...(s.metadata?.resourceVersion ? { resourceVersion: s.metadata.resourceVersion } : {}),
-      ...(svc === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: svc } }),
+      ...(Object.keys(labels).length === 0 ? {} : { labels }),
     },
     addressType: s.addressType,
     endpoints: (s.endpoints ?? []).map((e) => ({

@@ -388,6 +388,23 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
     );
   });
 
+  test("the headless label added to an EndpointSlice alone takes its endpoints out of the rules; removing it brings them back", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(["apply", "-f", "-"], serviceYaml("hl"));
+    await kubectl(["apply", "-f", "-"], sliceYaml("hl", [{ ip: "10.244.0.9", node: NODE }]));
+    const served = () => (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.0.9:8080");
+    await until("DNAT to the endpoint", served);
+    // Only the slice's labels change (upstream e2e "should implement service.kubernetes.io/headless").
+    await kubectl(["label", "endpointslice", "hl-manual", "service.kubernetes.io/headless="]);
+    await until("the endpoint gone from the rules", () => !served());
+    await kubectl(["label", "endpointslice", "hl-manual", "service.kubernetes.io/headless-"]);
+    await until("the endpoint back in the rules", served);
+    await kubectl(["delete", "service", "hl"]);
+    await kubectl(["delete", "endpointslice", "hl-manual"]);
+  });
+
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
     const rig = startProxy(t, 300);
     await rig.proxy.start();
