@@ -17,6 +17,7 @@ import { parseIp } from "../../../src/ipam/address.ts";
 import { type Cidr, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
+import { conntrackDeleteArgs } from "../../../src/node/service-conntrack.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   chartRbacObjects,
@@ -99,6 +100,8 @@ interface Rig {
   api: ApiClient;
   /** What the proxy's table check sees. */
   table: { present: boolean };
+  /** The `conntrack -D` arguments of every stale UDP flow the proxy asked to forget. */
+  forgotten: string[];
 }
 
 function startProxy(
@@ -110,6 +113,7 @@ function startProxy(
   const scripts: string[] = [];
   const table = { present: true };
   const cidrs: Cidr[][] = [];
+  const forgotten: string[] = [];
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
   let failApplies = faults.applies ?? 0;
   let failSyncs = faults.healthSyncs ?? 0;
@@ -134,6 +138,10 @@ function startProxy(
     },
     retryMs: 10,
     readAffinity: async () => new Map(),
+    forgetFlows: async (flows) => {
+      for (const f of flows) forgotten.push(conntrackDeleteArgs(f).join(" "));
+      return flows.length;
+    },
     tablePresent: async () => table.present,
     resyncMs: 50,
     healthChecks: health,
@@ -152,7 +160,7 @@ function startProxy(
     await proxy.stop();
     api.close();
   });
-  return { proxy, scripts, cidrs, health, api, table };
+  return { proxy, scripts, cidrs, health, api, table, forgotten };
 }
 
 before(async () => {
@@ -403,6 +411,70 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
     await until("the endpoint back in the rules", served);
     await kubectl(["delete", "service", "hl"]);
     await kubectl(["delete", "endpointslice", "hl-manual"]);
+  });
+
+  test("a UDP endpoint removed or its target port changed: the proxy deletes the conntrack entries of its flows once the new rules are in", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: v1
+kind: Service
+metadata: {name: dns, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: dns}
+  ports: [{name: dns, protocol: UDP, port: 53, targetPort: 5353}]
+`,
+    );
+    const udpSlice = (eps: { ip: string; port: number }[]) => `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: dns-manual, namespace: default, labels: {kubernetes.io/service-name: dns}}
+addressType: IPv4
+ports: [{name: dns, protocol: UDP, port: ${eps[0]?.port ?? 5353}}]
+endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, conditions: {ready: true}}`).join(", ")}]
+`;
+    await kubectl(
+      ["apply", "-f", "-"],
+      udpSlice([
+        { ip: "10.244.0.7", port: 5353 },
+        { ip: "10.244.0.8", port: 5353 },
+      ]),
+    );
+    await until("DNAT to both endpoints", () =>
+      (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.0.8:5353"),
+    );
+    await rig.proxy.settled();
+    assert.deepEqual(rig.forgotten, [], "nothing was removed: nothing to forget");
+    const svc = JSON.parse(await kubectl(["get", "service", "dns", "-o", "json"])) as {
+      spec: { clusterIP: string; ports: { nodePort: number }[] };
+    };
+    const nodePort = svc.spec.ports[0]?.nodePort;
+
+    // The pod 10.244.0.7 is gone.
+    await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5353 }]));
+    await until("the removed endpoint's flows forgotten", () => rig.forgotten.length === 2);
+    assert.deepEqual(rig.forgotten.sort(), [
+      `-D -f ipv4 -p udp --orig-dst ${svc.spec.clusterIP} --orig-port-dst 53 --reply-src 10.244.0.7 --reply-port-src 5353`,
+      `-D -f ipv4 -p udp --orig-port-dst ${nodePort} --reply-src 10.244.0.7 --reply-port-src 5353`,
+    ]);
+    assert.ok(
+      !(rig.scripts.at(-1) ?? "").includes("10.244.0.7"),
+      "forgotten after the rules without it were applied",
+    );
+
+    // The target port changes.
+    rig.forgotten.length = 0;
+    await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5354 }]));
+    await until("the old port's flows forgotten", () => rig.forgotten.length === 2);
+    assert.ok(
+      (rig.forgotten as string[]).every((a) => a.endsWith("--reply-src 10.244.0.8 --reply-port-src 5353")),
+      rig.forgotten.join("\n"),
+    );
+    assert.equal(rig.proxy.stats.forgetFailures, 0);
+    await kubectl(["delete", "service", "dns"]);
+    await kubectl(["delete", "endpointslice", "dns-manual"]);
   });
 
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
