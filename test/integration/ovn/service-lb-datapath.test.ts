@@ -298,4 +298,35 @@ describe("Service load balancers on a real OVN node", () => {
       `the new backend got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
     );
   });
+  // Upstream e2e "Networking Granular Checks: Services should be able to handle large requests: udp" (known
+  // limit, docs/services.md "Fragmented UDP through a cluster IP"): the datagram leaves the pod in two fragments.
+  // OVN's load balancer flows match the UDP port; OVS's userspace datapath hands the fragments on one by one
+  // after conntrack has reassembled them, and the later fragment has no port, so the two never meet the same
+  // DNAT. This test pins the behaviour: when an OVN/OVS upgrade fixes it, it fails and the docs must change.
+  test("a 2,000-byte UDP datagram (two fragments at the pod MTU) reaches a pod directly; through a cluster IP the userspace datapath loses it, committing the flow without DNAT", async () => {
+    await realize("udp-large", { clusterIP: "10.96.0.56" }, [{ ip: pb.ip, node: NODE, port: 8084 }], "UDP");
+    const payload = `${"x".repeat(1999)}\n`;
+    const completed = async () =>
+      Number(
+        /v4 frags completed: (\d+)/.exec(await c.node.appctl("dpctl/ipf-get-status"))?.[1] ?? Number.NaN,
+      );
+    const before = await completed();
+
+    const direct = await udpListen(pb, 8084, 6);
+    await udpSend(pa, pb.ip, 8084, 40_010, payload);
+    assert.equal((await direct.got).stdout, payload, "the pod's own address: both fragments arrive");
+
+    const viaVip = await udpListen(pb, 8084, 6);
+    await udpSend(pa, "10.96.0.56", 80, 40_011, payload);
+    assert.equal((await viaVip.got).stdout, "", "through the cluster IP: nothing arrives (the known limit)");
+    assert.ok((await completed()) >= before + 2, "conntrack's ipf reassembled both datagrams");
+    const ct = await c.node.appctl("dpctl/dump-conntrack");
+    const entry = ct.split("\n").find((l) => l.includes("sport=40011"));
+    assert.ok(entry, ct);
+    assert.match(
+      entry,
+      /reply=\(src=10\.96\.0\.56,/,
+      "the flow was committed to the VIP itself, never DNATed",
+    );
+  });
 });
