@@ -107,7 +107,7 @@ interface Rig {
 function startProxy(
   t: { after(fn: () => unknown): void },
   coalesceMs = 20,
-  faults: { applies?: number; healthSyncs?: number } = {},
+  faults: { applies?: number; healthSyncs?: number; forgets?: number } = {},
 ): Rig {
   const api = new ApiClient(nodeKc);
   const scripts: string[] = [];
@@ -117,6 +117,7 @@ function startProxy(
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
   let failApplies = faults.applies ?? 0;
   let failSyncs = faults.healthSyncs ?? 0;
+  let failForgets = faults.forgets ?? 0;
   const sync = health.sync.bind(health);
   health.sync = async (plans) => {
     if (failSyncs > 0) {
@@ -139,6 +140,10 @@ function startProxy(
     retryMs: 10,
     readAffinity: async () => new Map(),
     forgetFlows: async (flows) => {
+      if (failForgets > 0) {
+        failForgets--;
+        throw new Error("injected conntrack failure");
+      }
       for (const f of flows) forgotten.push(conntrackDeleteArgs(f).join(" "));
       return flows.length;
     },
@@ -413,8 +418,8 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
     await kubectl(["delete", "endpointslice", "hl-manual"]);
   });
 
-  test("a UDP endpoint removed or its target port changed: the proxy deletes the conntrack entries of its flows once the new rules are in", async (t) => {
-    const rig = startProxy(t);
+  test("a UDP endpoint removed or its target port changed: the proxy deletes the conntrack entries of its flows once the new rules are in; a failed deletion is tried again at the next recompute", async (t) => {
+    const rig = startProxy(t, 20, { forgets: 1 });
     await rig.proxy.start();
     await until("the first ruleset", () => rig.scripts.length === 1);
     await kubectl(
@@ -454,6 +459,10 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
 
     // The pod 10.244.0.7 is gone.
     await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5353 }]));
+    await until("the first deletion to fail", () => rig.proxy.stats.forgetFailures === 1);
+    assert.deepEqual(rig.forgotten, []);
+    // Any event is a recompute, even one that changes no rule.
+    await kubectl(["annotate", "service", "dns", "note=retry"]);
     await until("the removed endpoint's flows forgotten", () => rig.forgotten.length === 2);
     assert.deepEqual(rig.forgotten.sort(), [
       `-D -f ipv4 -p udp --orig-dst ${svc.spec.clusterIP} --orig-port-dst 53 --reply-src 10.244.0.7 --reply-port-src 5353`,
@@ -472,7 +481,7 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
       (rig.forgotten as string[]).every((a) => a.endsWith("--reply-src 10.244.0.8 --reply-port-src 5353")),
       rig.forgotten.join("\n"),
     );
-    assert.equal(rig.proxy.stats.forgetFailures, 0);
+    assert.equal(rig.proxy.stats.forgetFailures, 1);
     await kubectl(["delete", "service", "dns"]);
     await kubectl(["delete", "endpointslice", "dns-manual"]);
   });
