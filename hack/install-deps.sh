@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debs=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 ethtool iputils-ping
+debs=(ovn-central ovn-host openvswitch-switch openvswitch-common iproute2 ethtool conntrack iputils-ping
       netcat-openbsd tcpdump openssl nftables util-linux procps
       containerd runc containernetworking-plugins) # the real-node sandbox (zovn sandbox up --kubelet)
 missing=()

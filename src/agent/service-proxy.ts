@@ -14,14 +14,22 @@ import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
 import {
+  deleteUdpFlows,
+  staleUdpFlows,
+  type UdpServiceFlow,
+  udpFlowKey,
+  udpServiceFlows,
+} from "../node/service-conntrack.ts";
+import {
   type AffinityEntry,
   applyServiceNat,
+  type NatServicePort,
   readAffinity,
   serviceRuleset,
   serviceTablePresent,
 } from "../node/service-nat.ts";
 import type { Logger } from "../observability/log.ts";
-import { ZONE_LABEL } from "../services/endpoints.ts";
+import { HEADLESS_LABEL, ZONE_LABEL } from "../services/endpoints.ts";
 import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
 import { type ClusterRanges, NO_RANGES } from "../services/service-model.ts";
 import { CoalescedRunner } from "./coalesced-runner.ts";
@@ -53,6 +61,11 @@ export interface ServiceProxyOptions {
   tablePresent?: () => Promise<boolean>;
   /** Check that often that the table was not removed behind our back (then apply again); default 60 s, 0: never. */
   resyncMs?: number;
+  /**
+   * Deletes the conntrack entries of UDP flows the rules no longer DNAT (an endpoint removed, a target port
+   * changed); resolves with the number deleted. Default `conntrack -D` in the agent's netns.
+   */
+  forgetFlows?: (flows: readonly UdpServiceFlow[]) => Promise<number>;
   /** Reads the affinity entries of the table in place; default `nft -j list table` in the agent's netns. */
   readAffinity?: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
   netns?: string;
@@ -63,15 +76,22 @@ export interface ServiceProxyOptions {
   log: Logger;
 }
 
+/** The labels of a slice the plan reads: its Service's name, and the headless label that takes it away. */
+const SLICE_LABELS = [SERVICE_NAME_LABEL, HEADLESS_LABEL] as const;
+
 function slimSlice(o: KubeObject): V1EndpointSlice {
   const s = o as V1EndpointSlice;
-  const svc = s.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const labels: Record<string, string> = {};
+  for (const l of SLICE_LABELS) {
+    const v = s.metadata?.labels?.[l];
+    if (v !== undefined) labels[l] = v;
+  }
   return {
     metadata: {
       name: s.metadata?.name,
       namespace: s.metadata?.namespace,
       ...(s.metadata?.resourceVersion ? { resourceVersion: s.metadata.resourceVersion } : {}),
-      ...(svc === undefined ? {} : { labels: { [SERVICE_NAME_LABEL]: svc } }),
+      ...(Object.keys(labels).length === 0 ? {} : { labels }),
     },
     addressType: s.addressType,
     endpoints: (s.endpoints ?? []).map((e) => ({
@@ -106,11 +126,19 @@ export class ServiceProxy {
   readonly nodes: Informer<NodeAddressesObject>;
   readonly slices: Informer<V1EndpointSlice & KubeObject>;
   readonly serviceCidrs: Informer<ServiceCidrObject>;
-  /** plans: recomputes; applies: nft transactions; failures: failed applies. */
-  readonly stats = { plans: 0, applies: 0, failures: 0 };
+  /**
+   * plans: recomputes; applies: nft transactions; failures: failed applies; flowsForgotten: conntrack entries
+   * of stale UDP flows deleted; forgetFailures: failed deletions (retried at the next recompute).
+   */
+  readonly stats = { plans: 0, applies: 0, failures: 0, flowsForgotten: 0, forgetFailures: 0 };
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
   private applied: string | undefined;
+  /** The ports of the last applied ruleset: what the kernel's conntrack entries may have been DNATed by. */
+  private appliedPorts: readonly NatServicePort[] | undefined;
+  /** Stale UDP flows whose deletion failed, by key; tried again at the next recompute. */
+  private staleFlows: UdpServiceFlow[] = [];
+  private readonly forgetFlows: (flows: readonly UdpServiceFlow[]) => Promise<number>;
   private stopped = false;
   private readonly runner: CoalescedRunner;
   private lastCidrs: string | undefined;
@@ -134,6 +162,7 @@ export class ServiceProxy {
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
+    this.forgetFlows = opts.forgetFlows ?? ((flows) => deleteUdpFlows(flows, where));
     this.tablePresent = opts.tablePresent ?? (() => serviceTablePresent(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
@@ -291,8 +320,37 @@ export class ServiceProxy {
       this.applied = script;
       this.stats.applies++;
       this.opts.log.info({ ports: plan.ports.length }, "Service rules applied");
+      // Only once the new rules are in: a datagram in between would make a new entry to the old endpoint.
+      if (this.appliedPorts) this.staleFlows.push(...staleUdpFlows(this.appliedPorts, plan.ports));
+      this.appliedPorts = plan.ports;
     }
     await this.opts.healthChecks?.sync(plan.healthChecks);
+    await this.forgetStaleFlows();
+  }
+
+  /** Best effort: a failure is logged and the flows are tried again at the next recompute, never thrown. */
+  private async forgetStaleFlows(): Promise<void> {
+    if (this.staleFlows.length === 0) return;
+    // A flow the rules DNAT again (its endpoint came back before a retry) is no longer stale; one listed twice
+    // is deleted once.
+    const live = udpServiceFlows(this.appliedPorts ?? []);
+    const flows = [...new Map(this.staleFlows.map((f) => [udpFlowKey(f), f])).entries()]
+      .filter(([k]) => !live.has(k))
+      .map(([, f]) => f);
+    this.staleFlows = [];
+    if (flows.length === 0) return;
+    try {
+      const n = await this.forgetFlows(flows);
+      this.stats.flowsForgotten += n;
+      if (n > 0) this.opts.log.info({ entries: n }, "deleted the conntrack entries of removed UDP endpoints");
+    } catch (e) {
+      this.stats.forgetFailures++;
+      this.staleFlows = flows;
+      this.opts.log.warn(
+        { err: (e as Error).message, flows: flows.length },
+        "cannot delete the conntrack entries of removed UDP endpoints; trying again at the next change",
+      );
+    }
   }
 
   /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */

@@ -67,14 +67,14 @@ describe("serviceLoadBalancers", () => {
             "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080",
             "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080",
           },
-          { reject: "true" },
+          { reject: "true", ct_flush: "true" },
         ],
         [
           "ns/web/udp",
           "zovn-svc_ns_web_udp",
           "udp",
           { "10.96.0.10:53": "10.244.0.7:5353", "192.168.200.60:53": "10.244.0.7:5353" },
-          { reject: "true" },
+          { reject: "true", ct_flush: "true" },
         ],
       ],
     );
@@ -99,7 +99,7 @@ describe("serviceLoadBalancers", () => {
   it("keeps a VIP with no endpoint, with empty backends (rejected at once)", () => {
     const { rows } = serviceLoadBalancers(model({}), [], []);
     assert.deepEqual(rows[0]?.row.vips, { "10.96.0.10:80": "" });
-    assert.deepEqual(rows[0]?.row.options, { reject: "true" });
+    assert.deepEqual(rows[0]?.row.options, { reject: "true", ct_flush: "true" });
   });
 
   it("adds load-balancer ingress IPs and the affinity timeout", () => {
@@ -114,7 +114,7 @@ describe("serviceLoadBalancers", () => {
     );
     const { rows } = serviceLoadBalancers(m, [v4], []);
     assert.deepEqual(Object.keys(rows[0]?.row.vips as object), ["10.96.0.10:80", "192.168.200.70:80"]);
-    assert.deepEqual(rows[0]?.row.options, { reject: "true", affinity_timeout: "30" });
+    assert.deepEqual(rows[0]?.row.options, { reject: "true", ct_flush: "true", affinity_timeout: "30" });
   });
 
   it("makes no load balancer for a Service without ports", () => {
@@ -140,16 +140,20 @@ describe("serviceLoadBalancers", () => {
     assert.deepEqual(
       rows.map((r) => [r.id, r.row.vips, r.row.options]),
       [
-        ["ns/web/tcp", { "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080" }, { reject: "true" }],
+        [
+          "ns/web/tcp",
+          { "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080" },
+          { reject: "true", ct_flush: "true" },
+        ],
         [
           "ns/web/tcp/local-v4",
           { "10.96.0.10:80": `^${be4}` },
-          { reject: "true", template: "true", "address-family": "ipv4" },
+          { reject: "true", ct_flush: "true", template: "true", "address-family": "ipv4" },
         ],
         [
           "ns/web/tcp/local-v6",
           { [`^${vip6}:80`]: `^${be6}` },
-          { reject: "true", template: "true", "address-family": "ipv6" },
+          { reject: "true", ct_flush: "true", template: "true", "address-family": "ipv6" },
         ],
       ],
     );

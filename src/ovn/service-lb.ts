@@ -99,7 +99,10 @@ export function serviceLoadBalancers(
   const rows: DesiredRow[] = [];
   const variables = new Map<string, Record<string, string>>(chassis.map((c) => [c.node, {}]));
   const svc = serviceKey(m.namespace, m.name);
-  const baseOptions: Record<string, string> = { reject: "true" };
+  // ct_flush: ovn-controller deletes the conntrack entries of a backend removed from a VIP (a pod replaced, a
+  // target port changed). A UDP client that keeps one flow would otherwise stay on its entry to the old backend
+  // for as long as it keeps sending, as kube-proxy's conntrack cleanup prevents.
+  const baseOptions: Record<string, string> = { reject: "true", ct_flush: "true" };
   if (m.affinityTimeoutSeconds !== undefined) baseOptions.affinity_timeout = String(m.affinityTimeoutSeconds);
   const external = [...m.externalIPs, ...m.loadBalancerIPs.filter((ip) => !sourceFiltered(m, ip.family))];
   // Per chassis, the Cluster-policy choice; a template is needed only where it differs from the plain one.

@@ -95,7 +95,7 @@ describe("the Containerfile reader", () => {
     const base = readFileSync(join(REPO, "deploy/images/product/Containerfile"), "utf8");
     const manifest = fromManifest("product");
     const variants = [
-      base.replace("nftables ethtool", "nftables ethtool curl"),
+      base.replace("nftables ethtool conntrack", "nftables ethtool conntrack curl"),
       base.replace("--chmod=0755 /out/zstack-ovn", "--chmod=0775 /out/zstack-ovn"),
       `${base}RUN ln -s zstack-ovn /usr/local/bin/extra\n`,
       `${base}ENTRYPOINT ["/usr/local/bin/zstack-ovn"]\n`,

@@ -85,7 +85,16 @@ describe("the product image", () => {
   });
 
   test("the OVS and OVN host tools the node DaemonSet runs are in the image", () => {
-    const tools = ["ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovn-controller", "ip", "nft", "ethtool"];
+    const tools = [
+      "ovs-vswitchd",
+      "ovsdb-server",
+      "ovs-vsctl",
+      "ovn-controller",
+      "ip",
+      "nft",
+      "ethtool",
+      "conntrack",
+    ];
     const r = inImage("/bin/sh", ["-c", `for t in ${tools.join(" ")}; do command -v $t; done`], {
       PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
     });

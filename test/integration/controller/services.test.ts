@@ -106,6 +106,7 @@ test("Services become load balancers in the cluster group and follow their endpo
   assert.equal(web.protocol, "tcp");
   assert.deepEqual(web.vips, { [`${webIP}:80`]: "" });
   assert.equal(web.options.reject, "true");
+  assert.equal(web.options.ct_flush, "true", "ovn-controller flushes a removed backend's conntrack entries");
   assert.equal(web.external_ids[SERVICE_KEY], `${NS}/web`);
 
   // A second row with the same id (written by hand) is removed; the first stays.

@@ -13,6 +13,7 @@ import { cidrContains, parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import type { NodeSetupConfig } from "../../../src/node/node-setup.ts";
+import { deleteUdpFlows, staleUdpFlows } from "../../../src/node/service-conntrack.ts";
 import {
   applyServiceNat,
   type NatServicePort,
@@ -452,6 +453,60 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
       }
       await execIn(from, "nc", ["-u", "-w", "1", host, String(p)], { input: `hello ${host}\n` });
       assert.equal((await server).stdout, `hello ${host}\n`);
+    }
+  });
+
+  // Upstream e2e "Conntrack should be able to cleanup conntrack entries when UDP service target port changes
+  // for a NodePort service" (and the pod-cycles specs through the host path): one UDP flow keeps its source
+  // port; after the endpoint changes, the node agent deletes the kernel's entries of the removed endpoint
+  // and the flow's next datagram is DNATed anew, to the new endpoint.
+  test("UDP: a flow to a NodePort and the node's to a clusterIP follow a changed target port once the removed endpoint's conntrack entries are deleted", async () => {
+    const before = SERVICES;
+    const after = SERVICES.map((p) =>
+      p.key === "t/dns/udp"
+        ? {
+            ...p,
+            endpoints: [{ ip: ip(POD_IP), port: 5354 }],
+            localEndpoints: [{ ip: ip(POD_IP), port: 5354 }],
+          }
+        : p,
+    );
+    const listen = async (p: number) => {
+      const got = execIn(podNetns, "timeout", ["8", "nc", "-n", "-u", "-l", POD_IP, String(p)]);
+      for (let i = 0; i < 100; i++) {
+        if ((await execIn(podNetns, "ss", ["-uln", `sport = :${p}`])).stdout.includes(`:${p}`)) break;
+        await sleep(20);
+      }
+      return { got };
+    };
+    const conntrackIn = (netns: string) => execIn(netns, "conntrack", ["-L", "-p", "udp"]);
+    try {
+      for (const [from, host, p, sport] of [
+        [c.ext.path, NODE_IP, 30053, 40_053],
+        [nodeNetns, "10.96.0.17", 53, 40_054],
+      ] as const) {
+        await applyServiceNat(serviceRuleset({ ...SPEC, ports: before }), { netns: nodeNetns });
+        const old = await listen(5353);
+        const fresh = await listen(5354);
+        const send = (text: string) =>
+          execIn(from, "nc", ["-n", "-u", "-w", "1", "-p", String(sport), host, String(p)], { input: text });
+        await send("one\n");
+        await applyServiceNat(serviceRuleset({ ...SPEC, ports: after }), { netns: nodeNetns });
+        const stale = staleUdpFlows(before, after);
+        assert.equal(stale.length, 2, "the clusterIP's and the NodePort's flow to the old port");
+        // This flow's entry, and any other client's of the old port (the test above leaves one for 30 s).
+        const deleted = await deleteUdpFlows(stale, { netns: nodeNetns });
+        assert.ok(deleted >= 1, "this flow's entry was deleted");
+        const left = (await conntrackIn(nodeNetns)).stdout;
+        assert.ok(!left.includes(`sport=${sport} `), `no entry of this flow is left: ${left}`);
+        assert.equal(await deleteUdpFlows(stale, { netns: nodeNetns }), 0, "a repeat deletes nothing");
+        for (let i = 0; i < 3; i++) await send(`two-${i}\n`);
+        const [o, n] = await Promise.all([old.got, fresh.got]);
+        assert.equal(o.stdout, "one\n", `${host}:${p}: the old port got the first datagram only`);
+        assert.match(n.stdout, /^two-0\n/, `${host}:${p}: the new port got the datagrams after the change`);
+      }
+    } finally {
+      await applyServiceNat(serviceRuleset(SPEC), { netns: nodeNetns });
     }
   });
 

@@ -17,6 +17,7 @@ import { parseIp } from "../../../src/ipam/address.ts";
 import { type Cidr, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
+import { conntrackDeleteArgs } from "../../../src/node/service-conntrack.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   chartRbacObjects,
@@ -99,20 +100,24 @@ interface Rig {
   api: ApiClient;
   /** What the proxy's table check sees. */
   table: { present: boolean };
+  /** The `conntrack -D` arguments of every stale UDP flow the proxy asked to forget. */
+  forgotten: string[];
 }
 
 function startProxy(
   t: { after(fn: () => unknown): void },
   coalesceMs = 20,
-  faults: { applies?: number; healthSyncs?: number } = {},
+  faults: { applies?: number; healthSyncs?: number; forgets?: number } = {},
 ): Rig {
   const api = new ApiClient(nodeKc);
   const scripts: string[] = [];
   const table = { present: true };
   const cidrs: Cidr[][] = [];
+  const forgotten: string[] = [];
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
   let failApplies = faults.applies ?? 0;
   let failSyncs = faults.healthSyncs ?? 0;
+  let failForgets = faults.forgets ?? 0;
   const sync = health.sync.bind(health);
   health.sync = async (plans) => {
     if (failSyncs > 0) {
@@ -134,6 +139,14 @@ function startProxy(
     },
     retryMs: 10,
     readAffinity: async () => new Map(),
+    forgetFlows: async (flows) => {
+      if (failForgets > 0) {
+        failForgets--;
+        throw new Error("injected conntrack failure");
+      }
+      for (const f of flows) forgotten.push(conntrackDeleteArgs(f).join(" "));
+      return flows.length;
+    },
     tablePresent: async () => table.present,
     resyncMs: 50,
     healthChecks: health,
@@ -152,7 +165,7 @@ function startProxy(
     await proxy.stop();
     api.close();
   });
-  return { proxy, scripts, cidrs, health, api, table };
+  return { proxy, scripts, cidrs, health, api, table, forgotten };
 }
 
 before(async () => {
@@ -386,6 +399,91 @@ endpoints: [{addresses: ["192.168.200.2"], conditions: {ready: true}}]
       "192.168.200.61 no longer served",
       () => !(rig.scripts.at(-1) ?? "").includes("192.168.200.61 . 6 . 80"),
     );
+  });
+
+  test("the headless label added to an EndpointSlice alone takes its endpoints out of the rules; removing it brings them back", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(["apply", "-f", "-"], serviceYaml("hl"));
+    await kubectl(["apply", "-f", "-"], sliceYaml("hl", [{ ip: "10.244.0.9", node: NODE }]));
+    const served = () => (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.0.9:8080");
+    await until("DNAT to the endpoint", served);
+    // Only the slice's labels change (upstream e2e "should implement service.kubernetes.io/headless").
+    await kubectl(["label", "endpointslice", "hl-manual", "service.kubernetes.io/headless="]);
+    await until("the endpoint gone from the rules", () => !served());
+    await kubectl(["label", "endpointslice", "hl-manual", "service.kubernetes.io/headless-"]);
+    await until("the endpoint back in the rules", served);
+    await kubectl(["delete", "service", "hl"]);
+    await kubectl(["delete", "endpointslice", "hl-manual"]);
+  });
+
+  test("a UDP endpoint removed or its target port changed: the proxy deletes the conntrack entries of its flows once the new rules are in; a failed deletion is tried again at the next recompute", async (t) => {
+    const rig = startProxy(t, 20, { forgets: 1 });
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: v1
+kind: Service
+metadata: {name: dns, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: dns}
+  ports: [{name: dns, protocol: UDP, port: 53, targetPort: 5353}]
+`,
+    );
+    const udpSlice = (eps: { ip: string; port: number }[]) => `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: dns-manual, namespace: default, labels: {kubernetes.io/service-name: dns}}
+addressType: IPv4
+ports: [{name: dns, protocol: UDP, port: ${eps[0]?.port ?? 5353}}]
+endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, conditions: {ready: true}}`).join(", ")}]
+`;
+    await kubectl(
+      ["apply", "-f", "-"],
+      udpSlice([
+        { ip: "10.244.0.7", port: 5353 },
+        { ip: "10.244.0.8", port: 5353 },
+      ]),
+    );
+    await until("DNAT to both endpoints", () =>
+      (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.0.8:5353"),
+    );
+    await rig.proxy.settled();
+    assert.deepEqual(rig.forgotten, [], "nothing was removed: nothing to forget");
+    const svc = JSON.parse(await kubectl(["get", "service", "dns", "-o", "json"])) as {
+      spec: { clusterIP: string; ports: { nodePort: number }[] };
+    };
+    const nodePort = svc.spec.ports[0]?.nodePort;
+
+    // The pod 10.244.0.7 is gone.
+    await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5353 }]));
+    await until("the first deletion to fail", () => rig.proxy.stats.forgetFailures === 1);
+    assert.deepEqual(rig.forgotten, []);
+    // Any event is a recompute, even one that changes no rule.
+    await kubectl(["annotate", "service", "dns", "note=retry"]);
+    await until("the removed endpoint's flows forgotten", () => rig.forgotten.length === 2);
+    assert.deepEqual(rig.forgotten.sort(), [
+      `-D -f ipv4 -p udp --orig-dst ${svc.spec.clusterIP} --orig-port-dst 53 --reply-src 10.244.0.7 --reply-port-src 5353`,
+      `-D -f ipv4 -p udp --orig-port-dst ${nodePort} --reply-src 10.244.0.7 --reply-port-src 5353`,
+    ]);
+    assert.ok(
+      !(rig.scripts.at(-1) ?? "").includes("10.244.0.7"),
+      "forgotten after the rules without it were applied",
+    );
+
+    // The target port changes.
+    rig.forgotten.length = 0;
+    await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5354 }]));
+    await until("the old port's flows forgotten", () => rig.forgotten.length === 2);
+    assert.ok(
+      (rig.forgotten as string[]).every((a) => a.endsWith("--reply-src 10.244.0.8 --reply-port-src 5353")),
+      rig.forgotten.join("\n"),
+    );
+    assert.equal(rig.proxy.stats.forgetFailures, 1);
+    await kubectl(["delete", "service", "dns"]);
+    await kubectl(["delete", "endpointslice", "dns-manual"]);
   });
 
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {

@@ -82,22 +82,63 @@ async function exchange(
   return { client: cl, got: await listening };
 }
 
-function slice(eps: { ip: string; node: string }[]): V1EndpointSlice {
-  return {
-    addressType: "IPv4",
-    endpoints: eps.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: true } })),
-    ports: [{ name: "http", protocol: "TCP", port: 8080 }],
-  } as V1EndpointSlice;
+interface Backend {
+  ip: string;
+  node: string;
+  /** The endpoint's (target) port; 8080 unless given. */
+  port?: number;
+}
+
+/** A UDP listener on the pod's own address for `seconds`; its stdout is every datagram it got. */
+async function udpListen(server: Pod, port: number, seconds: number): Promise<{ got: Promise<Exec> }> {
+  const got = execIn(
+    server.netns.path,
+    "timeout",
+    [String(seconds), "nc", "-n", "-u", "-l", server.ip, String(port)],
+    { timeoutMs: (seconds + 5) * 1000 },
+  );
+  for (let i = 0; i < 100; i++) {
+    const r = await execIn(server.netns.path, "ss", ["-uln", `sport = :${port}`]);
+    if (r.stdout.includes(`:${port}`)) break;
+  }
+  return { got };
+}
+
+/** One datagram from a fixed source port: each one is the same UDP flow (the same conntrack entry). */
+function udpSend(client: Pod, vip: string, vport: number, sport: number, text: string): Promise<Exec> {
+  return execIn(client.netns.path, "nc", ["-n", "-u", "-w", "1", "-p", String(sport), vip, String(vport)], {
+    input: text,
+  });
+}
+
+function slice(eps: Backend[], protocol: "TCP" | "UDP"): V1EndpointSlice[] {
+  // One slice per target port, as the EndpointSlice controller writes them.
+  const ports = [...new Set(eps.map((e) => e.port ?? 8080))];
+  return (ports.length === 0 ? [8080] : ports).map(
+    (port) =>
+      ({
+        addressType: "IPv4",
+        endpoints: eps
+          .filter((e) => (e.port ?? 8080) === port)
+          .map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: true } })),
+        ports: [{ name: "http", protocol, port }],
+      }) as V1EndpointSlice,
+  );
 }
 
 /** Writes a Service's load balancers (and its template variables on this chassis) as the controller would. */
-async function realize(name: string, spec: Record<string, unknown>, eps: { ip: string; node: string }[]) {
+async function realize(
+  name: string,
+  spec: Record<string, unknown>,
+  eps: Backend[],
+  protocol: "TCP" | "UDP" = "TCP",
+) {
   const { model } = parseService({
     metadata: { namespace: "default", name },
-    spec: { ports: [{ name: "http", port: 80 }], ...spec },
+    spec: { ports: [{ name: "http", port: 80, protocol }], ...spec },
   } as V1Service);
   assert.ok(model);
-  const { rows, variables } = serviceLoadBalancers(model, [slice(eps)], [{ node: NODE }]);
+  const { rows, variables } = serviceLoadBalancers(model, slice(eps, protocol), [{ node: NODE }]);
   const group = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
   assert.ok(group);
   const txn = c.nb.transaction();
@@ -111,7 +152,14 @@ async function realize(name: string, spec: Record<string, unknown>, eps: { ip: s
     })),
   );
   const vars = variables.get(NODE) ?? {};
-  if (Object.keys(vars).length > 0)
+  const existing = [...c.nb.cache.table("Chassis_Template_Var").values()].find(
+    (r) => (r as { chassis: string }).chassis === NODE,
+  ) as { _uuid: string; variables: Record<string, string> } | undefined;
+  if (existing && Object.keys(vars).length > 0)
+    txn.update("Chassis_Template_Var", [["_uuid", "==", existing._uuid]], {
+      variables: { ...existing.variables, ...vars },
+    } as never);
+  else if (Object.keys(vars).length > 0)
     txn.insert("Chassis_Template_Var", { chassis: NODE, variables: vars } as never);
   await txn.commit();
   // Until ovn-controller has installed the flows of this change.
@@ -196,5 +244,89 @@ describe("Service load balancers on a real OVN node", () => {
     const r = await exchange(pa, pb, 8080, "10.96.0.52", 80);
     assert.equal(r.client.code, 0, r.client.stderr);
     assert.equal(r.got.stdout, "hello\n");
+  });
+  // Upstream e2e "Conntrack should be able to preserve UDP traffic when server pod cycles" and "... cleanup
+  // conntrack entries when UDP service target port changes": one UDP flow keeps sending while its backend
+  // changes; the datagram after the change must reach the new backend, not follow the old conntrack entry.
+  test("a UDP flow to a cluster IP reaches the new backend once its backend is replaced (ct_flush)", async () => {
+    const pc = await newPod("svc-server-2");
+    await realize("udp-cycle", { clusterIP: "10.96.0.53" }, [{ ip: pb.ip, node: NODE }], "UDP");
+    const oldGot = await udpListen(pb, 8080, 20);
+    const newGot = await udpListen(pc, 8080, 20);
+    await udpSend(pa, "10.96.0.53", 80, 40_001, "one\n");
+    await realize("udp-cycle", { clusterIP: "10.96.0.53" }, [{ ip: pc.ip, node: NODE }], "UDP");
+    // The same flow again; a few tries, as the upstream client sends one a second.
+    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.53", 80, 40_001, `two-${i}\n`);
+    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
+    assert.equal(o.stdout, "one\n", "the old backend got the first datagram only");
+    assert.match(
+      n.stdout,
+      /^two-0\n/,
+      `the new backend got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    );
+  });
+
+  test("a UDP flow to a cluster IP reaches the backend's new port once the target port changes", async () => {
+    await realize("udp-port", { clusterIP: "10.96.0.54" }, [{ ip: pb.ip, node: NODE, port: 8081 }], "UDP");
+    const oldGot = await udpListen(pb, 8081, 20);
+    const newGot = await udpListen(pb, 8082, 20);
+    await udpSend(pa, "10.96.0.54", 80, 40_002, "one\n");
+    await realize("udp-port", { clusterIP: "10.96.0.54" }, [{ ip: pb.ip, node: NODE, port: 8082 }], "UDP");
+    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.54", 80, 40_002, `two-${i}\n`);
+    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
+    assert.equal(o.stdout, "one\n", "the old port got the first datagram only");
+    assert.match(
+      n.stdout,
+      /^two-0\n/,
+      `the new port got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    );
+  });
+  test("internalTrafficPolicy Local: a UDP flow reaches the new backend once this chassis' variable changes", async () => {
+    const pd = await newPod("svc-server-3");
+    const spec = { clusterIP: "10.96.0.55", internalTrafficPolicy: "Local" };
+    const oldGot = await udpListen(pb, 8083, 20);
+    const newGot = await udpListen(pd, 8083, 20);
+    await realize("udp-local", spec, [{ ip: pb.ip, node: NODE, port: 8083 }], "UDP");
+    await udpSend(pa, "10.96.0.55", 80, 40_003, "one\n");
+    await realize("udp-local", spec, [{ ip: pd.ip, node: NODE, port: 8083 }], "UDP");
+    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.55", 80, 40_003, `two-${i}\n`);
+    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
+    assert.equal(o.stdout, "one\n", "the old backend got the first datagram only");
+    assert.match(
+      n.stdout,
+      /^two-0\n/,
+      `the new backend got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    );
+  });
+  // Upstream e2e "Networking Granular Checks: Services should be able to handle large requests: udp" (known
+  // limit, docs/services.md "Fragmented UDP through a cluster IP"): the datagram leaves the pod in two fragments.
+  // OVN's load balancer flows match the UDP port; OVS's userspace datapath hands the fragments on one by one
+  // after conntrack has reassembled them, and the later fragment has no port, so the two never meet the same
+  // DNAT. This test pins the behaviour: when an OVN/OVS upgrade fixes it, it fails and the docs must change.
+  test("a 2,000-byte UDP datagram (two fragments at the pod MTU) reaches a pod directly; through a cluster IP the userspace datapath loses it, committing the flow without DNAT", async () => {
+    await realize("udp-large", { clusterIP: "10.96.0.56" }, [{ ip: pb.ip, node: NODE, port: 8084 }], "UDP");
+    const payload = `${"x".repeat(1999)}\n`;
+    const completed = async () =>
+      Number(
+        /v4 frags completed: (\d+)/.exec(await c.node.appctl("dpctl/ipf-get-status"))?.[1] ?? Number.NaN,
+      );
+    const before = await completed();
+
+    const direct = await udpListen(pb, 8084, 6);
+    await udpSend(pa, pb.ip, 8084, 40_010, payload);
+    assert.equal((await direct.got).stdout, payload, "the pod's own address: both fragments arrive");
+
+    const viaVip = await udpListen(pb, 8084, 6);
+    await udpSend(pa, "10.96.0.56", 80, 40_011, payload);
+    assert.equal((await viaVip.got).stdout, "", "through the cluster IP: nothing arrives (the known limit)");
+    assert.ok((await completed()) >= before + 2, "conntrack's ipf reassembled both datagrams");
+    const ct = await c.node.appctl("dpctl/dump-conntrack");
+    const entry = ct.split("\n").find((l) => l.includes("sport=40011"));
+    assert.ok(entry, ct);
+    assert.match(
+      entry,
+      /reply=\(src=10\.96\.0\.56,/,
+      "the flow was committed to the VIP itself, never DNATed",
+    );
   });
 });
