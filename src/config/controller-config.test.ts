@@ -257,11 +257,17 @@ describe("controller configuration", () => {
     assert.deepEqual(
       problems(() =>
         loadControllerConfig({
-          argv: ["--ovn-mode=external", "--nbdb-address=ssl:10.0.0.1:6641", "--sbdb-address=ssl:10.0.0.1:6642"],
+          argv: [
+            "--ovn-mode=external",
+            "--nbdb-address=ssl:10.0.0.1:6641",
+            "--sbdb-address=ssl:10.0.0.1:6642",
+          ],
           env: {},
         }),
       ),
-      ["ssl: remotes need ovn.ssl.enabled (ZSTACK_OVN_SSL_ENABLED, --ovn-ssl)=true and its certificate files"],
+      [
+        "ssl: remotes need ovn.ssl.enabled (ZSTACK_OVN_SSL_ENABLED, --ovn-ssl)=true and its certificate files",
+      ],
     );
   });
 
@@ -276,7 +282,11 @@ describe("controller configuration", () => {
     assert.match(
       problems(() =>
         loadControllerConfig({
-          argv: ["--ovn-mode=external", "--nbdb-address=http://zstack:6641", "--sbdb-address=tcp:10.0.0.1:6642"],
+          argv: [
+            "--ovn-mode=external",
+            "--nbdb-address=http://zstack:6641",
+            "--sbdb-address=tcp:10.0.0.1:6642",
+          ],
           env: {},
         }),
       )[0] ?? "",
