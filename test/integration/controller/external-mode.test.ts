@@ -1,0 +1,465 @@
+// External mode against the ZStack simulator (its own NB/SB/northd, ZStack's rows as ZStack writes them) and a real
+// apiserver, the controller in-process with ovn.mode=external: Subnets naming ZStack's switches are judged against
+// the switches' rows (ambiguous name, missing switch, CIDR and gateway mismatches, following NB changes); pods get
+// ports on ZStack's overlay switch and never an address that a VM, a router, DHCP or exclude_ips holds, also while
+// VMs come and go (a property over random interleavings); a VM given a pod's address is reported; while the
+// controller runs ZStack's rows differ only by our ports in the switch's `ports`, and after the pods are deleted and
+// `zovn uninstall` every ZStack row is byte-identical to the dump taken before the controller first started.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { test } from "node:test";
+import { promisify } from "node:util";
+import fc from "fast-check";
+import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
+import { OvnController } from "../../../src/controller/controller.ts";
+import { EventRecorder } from "../../../src/k8s/events.ts";
+import { silentLogger } from "../../../src/observability/log.ts";
+import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
+import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
+import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import type { DatabaseDump } from "../../rig/dump-format.ts";
+import {
+  diffDumps,
+  foreignRows,
+  ownedRows,
+  useZStackSim,
+  type VmPort,
+  type ZStackSim,
+} from "../../rig/zstack-sim.ts";
+import {
+  createNamespace,
+  createPods,
+  createSubnet,
+  deletePods,
+  listPods,
+  type PodView,
+  podAddress,
+  readyCondition,
+  until,
+  useApiserver,
+} from "./harness.ts";
+
+const run = promisify(execFile);
+const ROOT = new URL("../../../", import.meta.url).pathname;
+const NS = "zs";
+
+type Api = Awaited<ReturnType<typeof useApiserver>>["api"];
+
+async function startController(t: { after(fn: () => unknown): void }, api: Api, sim: ZStackSim) {
+  const nb = new OvsdbClient<NbTables>({ remotes: sim.nbRemotes.join(","), model: nbModel });
+  await nb.connect();
+  const events = new EventRecorder({ client: api, component: "zstack-ovnkube-controller" });
+  const ctl = new OvnController({
+    api,
+    nb,
+    clusterCIDR: "10.244.0.0/16",
+    serviceCIDRs: ["10.96.0.0/16"],
+    joinCIDR: "100.64.0.0/16",
+    tunnel: "geneve",
+    ovnMode: "external",
+    log: silentLogger,
+    events,
+  });
+  const abort = new AbortController();
+  const running = ctl.run(abort.signal, () => {});
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    abort.abort();
+    await running;
+    await events.close();
+    await nb.close();
+  };
+  t.after(stop);
+  return { stop };
+}
+
+const getSubnet = (api: Api, name: string) => api.request<Subnet>(`${SUBNET_PATH}/${name}`);
+
+async function untilReason(api: Api, name: string, reason: string) {
+  return until(
+    `Subnet ${name} ${reason}`,
+    async () => {
+      const s = await getSubnet(api, name);
+      return readyCondition(s)?.reason === reason ? s : undefined;
+    },
+    60_000,
+  );
+}
+
+async function deleteSubnet(api: Api, name: string): Promise<void> {
+  await api.request(`${SUBNET_PATH}/${name}`, { method: "DELETE" });
+  await until(
+    `Subnet ${name} gone`,
+    async () => {
+      try {
+        await getSubnet(api, name);
+        return undefined;
+      } catch {
+        return true;
+      }
+    },
+    60_000,
+  );
+}
+
+/** Column values of a dump row as plain JS: sets as arrays, maps as objects, uuids as text. */
+function plain(v: unknown): unknown {
+  if (!Array.isArray(v)) return v;
+  if (v[0] === "set") return (v[1] as unknown[]).map(plain);
+  if (v[0] === "map")
+    return Object.fromEntries((v[1] as [unknown, unknown][]).map(([k, x]) => [plain(k), plain(x)]));
+  if (v[0] === "uuid" || v[0] === "named-uuid") return v[1];
+  return v;
+}
+const listOf = (v: unknown): unknown[] => {
+  const p = plain(v);
+  return Array.isArray(p) ? p : p === undefined || p === null ? [] : [p];
+};
+
+/**
+ * Every IPv4 address in 10.60.0.0/24 that ZStack's rows show, read from the dump independently of the code
+ * under test: words of the overlay switch's foreign ports, the router port's networks, DHCP's server and
+ * router, the exclude_ips (ranges expanded), the network and broadcast addresses.
+ */
+function zstackTaken(dump: DatabaseDump, overlay: string): Set<string> {
+  const taken = new Set(["10.60.0.0", "10.60.0.255"]);
+  const v4 = /\b10\.60\.0\.(\d{1,3})\b/g;
+  const scan = (text: string) => {
+    for (const m of text.matchAll(v4)) taken.add(`10.60.0.${Number(m[1])}`);
+  };
+  const ls = dump.Logical_Switch?.[overlay] as Record<string, unknown>;
+  const oc = plain(ls.other_config) as Record<string, string>;
+  for (const part of (oc.exclude_ips ?? "").split(/\s+/).filter(Boolean)) {
+    const [a, b] = part.split("..");
+    const lo = Number(a?.split(".")[3]);
+    const hi = Number((b ?? a)?.split(".")[3]);
+    for (let i = lo; i <= hi; i++) taken.add(`10.60.0.${i}`);
+  }
+  for (const u of listOf(ls.ports)) {
+    const p = dump.Logical_Switch_Port?.[u as string] as Record<string, unknown> | undefined;
+    if (!p || JSON.stringify(p.external_ids).includes("zstack-ovnkube-controller")) continue;
+    for (const col of ["addresses", "dynamic_addresses", "port_security"])
+      for (const x of listOf(p[col])) scan(String(x));
+    scan(String((plain(p.options) as Record<string, string>)["virtual-ip"] ?? ""));
+  }
+  for (const r of Object.values(dump.Logical_Router_Port ?? {}))
+    for (const n of listOf(r.networks)) scan(String(n));
+  for (const d of Object.values(dump.DHCP_Options ?? {})) {
+    const o = plain(d.options) as Record<string, string>;
+    scan(o.server_id ?? "");
+    scan(o.router ?? "");
+  }
+  return taken;
+}
+
+/** The only difference allowed while we run: the overlay switch's `ports` grew by our pod ports, nothing else. */
+function assertOnlyOurPorts(before: DatabaseDump, now: DatabaseDump, overlay: string, ourPorts: Set<string>) {
+  // The Service load-balancer group is ours by its name (Load_Balancer_Group has no external_ids).
+  const groups = Object.entries(now.Load_Balancer_Group ?? {}).filter(([, r]) => r.name === CLUSTER_LB_GROUP);
+  assert.equal(groups.length, 1);
+  const diff = diffDumps(before, now).filter(
+    (l) => !groups.some(([u]) => l === `Load_Balancer_Group ${u}: added`),
+  );
+  const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`));
+  assert.deepEqual(other, [], "no ZStack row other than the switch's ports changed");
+  const was = new Set(listOf(before.Logical_Switch?.[overlay]?.ports) as string[]);
+  const is = new Set(listOf(now.Logical_Switch?.[overlay]?.ports) as string[]);
+  for (const u of was) assert.ok(is.has(u), `ZStack's port ${u} is still on the switch`);
+  for (const u of is)
+    if (!was.has(u)) assert.ok(ourPorts.has(u), `${u}, added to the switch, is a pod port of ours`);
+}
+
+/** Our pod ports in NB, of pods whose name starts with `prefix`. */
+async function podPortUuids(sim: ZStackSim, prefix = ""): Promise<Set<string>> {
+  const dump = await sim.dump();
+  const out = new Set<string>();
+  for (const [u, r] of Object.entries(dump.Logical_Switch_Port ?? {})) {
+    const ids = plain(r.external_ids) as Record<string, string>;
+    if (
+      ids["zstack.io/kind"] === "pod-port" &&
+      ids["zstack.io/owner"] === "zstack-ovnkube-controller" &&
+      ids["zstack.io/pod"]?.startsWith(`${NS}/${prefix}`)
+    )
+      out.add(u);
+  }
+  return out;
+}
+
+async function annotated(api: Api, names: readonly string[]): Promise<Map<string, PodView>> {
+  return until(
+    `${names.length} pods annotated`,
+    async () => {
+      const pods = (await listPods(api)).filter((p) => p.metadata.namespace === NS);
+      const want = new Set(names);
+      const mine = pods.filter((p) => want.has(p.metadata.name));
+      return mine.length === names.length && mine.every((p) => podAddress(p) !== undefined)
+        ? new Map(mine.map((p) => [p.metadata.name, p]))
+        : undefined;
+    },
+    120_000,
+    300,
+  );
+}
+
+test("External mode: Subnets on ZStack's switches, pods next to its VMs, and nothing of ZStack's changed", async (t) => {
+  const { api } = await useApiserver(t);
+  const sim = await useZStackSim(t);
+  const overlay = sim.uuid("overlay-switch");
+  const twin = sim.uuid("twin-switch");
+  const before = await sim.snapshot();
+  const ctl = await startController(t, api, sim);
+  const t0 = Date.now();
+
+  await t.test(
+    "a name two switches share is Failed naming both; renaming one makes it Ready, and back",
+    async () => {
+      await createSubnet(api, "zs-byname", {
+        cidr: "10.60.0.0/24",
+        gateway: "10.60.0.1",
+        externalLogicalSwitch: "l3-vpc-network",
+      });
+      const amb = await untilReason(api, "zs-byname", "ExternalSwitchAmbiguous");
+      assert.equal(amb.status?.phase, "Failed");
+      const msg = readyCondition(amb)?.message ?? "";
+      assert.ok(msg.includes(overlay) && msg.includes(twin), msg);
+      // ZStack renames its twin network: the name now names one switch, and the Subnet follows NB alone.
+      const rename = (name: string) =>
+        sim.writer.transact([
+          { op: "update", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", twin]]], row: { name } },
+        ]);
+      await rename("l3-vpc-network-2");
+      const ok = await untilReason(api, "zs-byname", "Ready");
+      assert.equal(ok.status?.logicalSwitch, "l3-vpc-network");
+      await rename("l3-vpc-network");
+      await untilReason(api, "zs-byname", "ExternalSwitchAmbiguous");
+      await deleteSubnet(api, "zs-byname");
+    },
+  );
+
+  await t.test(
+    "a missing switch, a CIDR and a gateway that do not match the switch are Failed, naming the row",
+    async () => {
+      await createSubnet(api, "zs-missing", {
+        cidr: "10.63.0.0/24",
+        gateway: "10.63.0.1",
+        externalLogicalSwitch: "zstack-l3-0000",
+      });
+      const missing = await untilReason(api, "zs-missing", "ExternalSwitchNotFound");
+      assert.match(readyCondition(missing)?.message ?? "", /zstack-l3-0000 does not exist/);
+      await createSubnet(api, "zs-cidr", {
+        cidr: "10.62.0.0/24",
+        gateway: "10.62.0.1",
+        externalLogicalSwitch: twin,
+      });
+      const cidr = await untilReason(api, "zs-cidr", "ExternalSwitchMismatch");
+      assert.match(
+        readyCondition(cidr)?.message ?? "",
+        new RegExp(`Logical_Switch ${twin} .* other_config:subnet=10\\.61\\.0\\.0/24`),
+      );
+      await createSubnet(api, "zs-gw", {
+        cidr: "10.60.0.0/24",
+        gateway: "10.60.0.254",
+        externalLogicalSwitch: overlay,
+      });
+      const gw = await untilReason(api, "zs-gw", "ExternalSwitchMismatch");
+      assert.match(
+        readyCondition(gw)?.message ?? "",
+        new RegExp(
+          `spec.gateway 10\\.60\\.0\\.254 is not ZStack's router port .*Logical_Router_Port ${sim.uuid("router-port-overlay")}`,
+        ),
+      );
+      for (const n of ["zs-missing", "zs-cidr", "zs-gw"]) await deleteSubnet(api, n);
+    },
+  );
+
+  await createNamespace(api, NS);
+  await createSubnet(api, "zs-overlay", {
+    cidr: "10.60.0.0/24",
+    gateway: "10.60.0.1",
+    externalLogicalSwitch: overlay,
+    namespaces: [NS],
+  });
+  const ready = await untilReason(api, "zs-overlay", "Ready");
+  assert.equal(ready.status?.logicalSwitch, "l3-vpc-network");
+
+  await t.test(
+    "pods on the overlay switch get free addresses, ZStack's router as gateway, ports on the switch",
+    async () => {
+      const names = Array.from({ length: 12 }, (_, i) => `p${i}`);
+      await createPods(
+        api,
+        names.map((n) => [NS, n] as const),
+      );
+      const pods = await annotated(api, names);
+      await sim.sync();
+      const dump = await sim.dump();
+      const taken = zstackTaken(dump, overlay);
+      const seen = new Set<string>();
+      for (const p of pods.values()) {
+        const ann = parsePodNetworksAnnotation(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+        const ip = podAddress(p) as string;
+        assert.ok(!taken.has(ip), `pod ${p.metadata.name} got ${ip}, which ZStack's rows hold`);
+        assert.ok(!seen.has(ip), `${ip} given twice`);
+        seen.add(ip);
+        assert.deepEqual(ann?.gateway_ips, ["10.60.0.1"]);
+        assert.equal(ann?.logical_switch, "l3-vpc-network");
+        assert.match(ann?.ip_addresses[0] ?? "", /^10\.60\.0\.\d+\/24$/);
+      }
+      const ours = await podPortUuids(sim);
+      assert.equal(ours.size, names.length);
+      assertOnlyOurPorts(before, foreignRows(dump), overlay, ours);
+      await deletePods(
+        api,
+        names.map((n) => [NS, n] as const),
+      );
+      await until(
+        "pod ports gone",
+        async () => ((await podPortUuids(sim, "p")).size === 0 ? true : undefined),
+        60_000,
+      );
+    },
+  );
+
+  await t.test(
+    "a VM given a pod's address sets AddressConflict naming both and an Event; it clears when the VM goes",
+    async () => {
+      await createPods(api, [[NS, "held"]]);
+      const held = (await annotated(api, ["held"])).get("held") as PodView;
+      const ip = podAddress(held) as string;
+      const vm = await sim.writer.addVmPort({ ip4: ip });
+      const s = await until(
+        "AddressConflict True",
+        async () => {
+          const x = await getSubnet(api, "zs-overlay");
+          return x.status?.conditions?.find((c) => c.type === "AddressConflict" && c.status === "True")
+            ? x
+            : undefined;
+        },
+        60_000,
+      );
+      const cond = s.status?.conditions?.find((c) => c.type === "AddressConflict");
+      assert.ok(
+        cond?.message.includes(ip) && cond.message.includes(`${NS}/held`) && cond.message.includes(vm.name),
+        cond?.message,
+      );
+      const ev = await until(
+        "AddressConflict Event",
+        async () => {
+          const l = await api.request<{
+            items: { reason: string; message: string; involvedObject: { name: string } }[];
+          }>("/api/v1/namespaces/default/events");
+          return l.items.find(
+            (e) => e.reason === "AddressConflict" && e.involvedObject.name === "zs-overlay",
+          );
+        },
+        60_000,
+      );
+      assert.ok(ev.message.includes(vm.name) && ev.message.includes(`${NS}/held`), ev.message);
+      await sim.writer.removeVmPort(vm);
+      await until(
+        "AddressConflict False",
+        async () => {
+          const x = await getSubnet(api, "zs-overlay");
+          return x.status?.conditions?.find((c) => c.type === "AddressConflict" && c.status === "False")
+            ? x
+            : undefined;
+        },
+        60_000,
+      );
+      await deletePods(api, [[NS, "held"]]);
+      await until(
+        "held's port gone",
+        async () => ((await podPortUuids(sim, "held")).size === 0 ? true : undefined),
+        60_000,
+      );
+    },
+  );
+
+  // Whatever an earlier subtest left (it failed midway) would hold addresses the property does not know of.
+  await deletePods(api, [...Array.from({ length: 12 }, (_, i) => [NS, `p${i}`] as const), [NS, "held"]]);
+  await until(
+    "earlier pods' ports gone",
+    async () => ((await podPortUuids(sim)).size === 0 ? true : undefined),
+    60_000,
+  );
+  await t.test(
+    "property: over interleavings of VM add/remove and pod create/delete, no pod gets an address a VM held first",
+    async () => {
+      let seq = 0;
+      const step = fc.oneof(
+        fc.record({ kind: fc.constant("vm+" as const), host: fc.integer({ min: 13, max: 40 }) }),
+        fc.record({ kind: fc.constant("vm-" as const), i: fc.nat() }),
+        fc.record({ kind: fc.constant("pod+" as const) }),
+        fc.record({ kind: fc.constant("pod-" as const), i: fc.nat() }),
+      );
+      await fc.assert(
+        fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 10 }), async (steps) => {
+          const liveVms: { port: VmPort; ip: string }[] = [];
+          const livePods: string[] = [];
+          for (const s of steps) {
+            if (s.kind === "vm+") {
+              // ZStack picks from its own pool and cannot see pods: the address may be a pod's (a conflict).
+              const ip = `10.60.0.${s.host}`;
+              if (liveVms.some((v) => v.ip === ip)) continue;
+              liveVms.push({ port: await sim.writer.addVmPort({ ip4: ip }), ip });
+            } else if (s.kind === "vm-" && liveVms.length > 0) {
+              const [v] = liveVms.splice(s.i % liveVms.length, 1);
+              if (v) await sim.writer.removeVmPort(v.port);
+            } else if (s.kind === "pod+") {
+              const name = `q${seq++}`;
+              await createPods(api, [[NS, name]]);
+              const p = (await annotated(api, [name])).get(name) as PodView;
+              const ip = podAddress(p) as string;
+              // The VMs present before the pod was created hold their addresses: the pod never gets one.
+              assert.ok(
+                !liveVms.some((v) => v.ip === ip),
+                `pod ${name} got ${ip}, held by a VM that existed first`,
+              );
+              livePods.push(name);
+            } else if (s.kind === "pod-" && livePods.length > 0) {
+              const [name] = livePods.splice(s.i % livePods.length, 1);
+              if (name) await deletePods(api, [[NS, name]]);
+            }
+          }
+          await deletePods(
+            api,
+            livePods.map((n) => [NS, n] as const),
+          );
+          for (const v of liveVms) await sim.writer.removeVmPort(v.port);
+          await until(
+            "ports of the run gone",
+            async () => ((await podPortUuids(sim, "q")).size === 0 ? true : undefined),
+            60_000,
+          );
+        }),
+        { numRuns: 6 },
+      );
+    },
+  );
+
+  await t.test(
+    "after the pods are gone and zovn uninstall, every ZStack row is byte-identical and nothing of ours is left",
+    async () => {
+      await deleteSubnet(api, "zs-overlay");
+      await ctl.stop();
+      const remote = sim.nbRemotes.join(",");
+      const { stdout } = await run(
+        "node",
+        ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", remote],
+        {
+          cwd: ROOT,
+          timeout: 300_000,
+        },
+      );
+      assert.match(stdout, /rows of ours/);
+      await sim.sync();
+      const dump = await sim.dump();
+      assert.deepEqual(ownedRows(dump), [], "no row of ours is left");
+      assert.deepEqual(diffDumps(before, await sim.snapshot()), [], "ZStack's rows are byte-identical");
+    },
+  );
+  t.diagnostic(`whole run ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
