@@ -62,7 +62,11 @@ async function startController(t: { after(fn: () => unknown): void }, api: Api, 
     events,
   });
   const abort = new AbortController();
-  const running = ctl.run(abort.signal, () => {});
+  let onSynced = () => {};
+  const synced = new Promise<void>((resolve) => {
+    onSynced = resolve;
+  });
+  const running = ctl.run(abort.signal, onSynced);
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
@@ -73,7 +77,7 @@ async function startController(t: { after(fn: () => unknown): void }, api: Api, 
     await nb.close();
   };
   t.after(stop);
-  return { stop };
+  return { stop, synced };
 }
 
 const getSubnet = (api: Api, name: string) => api.request<Subnet>(`${SUBNET_PATH}/${name}`);
@@ -210,7 +214,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   const overlay = sim.uuid("overlay-switch");
   const twin = sim.uuid("twin-switch");
   const before = await sim.snapshot();
-  const ctl = await startController(t, api, sim);
+  let ctl = await startController(t, api, sim);
   const t0 = Date.now();
 
   await t.test(
@@ -375,6 +379,66 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         async () => ((await podPortUuids(sim, "held")).size === 0 ? true : undefined),
         60_000,
       );
+    },
+  );
+
+  await t.test(
+    "ZStack rewriting the switch and adding VMs while pods are created loses no VM port and no pod port",
+    async () => {
+      const names = Array.from({ length: 8 }, (_, i) => `w${i}`);
+      const creating = createPods(
+        api,
+        names.map((n) => [NS, n] as const),
+        4,
+      );
+      const added: VmPort[] = [];
+      for (let i = 0; i < 6; i++) {
+        await sim.writer.rewriteSwitch(overlay, i);
+        added.push(await sim.writer.addVmPort({ ip4: `10.60.0.${200 + i}` }));
+      }
+      await creating;
+      await annotated(api, names);
+      const dump = await sim.dump();
+      const ports = new Set(listOf(dump.Logical_Switch?.[overlay]?.ports) as string[]);
+      for (const u of listOf(before.Logical_Switch?.[overlay]?.ports) as string[])
+        assert.ok(ports.has(u), `ZStack's port ${u} is on the switch`);
+      for (const v of added)
+        assert.ok(ports.has(v.uuid), `the VM port ${v.name} added meanwhile is on the switch`);
+      const ours = await podPortUuids(sim, "w");
+      assert.equal(ours.size, names.length);
+      for (const u of ours) assert.ok(ports.has(u), `pod port ${u} is on the switch`);
+
+      // Level-triggered: a restart with nothing changed writes nothing to NB.
+      const full = await sim.dump();
+      await ctl.stop();
+      ctl = await startController(t, api, sim);
+      await ctl.synced;
+      await until("a Subnet status written by the new term", async () =>
+        readyCondition(await getSubnet(api, "zs-overlay"))?.status === "True" ? true : undefined,
+      );
+      await sim.sync();
+      const after = await sim.dump();
+      assert.deepEqual(diffDumps(full, after), [], "the restarted controller wrote nothing to NB");
+
+      await deletePods(
+        api,
+        names.map((n) => [NS, n] as const),
+      );
+      for (const v of added) await sim.writer.removeVmPort(v);
+      await until(
+        "w ports gone",
+        async () => ((await podPortUuids(sim, "w")).size === 0 ? true : undefined),
+        60_000,
+      );
+      // ZStack's last rewrite stays ZStack's: put the switch back as it was, as ZStack would on its own.
+      await sim.writer.transact([
+        {
+          op: "update",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", overlay]]],
+          row: { external_ids: before.Logical_Switch?.[overlay]?.external_ids },
+        },
+      ]);
     },
   );
 
