@@ -293,7 +293,11 @@ export class PodPortAllocator {
           "following a foreign switch failed",
         );
     }
-    return problems.map((p) => ({ subnet: name, message: p.message }));
+    // ZStack's rows show one address in several places (its router port, DHCP's server and router): not a problem.
+    const real = external
+      ? problems.filter((p) => !(p.kind === "duplicate" && (p.holders ?? []).every((h) => h.foreign)))
+      : problems;
+    return real.map((p) => ({ subnet: name, message: p.message }));
   }
 
   /** The addresses on the Subnet's foreign switch that a pod of ours and a foreign row both hold. */

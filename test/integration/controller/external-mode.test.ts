@@ -505,6 +505,34 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await t.test(
+    "a range ZStack adds to exclude_ips while the controller runs is never handed out",
+    async () => {
+      const oc = plain(before.Logical_Switch?.[overlay]?.other_config) as Record<string, string>;
+      const setOc = (m: Record<string, string>) =>
+        sim.writer.transact([
+          {
+            op: "update",
+            table: "Logical_Switch",
+            where: [["_uuid", "==", ["uuid", overlay]]],
+            row: { other_config: ["map", Object.entries(m)] },
+          },
+        ]);
+      await setOc({ ...oc, exclude_ips: `${oc.exclude_ips} 10.60.0.13..10.60.0.60` });
+      await createPods(api, [[NS, "late"]]);
+      const ip = podAddress((await annotated(api, ["late"])).get("late") as PodView) as string;
+      const last = Number(ip.split(".")[3]);
+      assert.ok(last > 60, `the pod got ${ip}, inside the range ZStack excluded`);
+      await deletePods(api, [[NS, "late"]]);
+      await until(
+        "late's port gone",
+        async () => ((await podPortUuids(sim, "late")).size === 0 ? true : undefined),
+        60_000,
+      );
+      await setOc(oc);
+    },
+  );
+
+  await t.test(
     "after the pods are gone and zovn uninstall, every ZStack row is byte-identical and nothing of ours is left",
     async () => {
       await deleteSubnet(api, "zs-overlay");
