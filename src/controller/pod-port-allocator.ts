@@ -236,7 +236,7 @@ export class PodPortAllocator {
       const p = ports.get(uuid);
       if (!p) continue;
       // On a foreign switch, the foreign rows' addresses come from the holdings view below.
-      if (external && podOwnerOf(p) === undefined) continue;
+      if (external && !this.podPortOf(p, name)) continue;
       for (const ip of heldIps(p)) entries.push({ address: ip, holder: this.holderOf(p) });
     }
     // Addresses of port inserts still under way are in no row yet; dropping them would hand them out twice.
@@ -251,7 +251,9 @@ export class PodPortAllocator {
       // reservations of the allocator, the single addresses foreign holders.
       holdings = new ForeignSwitchHoldings(this.nb.cache, external.uuid, {
         cidrs: def.cidrs,
-        skipPort: (p) => podOwnerOf(p) !== undefined,
+        // This Subnet's pods are the allocator's own holders; anything else on the switch (a VM, a pod of another
+        // Subnet naming the same switch) is a foreign holder.
+        skipPort: (p) => this.podPortOf(p, name),
       });
       effective = {
         ...def,
@@ -298,6 +300,11 @@ export class PodPortAllocator {
       ? problems.filter((p) => !(p.kind === "duplicate" && (p.holders ?? []).every((h) => h.foreign)))
       : problems;
     return real.map((p) => ({ subnet: name, message: p.message }));
+  }
+
+  /** Whether the port is one of our pod ports of that Subnet. */
+  private podPortOf(p: LogicalSwitchPort, subnet: string): boolean {
+    return podOwnerOf(p) !== undefined && p.external_ids[SUBNET_KEY] === subnet;
   }
 
   /** The addresses on the Subnet's foreign switch that a pod of ours and a foreign row both hold. */

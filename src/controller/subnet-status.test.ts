@@ -182,6 +182,7 @@ test("an external switch is checked against its other_config:subnet, router port
   const facts = {
     uuid: "6b1f0000-0000-4000-8000-000000000001",
     name: "l3-vpc-network",
+    ours: false,
     otherConfigSubnet: "10.60.0.0/24",
     routerPorts: [
       {
@@ -229,6 +230,14 @@ test("an external switch is checked against its other_config:subnet, router port
   assert.equal(amb?.phase, "Failed");
   assert.equal(amb?.reason, "ExternalSwitchAmbiguous");
   assert.match(amb?.message ?? "", /names 2 logical switches \(u1, u2\); name one of them by its UUID/);
+  const ours = judge(
+    { cidr: "10.60.0.0/24", gateway: "10.60.0.1" },
+    {
+      kind: "found",
+      facts: { ...facts, ours: true },
+    },
+  );
+  assert.equal(ours?.reason, "ExternalSwitchNotForeign");
   const missing = judge({ cidr: "10.60.0.0/24", gateway: "10.60.0.1" }, { kind: "missing" });
   assert.equal(missing?.reason, "ExternalSwitchNotFound");
 });

@@ -251,6 +251,11 @@ export function externalSwitchProblem(
   }
   const f: ExternalSwitchFacts = found.facts;
   const sw = `Logical_Switch ${f.uuid} (${JSON.stringify(f.name)})`;
+  if (f.ours)
+    return {
+      reason: "ExternalSwitchNotForeign",
+      message: `spec.externalLogicalSwitch ${ref} is ${sw}, a switch of this plugin's own; name a ZStack switch, or remove externalLogicalSwitch to get a switch of the Subnet's own`,
+    };
   const mismatch = (message: string) => ({ reason: "ExternalSwitchMismatch", message });
   const cidrOf = (family: 4 | 6) => def.cidrs.find((c) => c.family === family);
   const gatewayOf = (family: 4 | 6) => {

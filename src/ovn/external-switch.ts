@@ -6,6 +6,7 @@
 import { attachedRouterPort } from "../ipam/foreign-holdings.ts";
 import type { Cache } from "../ovsdb/cache.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { isOurs } from "./ownership.ts";
 
 /** OVN's UUID text (36 characters with dashes), as `ovn-nbctl` prints it. */
 const OVN_UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -14,6 +15,8 @@ const OVN_UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export interface ExternalSwitchFacts {
   readonly uuid: string;
   readonly name: string;
+  /** The switch is one of ours (a Subnet's, the join switch): never a foreign switch to put pods on. */
+  readonly ours: boolean;
   /** other_config:subnet (IPv4 only in OVN), when set. */
   readonly otherConfigSubnet?: string;
   /** Router ports attached through the switch's `router`-type ports. */
@@ -79,6 +82,7 @@ function readFacts(cache: Cache<NbTables>, uuid: string): ExternalSwitchFacts {
   return {
     uuid,
     name: ls.name,
+    ours: isOurs(ls),
     ...(subnet !== undefined ? { otherConfigSubnet: subnet } : {}),
     routerPorts: routerPorts.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     dhcpOptions,
