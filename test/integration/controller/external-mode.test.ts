@@ -555,3 +555,83 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
   t.diagnostic(`whole run ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 });
+
+test("External mode on ZStack's 3-member Raft NB: the leader killed while pods are created, every pod comes up once, and uninstall leaves ZStack's rows byte-identical", async (t) => {
+  const { api } = await useApiserver(t);
+  const sim = await useZStackSim(t, { raft: true });
+  const cluster = sim.nbCluster;
+  assert.ok(cluster);
+  const overlay = sim.uuid("overlay-switch");
+  const before = await sim.snapshot();
+  const ctl = await startController(t, api, sim);
+  await createNamespace(api, NS);
+  await createSubnet(api, "zs-overlay", {
+    cidr: "10.60.0.0/24",
+    gateway: "10.60.0.1",
+    externalLogicalSwitch: overlay,
+    namespaces: [NS],
+  });
+  await untilReason(api, "zs-overlay", "Ready");
+  const names = Array.from({ length: 16 }, (_, i) => `r${i}`);
+  // Half of the pods before the kill, the other half created while the leader dies and a new one is elected.
+  await createPods(
+    api,
+    names.slice(0, 8).map((n) => [NS, n] as const),
+  );
+  await annotated(api, names.slice(0, 8));
+  const creating = createPods(
+    api,
+    names.slice(8).map((n) => [NS, n] as const),
+    2,
+  );
+  const leader = await cluster.leader();
+  leader.server.kill();
+  const portsAtKill = (await podPortUuids(sim, "r").catch(() => new Set<string>())).size;
+  await leader.server.waitForExit();
+  const t0 = Date.now();
+  await creating;
+  const pods = await annotated(api, names);
+  t.diagnostic(
+    `pod ports when the leader was killed: ${portsAtKill}; all 16 annotated ${((Date.now() - t0) / 1000).toFixed(1)} s after`,
+  );
+  await leader.server.restart();
+  await cluster.waitForQuorum(60_000);
+  const dump = await sim.dump();
+  const taken = zstackTaken(dump, overlay);
+  const ips = [...pods.values()].map((p) => podAddress(p) as string);
+  assert.equal(new Set(ips).size, ips.length, "no address given twice");
+  for (const ip of ips) assert.ok(!taken.has(ip), `${ip} is held by a ZStack row`);
+  // Nothing duplicated: one port per pod, each on the switch.
+  const perPod = new Map<string, number>();
+  for (const r of Object.values(dump.Logical_Switch_Port ?? {})) {
+    const ids = plain(r.external_ids) as Record<string, string>;
+    if (ids["zstack.io/kind"] === "pod-port")
+      perPod.set(ids["zstack.io/pod"] ?? "", (perPod.get(ids["zstack.io/pod"] ?? "") ?? 0) + 1);
+  }
+  assert.deepEqual(
+    [...perPod].filter(([, n]) => n !== 1),
+    [],
+    "every pod has exactly one port",
+  );
+  assert.equal(perPod.size, names.length);
+  assertOnlyOurPorts(before, foreignRows(dump), overlay, await podPortUuids(sim, "r"));
+
+  await deletePods(
+    api,
+    names.map((n) => [NS, n] as const),
+  );
+  await until(
+    "r ports gone",
+    async () => ((await podPortUuids(sim, "r")).size === 0 ? true : undefined),
+    60_000,
+  );
+  await deleteSubnet(api, "zs-overlay");
+  await ctl.stop();
+  await run("node", ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(",")], {
+    cwd: ROOT,
+    timeout: 300_000,
+  });
+  await sim.sync();
+  assert.deepEqual(ownedRows(await sim.dump()), [], "no row of ours is left");
+  assert.deepEqual(diffDumps(before, await sim.snapshot()), [], "ZStack's rows are byte-identical");
+});
