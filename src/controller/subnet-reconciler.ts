@@ -256,6 +256,8 @@ export class SubnetReconciler implements Reconciler {
             this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
         for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
       }
+      // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
+      this.ctx.wakeWaitingForSubnet(name);
     }
     if (v?.definition && !externalSwitch) {
       const specKey = JSON.stringify(subnet.spec);

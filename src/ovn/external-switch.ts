@@ -11,6 +11,8 @@ import { isOurs } from "./ownership.ts";
 /** OVN's UUID text (36 characters with dashes), as `ovn-nbctl` prints it. */
 const OVN_UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+const NAME_INDEX = "zstack.io/switch-name";
+
 /** What the switch's own rows say about its addresses; every value is the text NB holds, unparsed. */
 export interface ExternalSwitchFacts {
   readonly uuid: string;
@@ -44,7 +46,9 @@ export function lookupExternalSwitch(cache: Cache<NbTables>, ref: string): Exter
     const row = switches.get(ref.toLowerCase());
     if (row) return { kind: "found", facts: readFacts(cache, row._uuid) };
   }
-  const named = switches.find((r) => r.name === ref);
+  // Names are not unique in NB (no schema index): an index of our own, so a judge costs a lookup, not a scan.
+  if (!switches.hasIndex(NAME_INDEX)) switches.addIndex(NAME_INDEX, "name");
+  const named = switches.lookup(NAME_INDEX, ref);
   if (named.length > 1) return { kind: "ambiguous", uuids: named.map((r) => r._uuid).sort() };
   const one = named[0];
   return one ? { kind: "found", facts: readFacts(cache, one._uuid) } : { kind: "missing" };

@@ -505,6 +505,46 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await t.test(
+    "ZStack changing the switch's subnet makes the Subnet Failed and new pods wait; changed back, they get addresses",
+    async () => {
+      const oc = plain(before.Logical_Switch?.[overlay]?.other_config) as Record<string, string>;
+      const setOc = (m: Record<string, string>) =>
+        sim.writer.transact([
+          {
+            op: "update",
+            table: "Logical_Switch",
+            where: [["_uuid", "==", ["uuid", overlay]]],
+            row: { other_config: ["map", Object.entries(m)] },
+          },
+        ]);
+      await setOc({ ...oc, subnet: "10.60.0.0/23" });
+      const failed = await untilReason(api, "zs-overlay", "ExternalSwitchMismatch");
+      assert.match(readyCondition(failed)?.message ?? "", /other_config:subnet=10\.60\.0\.0\/23/);
+      await createPods(api, [[NS, "waiter"]]);
+      await until(
+        "waiter's SubnetNotReady Event",
+        async () => {
+          const l = await api.request<{ items: { reason: string; involvedObject: { name: string } }[] }>(
+            `/api/v1/namespaces/${NS}/events`,
+          );
+          return l.items.find((e) => e.reason === "SubnetNotReady" && e.involvedObject.name === "waiter");
+        },
+        60_000,
+      );
+      assert.equal((await podPortUuids(sim, "waiter")).size, 0, "no port while the Subnet does not match");
+      await setOc(oc);
+      await untilReason(api, "zs-overlay", "Ready");
+      await annotated(api, ["waiter"]);
+      await deletePods(api, [[NS, "waiter"]]);
+      await until(
+        "waiter's port gone",
+        async () => ((await podPortUuids(sim, "waiter")).size === 0 ? true : undefined),
+        60_000,
+      );
+    },
+  );
+
+  await t.test(
     "a range ZStack adds to exclude_ips while the controller runs is never handed out",
     async () => {
       const oc = plain(before.Logical_Switch?.[overlay]?.other_config) as Record<string, string>;
