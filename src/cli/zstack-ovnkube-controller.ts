@@ -99,6 +99,7 @@ async function main(): Promise<number> {
         serviceCIDRs: cfg.network.serviceCIDR.split(",").map((s) => s.trim()),
         joinCIDR: cfg.network.joinCIDR,
         tunnel: cfg.tunnel.type,
+        ovnMode: cfg.ovn.mode,
         workers: cfg.controller.workers,
         log,
         metrics,

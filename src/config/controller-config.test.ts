@@ -224,9 +224,73 @@ describe("controller configuration", () => {
         }),
       ),
       [
-        "ovn.mode (ZSTACK_OVN_MODE, --ovn-mode)=external is not supported yet: this release runs only with OVN databases of its own; set it to standalone",
         "gateway.mode (ZSTACK_GATEWAY_MODE, --gateway-mode)=shared is not supported yet: pod egress goes through the node's kernel; set it to local",
       ],
+    );
+  });
+
+  it("accepts External mode with ZStack's NB and SB remotes (several, tcp: or ssl: with certificates)", () => {
+    const plain = loadControllerConfig({
+      argv: [
+        "--ovn-mode=external",
+        "--nbdb-address=tcp:10.0.0.1:6641,tcp:10.0.0.2:6641,tcp:10.0.0.3:6641",
+        "--sbdb-address=tcp:10.0.0.1:6642",
+      ],
+      env: {},
+    });
+    assert.equal(plain.config.ovn.mode, "external");
+    assert.equal(plain.config.ovn.nbdbAddress, "tcp:10.0.0.1:6641,tcp:10.0.0.2:6641,tcp:10.0.0.3:6641");
+    const tls = loadControllerConfig({
+      argv: [],
+      env: {
+        ZSTACK_OVN_MODE: "external",
+        ZSTACK_OVN_NBDB_ADDRESS: "ssl:[fd00::1]:6641",
+        ZSTACK_OVN_SBDB_ADDRESS: "ssl:[fd00::1]:6642",
+        ZSTACK_OVN_SSL_ENABLED: "true",
+        ZSTACK_OVN_SSL_CA: "/ca.pem",
+        ZSTACK_OVN_SSL_CERT: "/cert.pem",
+        ZSTACK_OVN_SSL_KEY: "/key.pem",
+      },
+    });
+    assert.equal(tls.config.ovn.ssl.enabled, true);
+    // ssl: remotes without the certificates are refused as in Standalone mode.
+    assert.deepEqual(
+      problems(() =>
+        loadControllerConfig({
+          argv: [
+            "--ovn-mode=external",
+            "--nbdb-address=ssl:10.0.0.1:6641",
+            "--sbdb-address=ssl:10.0.0.1:6642",
+          ],
+          env: {},
+        }),
+      ),
+      [
+        "ssl: remotes need ovn.ssl.enabled (ZSTACK_OVN_SSL_ENABLED, --ovn-ssl)=true and its certificate files",
+      ],
+    );
+  });
+
+  it("refuses External mode without ZStack's NB and SB, naming each setting and its form", () => {
+    assert.deepEqual(
+      problems(() => loadControllerConfig({ argv: ["--ovn-mode=external"], env: {} })),
+      [
+        "ovn.mode (ZSTACK_OVN_MODE, --ovn-mode)=external needs ovn.nbdbAddress (ZSTACK_OVN_NBDB_ADDRESS, --nbdb-address): the northbound database ZStack manages, e.g. tcp:ZSTACK_OVN_HOST:6641 (every Raft member, comma-separated)",
+        "ovn.mode (ZSTACK_OVN_MODE, --ovn-mode)=external needs ovn.sbdbAddress (ZSTACK_OVN_SBDB_ADDRESS, --sbdb-address): the southbound database ZStack manages, e.g. tcp:ZSTACK_OVN_HOST:6642 (every Raft member, comma-separated)",
+      ],
+    );
+    assert.match(
+      problems(() =>
+        loadControllerConfig({
+          argv: [
+            "--ovn-mode=external",
+            "--nbdb-address=http://zstack:6641",
+            "--sbdb-address=tcp:10.0.0.1:6642",
+          ],
+          env: {},
+        }),
+      )[0] ?? "",
+      /--nbdb-address="http:\/\/zstack:6641": must be comma-separated OVSDB remotes: tcp:HOST:PORT/,
     );
   });
 

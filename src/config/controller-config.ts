@@ -68,7 +68,7 @@ export const CONTROLLER_SETTINGS: readonly Setting[] = [
     flag: "ovn-mode",
     kind: { type: "enum", values: ["standalone", "external"] },
     default: "standalone",
-    doc: "standalone: the chart runs OVN central; external: use the NB/SB of an existing OVN (ZStack).",
+    doc: "standalone: the chart runs OVN central; external: use the NB/SB of an existing OVN (ZStack), given by ovn.nbdbAddress and ovn.sbdbAddress (docs/external-mode.md).",
   },
   {
     key: "ovn.nbdbAddress",
@@ -315,12 +315,19 @@ export function loadControllerConfig(opts: LoadOptions = {}): LoadedConfig {
 function crossCheck(c: ControllerConfig): string[] {
   const problems: string[] = [];
   const name = (key: string) => settingName(CONTROLLER, key);
-  // Accepted by the schema (seed §8) so that values files keep their shape, refused until they are built: a
+  // External mode: the NB and SB are ZStack's, on another host; there is no default to fall back on.
+  if (c.ovn.mode === "external") {
+    for (const key of ["ovn.nbdbAddress", "ovn.sbdbAddress"] as const) {
+      const db = key === "ovn.nbdbAddress" ? "northbound" : "southbound";
+      const port = key === "ovn.nbdbAddress" ? 6641 : 6642;
+      if (!c.ovn[key === "ovn.nbdbAddress" ? "nbdbAddress" : "sbdbAddress"])
+        problems.push(
+          `${name("ovn.mode")}=external needs ${name(key)}: the ${db} database ZStack manages, e.g. tcp:ZSTACK_OVN_HOST:${port} (every Raft member, comma-separated)`,
+        );
+    }
+  }
+  // Accepted by the schema (seed §8) so that values files keep their shape, refused until it is built: a
   // setting that is silently ignored is worse than one that stops the controller with the reason.
-  if (c.ovn.mode === "external")
-    problems.push(
-      `${name("ovn.mode")}=external is not supported yet: this release runs only with OVN databases of its own; set it to standalone`,
-    );
   if (c.gateway.mode === "shared")
     problems.push(
       `${name("gateway.mode")}=shared is not supported yet: pod egress goes through the node's kernel; set it to local`,

@@ -25,6 +25,11 @@ export interface ControllerOptions {
   serviceCIDRs: readonly string[];
   joinCIDR: string;
   tunnel: "vxlan" | "geneve";
+  /**
+   * external: NB is ZStack's, and Subnets with spec.externalLogicalSwitch put their pods on ZStack's switches
+   * (docs/external-mode.md). Default standalone, where such Subnets are judged but take no pods.
+   */
+  ovnMode?: "standalone" | "external";
   workers?: number;
   /** Every object is enqueued again this often, catching anything a watch missed. Default 5 min. */
   resyncMs?: number;

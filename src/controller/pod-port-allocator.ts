@@ -3,14 +3,24 @@
 // monitor reports them and are rebuilt from them after a restart or a full resync, so NB stays the only durable
 // record: a crash or a lost reply between any two steps leaks nothing and hands nothing out twice.
 
-import { formatIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
-import type { Holder } from "../ipam/holder.ts";
+import type { ForeignHolder } from "../ipam/foreign-holdings.ts";
+import { describeHolders, type Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
 import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "../ipam/mac.ts";
+import { formatRange } from "../ipam/range.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import type { Logger } from "../observability/log.ts";
-import { type DesiredRow, findAllOwned, findOwned, plan, unlinkAndDelete } from "../ovn/nb-diff.ts";
+import { ForeignSwitchHoldings, type HoldingsChange } from "../ovn/foreign-switch-holdings.ts";
+import {
+  type DesiredRow,
+  findAllOwned,
+  findOwned,
+  type ParentRef,
+  plan,
+  unlinkAndDelete,
+} from "../ovn/nb-diff.ts";
 import {
   addressKey,
   ID_KEY,
@@ -81,20 +91,36 @@ export interface SubnetProblem {
   readonly message: string;
 }
 
+/** A foreign (ZStack) switch a Subnet's pods join (External mode): ours are only the pod ports we put on it. */
+export interface ExternalSwitchRef {
+  readonly uuid: string;
+  readonly name: string;
+}
+
 interface SubnetState {
   readonly name: string;
+  /** The definition as the Subnet gives it (without the switch's exclude_ips). */
   readonly def: SubnetDefinition;
   readonly allocator: SubnetAllocator;
   readonly prefixes: readonly string[];
   readonly gateways: readonly string[];
+  /** Set for a Subnet on a foreign switch: the switch, and the live view of every address its rows show. */
+  readonly external?: ExternalSwitchRef & { readonly holdings: ForeignSwitchHoldings };
+  /** Addresses held by one of our pods and by a foreign row at once (ZStack added a VM with it), with a message. */
+  readonly conflicts: Map<string, string>;
 }
 
 const SWITCH_ID = (subnet: string) => `subnet/${subnet}`;
 
+/** The allocator's name for a foreign row holding an address: a port by its name, anything else by table too. */
+function foreignOwner(h: ForeignHolder): string {
+  return h.table === "Logical_Switch_Port" ? h.name : `${h.table} ${h.name}`;
+}
+
 function addressingOf(sn: SubnetState, ips: readonly string[], mac: string) {
   return {
     subnet: sn.name,
-    logicalSwitch: subnetSwitchName(sn.name),
+    logicalSwitch: sn.external?.name ?? subnetSwitchName(sn.name),
     mac,
     ipsWithPrefix: ips.map((ip, i) => `${ip}/${sn.prefixes[i] ?? (ip.includes(":") ? "128" : "32")}`),
     gateways: sn.gateways,
@@ -189,6 +215,7 @@ export class PodPortAllocator {
   /** Stops following NB (a controller that lost leadership). */
   close(): void {
     for (const u of this.unsubscribe.splice(0)) u();
+    for (const sn of this.subnets.values()) sn.external?.holdings.close();
   }
 
   private report(o: Observation): void {
@@ -199,33 +226,153 @@ export class PodPortAllocator {
    * Registers a subnet and rebuilds its allocator from the ports on its switch: ours by pod, anyone else's
    * as foreign holders. Returns the problems found (duplicate addresses and the like) for the Subnet status.
    */
-  loadSubnet(name: string, def: SubnetDefinition): SubnetProblem[] {
-    const entries: { address: string; holder: Holder }[] = [];
-    const ls = findOwned(this.nb.cache as never, "Logical_Switch", SWITCH_ID(name));
+  loadSubnet(name: string, def: SubnetDefinition, external?: ExternalSwitchRef): SubnetProblem[] {
+    const entries: { address: string | IpAddress; holder: Holder }[] = [];
+    const ls = external
+      ? this.nb.cache.table("Logical_Switch").get(external.uuid)
+      : findOwned(this.nb.cache as never, "Logical_Switch", SWITCH_ID(name));
     const ports = this.nb.cache.table("Logical_Switch_Port");
     for (const uuid of (ls?.ports as readonly string[] | undefined) ?? []) {
       const p = ports.get(uuid);
       if (!p) continue;
+      // On a foreign switch, the foreign rows' addresses come from the holdings view below.
+      if (external && !this.podPortOf(p, name)) continue;
       for (const ip of heldIps(p)) entries.push({ address: ip, holder: this.holderOf(p) });
     }
     // Addresses of port inserts still under way are in no row yet; dropping them would hand them out twice.
     for (const [owner, r] of this.pending)
       if (r.subnet === name)
         for (const ip of r.ips) entries.push({ address: ip, holder: { owner, foreign: false } });
-    const { allocator, problems } = SubnetAllocator.rebuild(def, entries);
-    this.subnets.set(name, {
+    this.subnets.get(name)?.external?.holdings.close();
+    let holdings: ForeignSwitchHoldings | undefined;
+    let effective = def;
+    if (external) {
+      // Every address ZStack's rows show is taken (ipam.md, "External mode"); the switch's exclude_ips ranges are
+      // reservations of the allocator, the single addresses foreign holders.
+      holdings = new ForeignSwitchHoldings(this.nb.cache, external.uuid, {
+        cidrs: def.cidrs,
+        // This Subnet's pods are the allocator's own holders; anything else on the switch (a VM, a pod of another
+        // Subnet naming the same switch) is a foreign holder.
+        skipPort: (p) => this.podPortOf(p, name),
+      });
+      effective = {
+        ...def,
+        excluded: [
+          ...def.excluded,
+          ...holdings.holdings.ranges().map((r) => ({
+            range: r.range,
+            field: `Logical_Switch ${external.uuid} other_config:exclude_ips`,
+            text: r.holder.entry ?? formatRange(r.range),
+          })),
+        ],
+      };
+      for (const ip of holdings.holdings.addresses())
+        for (const h of holdings.holdings.holdersOf(ip))
+          if (h.source !== "other_config:exclude_ips")
+            entries.push({ address: ip, holder: { owner: foreignOwner(h), foreign: true } });
+    }
+    const { allocator, problems } = SubnetAllocator.rebuild(effective, entries);
+    const state: SubnetState = {
       name,
       def,
       allocator,
       prefixes: def.cidrs.map((c) => String(c.prefix)),
       gateways: def.gateways.map((g) => formatIp(g)),
-    });
-    return problems.map((p) => ({ subnet: name, message: p.message }));
+      ...(external && holdings ? { external: { ...external, holdings } } : {}),
+      conflicts: new Map(),
+    };
+    this.subnets.set(name, state);
+    if (holdings) {
+      const view = holdings;
+      for (const e of allocator.entries()) if (!e.holder.foreign) this.noteConflict(state, e.address);
+      view.onChange((change) => {
+        if (this.subnets.get(name) !== state) return;
+        this.report(this.foreignChanged(state, change));
+      });
+      view.onListenerError = (e) =>
+        this.opts.log?.error(
+          { subnet: name, err: (e as Error).message },
+          "following a foreign switch failed",
+        );
+    }
+    // ZStack's rows show one address in several places (its router port, DHCP's server and router): not a problem.
+    const real = external
+      ? problems.filter((p) => !(p.kind === "duplicate" && (p.holders ?? []).every((h) => h.foreign)))
+      : problems;
+    return real.map((p) => ({ subnet: name, message: p.message }));
+  }
+
+  /** Whether the port is one of our pod ports of that Subnet. */
+  private podPortOf(p: LogicalSwitchPort, subnet: string): boolean {
+    return podOwnerOf(p) !== undefined && p.external_ids[SUBNET_KEY] === subnet;
+  }
+
+  /** The addresses on the Subnet's foreign switch that a pod of ours and a foreign row both hold. */
+  conflictsOf(subnet: string): readonly string[] {
+    const sn = this.subnets.get(subnet);
+    if (!sn) return [];
+    // A pod released since, or a VM gone: the entry is checked again before it is reported.
+    for (const key of [...sn.conflicts.keys()]) this.noteConflict(sn, parseIp(key));
+    return [...sn.conflicts.keys()].sort().map((k) => sn.conflicts.get(k) as string);
+  }
+
+  /** Records or clears the conflict on one address: one of our pods and a foreign row both holding it. */
+  private noteConflict(sn: SubnetState, ip: IpAddress): boolean {
+    const key = formatIp(ip);
+    const holders = sn.allocator.holdersOf(ip);
+    const before = sn.conflicts.get(key);
+    if (holders.some((h) => !h.foreign) && holders.some((h) => h.foreign)) {
+      const message = `${key} is held by ${describeHolders(holders)}: ZStack uses an address a pod holds; give the VM another address, or delete the pod (it gets a free one)`;
+      sn.conflicts.set(key, message);
+      return before !== message;
+    }
+    sn.conflicts.delete(key);
+    return before !== undefined;
+  }
+
+  /**
+   * The foreign switch's rows changed (ZStack added or removed a VM, changed exclude_ips...): the allocator
+   * follows. A new exclude range rebuilds it; single addresses are held or freed one by one.
+   */
+  private foreignChanged(sn: SubnetState, change: HoldingsChange): Observation {
+    const changed = new Set<string>([sn.name]);
+    const problems: SubnetProblem[] = [];
+    const ext = sn.external;
+    if (!ext) return { changed, problems };
+    if (change.ranges.length > 0) {
+      problems.push(...this.loadSubnet(sn.name, sn.def, { uuid: ext.uuid, name: ext.name }));
+      const now = this.subnets.get(sn.name);
+      for (const m of now?.conflicts.values() ?? []) problems.push({ subnet: sn.name, message: m });
+      return { changed, problems };
+    }
+    for (const ip of change.addresses) {
+      const want = new Set(
+        ext.holdings
+          .holdersOf(ip)
+          .filter((h) => h.source !== "other_config:exclude_ips")
+          .map(foreignOwner),
+      );
+      for (const h of sn.allocator.holdersOf(ip))
+        if (h.foreign && !want.has(h.owner)) sn.allocator.forgetForeign(ip, h.owner);
+      for (const owner of want) sn.allocator.recordHolder(ip, { owner, foreign: true });
+      if (this.noteConflict(sn, ip)) {
+        const m = sn.conflicts.get(formatIp(ip));
+        if (m) problems.push({ subnet: sn.name, message: m });
+      }
+    }
+    return { changed, problems };
   }
 
   /** Forgets a subnet whose switch is gone: its allocator no longer counts or hands out anything. */
   unloadSubnet(name: string): void {
+    this.subnets.get(name)?.external?.holdings.close();
     this.subnets.delete(name);
+  }
+
+  /** The foreign switch a loaded Subnet's pods join, if it is on one. */
+  externalSwitchOf(subnet: string): ExternalSwitchRef | undefined {
+    const e = this.subnets.get(subnet)?.external;
+    return e ? { uuid: e.uuid, name: e.name } : undefined;
   }
 
   /**
@@ -234,7 +381,14 @@ export class PodPortAllocator {
    */
   resync(): Observation {
     const problems: SubnetProblem[] = [];
-    for (const sn of [...this.subnets.values()]) problems.push(...this.loadSubnet(sn.name, sn.def));
+    for (const sn of [...this.subnets.values()])
+      problems.push(
+        ...this.loadSubnet(
+          sn.name,
+          sn.def,
+          sn.external ? { uuid: sn.external.uuid, name: sn.external.name } : undefined,
+        ),
+      );
     return { changed: new Set(this.subnets.keys()), problems };
   }
 
@@ -280,6 +434,7 @@ export class PodPortAllocator {
           if (!sn.allocator.holdersOf(ip).some((h) => h.owner === owner && !h.foreign)) changed.add(sn.name);
           const problem = sn.allocator.recordHolder(ip, { owner, foreign: false });
           if (problem?.kind === "duplicate") problems.push({ subnet: sn.name, message: problem.message });
+          if (sn.external) this.noteConflict(sn, parseIp(ip));
         }
       }
     }
@@ -304,9 +459,10 @@ export class PodPortAllocator {
     problems: SubnetProblem[],
   ): void {
     if (before) {
+      // A foreign switch's holders are the holdings view's to keep (a row may show an address in several columns).
       for (const ip of heldIps(before))
         for (const sn of this.subnets.values())
-          if (sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
+          if (!sn.external && sn.allocator.forgetForeign(ip, before.name)) changed.add(sn.name);
     }
     if (after) {
       const sn = this.subnetHolding(after._uuid);
@@ -443,12 +599,16 @@ export class PodPortAllocator {
             : `subnet ${subnetName} is not ready yet`,
       };
     }
-    const ls = findOwned(cache, "Logical_Switch", SWITCH_ID(subnetName));
+    const ls = sn.external
+      ? (this.nb.cache.table("Logical_Switch").get(sn.external.uuid) as Record<string, unknown> | undefined)
+      : findOwned(cache, "Logical_Switch", SWITCH_ID(subnetName));
     if (!ls) {
       return {
         ok: false,
         reason: "SubnetNotReady",
-        message: `the logical switch of subnet ${subnetName} does not exist yet`,
+        message: sn.external
+          ? `subnet ${subnetName}: the external logical switch ${sn.external.name} (${sn.external.uuid}) is not in NB`
+          : `the logical switch of subnet ${subnetName} does not exist yet`,
       };
     }
     let ips: string[];
@@ -514,9 +674,12 @@ export class PodPortAllocator {
       // wait is a refusal, so the reservation is released and the pod tried again.
       txn.wait("Logical_Switch", [["_uuid", "==", ls._uuid]], ["name"], "==", [{ name: ls.name as string }]);
       const guards = txn.size;
-      const planned = plan(cache, this.nb.schema, txn as never, [
-        podPortRow(pod, addressing, { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" }),
-      ]);
+      // On a foreign switch, the port joins it by a mutate that inserts our port's reference only: ZStack's
+      // ports, written by ZStack at the same time, are never rewritten.
+      const parent: ParentRef = sn.external
+        ? { table: "Logical_Switch", uuid: sn.external.uuid, column: "ports" }
+        : { table: "Logical_Switch", id: SWITCH_ID(subnetName), column: "ports" };
+      const planned = plan(cache, this.nb.schema, txn as never, [podPortRow(pod, addressing, parent)]);
       // The new port joins its isolation groups in its own insert (by named uuid): no NB state has it without.
       // A port given its node joins that node's own-node group in the same write.
       const prevNode = existing?.options["requested-chassis"];
@@ -654,6 +817,7 @@ export class PodPortAllocator {
     pod: PodSpecInfo,
     owner: string,
     ls: Record<string, unknown>,
+    round = 0,
   ): { ok: true; ips: string[]; mac: string } | { ok: false; reason: string; message: string } {
     const ann = pod.annotations ?? {};
     const where = `pod ${pod.namespace}/${pod.name}`;
@@ -681,6 +845,25 @@ export class PodPortAllocator {
     if (!res.ok) {
       const reason = res.code === "exhausted" ? "AddressesExhausted" : "AddressConflict";
       return { ok: false, reason, message: `${where}: ${res.message}` };
+    }
+    // On a foreign switch, the holdings view has the last word: an address it shows taken is never handed out.
+    // The allocator is told (it missed it), and a dynamic request tries again; few rounds, each takes one more.
+    const view = sn.external?.holdings;
+    const seen = view ? res.ips.filter((ip) => view.isTaken(ip)) : [];
+    if (view && seen.length > 0) {
+      for (const ip of res.ips) sn.allocator.release(ip, owner);
+      for (const ip of seen)
+        for (const h of view.holdersOf(ip))
+          if (h.source !== "other_config:exclude_ips")
+            sn.allocator.recordHolder(ip, { owner: foreignOwner(h), foreign: true });
+      const dynamic = !ann[ANNOTATION_IP] && !ann[ANNOTATION_POOL];
+      if (dynamic && round < 8) return this.allocate(sn, pod, owner, ls, round + 1);
+      const shown = seen.map((ip) => `${formatIp(ip)} (${view.holdersOf(ip).map(foreignOwner).join(", ")})`);
+      return {
+        ok: false,
+        reason: "AddressConflict",
+        message: `${where}: ${shown.join(", ")} is used on ZStack's switch ${sn.external?.name}; request another address`,
+      };
     }
     if (requestedMac) return { ok: true, ips: [...res.addresses], mac: requestedMac };
     // The MAC derived from the address can be taken by a pod that asked for it: then a random local one.

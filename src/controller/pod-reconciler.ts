@@ -195,15 +195,23 @@ export class PodReconciler implements Reconciler {
     // A Subnet being deleted serves the pods it has, and no new one.
     if (sub?.metadata.deletionTimestamp && !this.podPorts.portOf(ns, name))
       return this.waitForSubnet(key, subnet);
-    if (sub?.spec.externalLogicalSwitch) {
-      // Pods on ZStack's switches need External mode, which this controller does not implement yet.
+    if (sub?.spec.externalLogicalSwitch && this.o.ovnMode !== "external") {
+      // Pods on a foreign switch need External mode: in Standalone mode NB is ours, and nobody else's VMs are there.
       this.o.events?.warning(
         { apiVersion: "v1", kind: "Pod", namespace: ns, name, uid: pod.metadata.uid },
         "ExternalModeNotSupported",
-        `subnet ${subnet} uses externalLogicalSwitch ${sub.spec.externalLogicalSwitch}; attaching pods to an external switch needs External mode, which is not implemented yet`,
+        `subnet ${subnet} uses externalLogicalSwitch ${sub.spec.externalLogicalSwitch}; attaching pods to an external switch needs ovn.mode=external (docs/external-mode.md)`,
       );
       return { requeueAfterMs: 60_000 };
     }
+    // A Subnet on a foreign switch that stopped matching it (switch gone, renamed, CIDR changed in ZStack) takes
+    // no new pod; pods with a port keep it.
+    if (
+      sub?.spec.externalLogicalSwitch &&
+      !this.ctx.verdicts.get(subnet)?.definition &&
+      !this.podPorts.portOf(ns, name)
+    )
+      return this.waitForSubnet(key, subnet);
     if (!this.ctx.loadedSpecs.has(subnet)) return this.waitForSubnet(key, subnet);
     const groups = this.ctx.policies?.portGroupsOf(pod);
     const res = await this.podPorts.ensure(

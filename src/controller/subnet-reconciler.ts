@@ -6,8 +6,9 @@ import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
+import { lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
-import { CONTROLLER, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import { CONTROLLER, isOurs, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import {
   CLUSTER_LB_GROUP,
@@ -75,15 +76,16 @@ export class SubnetReconciler implements Reconciler {
         },
         { replay: true },
       ),
-      // A foreign logical switch created or removed (ZStack's, in External mode) changes the verdict of the
-      // Subnets that name it.
+      // A foreign logical switch created, removed, renamed or changed (ZStack's, in External mode) changes the
+      // verdict of the Subnets that name it (by name or UUID): they are all judged again, there are few.
       nb.cache.subscribe("Logical_Switch", (events) => {
-        const names = new Set<string>();
+        let foreign = false;
         for (const e of events) {
           if (e.kind !== "update") {
-            names.add((e.kind === "add" ? e.row : e.old).name as string);
+            if (!isOurs((e.kind === "add" ? e.row : e.old) as never)) foreign = true;
             continue;
           }
+          if (!isOurs(e.row as never)) foreign = true;
           // Ports added to or removed from a subnet's switch (by us or by others) change its status; a port
           // gone may let a pod waiting for room on the switch in.
           const ids = e.row.external_ids as Readonly<Record<string, string>>;
@@ -94,13 +96,15 @@ export class SubnetReconciler implements Reconciler {
             else ctx.requeueSubnet(sn, 1000);
           }
         }
-        if (names.size === 0) return;
-        for (const s of this.subnets.list()) {
-          const ext = s.spec.externalLogicalSwitch;
-          if (ext && names.has(ext)) ctx.requeueSubnet(s.metadata.name);
-        }
-        this.datapathsChanged();
+        if (foreign) this.externalChanged();
+        if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
       }),
+      // What a foreign switch's router ports and DHCP options say is what its Subnet is checked against.
+      nb.cache.subscribe("Logical_Router_Port", (events) => {
+        if (events.some((e) => !isOurs((e.kind === "delete" ? e.old : e.row) as never)))
+          this.externalChanged();
+      }),
+      nb.cache.subscribe("DHCP_Options", () => this.externalChanged()),
       nb.cache.subscribe("Logical_Router", (events) => {
         if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
       }),
@@ -133,6 +137,7 @@ export class SubnetReconciler implements Reconciler {
       joinCIDR: this.o.joinCIDR,
       nodeIPs,
       switchExists: (name) => ls.findOne((r) => r.name === name) !== undefined,
+      externalSwitch: (ref) => lookupExternalSwitch(this.o.nb.cache, ref),
       tunnel: this.o.tunnel,
       datapaths: ls.size + this.o.nb.cache.table("Logical_Router").size,
       subnetSwitchExists: (subnet) =>
@@ -160,7 +165,11 @@ export class SubnetReconciler implements Reconciler {
     const cidrs: string[] = [];
     for (const s of this.subnets.list()) {
       const name = s.metadata.name;
-      if (s.metadata.deletionTimestamp && this.subnetHolders(name).length === 0) continue;
+      if (
+        s.metadata.deletionTimestamp &&
+        this.subnetHolders(name, Boolean(s.spec.externalLogicalSwitch)).length === 0
+      )
+        continue;
       const def = this.ctx.verdicts.get(name)?.definition;
       // A provider network subnet is not on the cluster router: its addresses are outside, reached through a node.
       if (def && !def.provider && !s.spec.externalLogicalSwitch)
@@ -178,7 +187,9 @@ export class SubnetReconciler implements Reconciler {
     const found = this.subnets.get(name);
     // A Subnet being deleted keeps its switch while ports use it (its finalizer holds the object); once they
     // are gone, it is treated as absent: its rows go, then the finalizer.
-    const holders = found?.metadata.deletionTimestamp ? this.subnetHolders(name) : [];
+    const holders = found?.metadata.deletionTimestamp
+      ? this.subnetHolders(name, Boolean(found.spec.externalLogicalSwitch))
+      : [];
     const subnet = found?.metadata.deletionTimestamp && holders.length === 0 ? undefined : found;
     this.judge();
     const v = subnet ? this.ctx.verdicts.get(name) : undefined;
@@ -229,6 +240,25 @@ export class SubnetReconciler implements Reconciler {
     }
     // Gone before it got its finalizer: nothing more to serve; its delete event brings the key back.
     if (!subnet.metadata.deletionTimestamp && !(await this.setFinalizer(subnet, true))) return undefined;
+    // External mode: a Subnet on ZStack's switch loads its allocator from the switch's rows (every address they
+    // show is taken), and loads it again when its spec or the switch it resolves to changes. One that stopped
+    // matching its switch stays loaded for its pods, and the pod reconciler gives it no new one.
+    const ext = v?.externalSwitch;
+    if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
+      const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
+      if (this.ctx.loadedSpecs.get(name) !== specKey) {
+        const problems = this.podPorts.loadSubnet(name, v.definition, ext);
+        for (const p of problems)
+          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the external switch");
+        this.ctx.loadedSpecs.set(name, specKey);
+        for (const p of this.pods.list())
+          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
+        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
+      }
+      // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
+      this.ctx.wakeWaitingForSubnet(name);
+    }
     if (v?.definition && !externalSwitch) {
       const specKey = JSON.stringify(subnet.spec);
       if (this.ctx.loadedSpecs.get(name) !== specKey) {
@@ -266,10 +296,18 @@ export class SubnetReconciler implements Reconciler {
    * What keeps a Subnet being deleted: the ports on its switch other than its own router port, pods by
    * namespace/name (a StatefulSet's kept port included), anyone else's by port name. Sorted.
    */
-  private subnetHolders(name: string): string[] {
+  private subnetHolders(name: string, external = false): string[] {
+    const ports = this.o.nb.cache.table("Logical_Switch_Port");
+    // On a foreign switch only our pod ports hold the Subnet; ZStack's ports are ZStack's.
+    if (external)
+      return ports
+        .find(
+          (p) => p.external_ids[KIND_KEY] === "pod-port" && p.external_ids[SUBNET_KEY] === name && isOurs(p),
+        )
+        .map((p) => `pod ${p.external_ids[POD_KEY] ?? p.name}`)
+        .sort();
     const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
     if (!ls) return [];
-    const ports = this.o.nb.cache.table("Logical_Switch_Port");
     const holders: string[] = [];
     for (const uuid of ls.ports as readonly string[]) {
       const p = ports.get(uuid);
@@ -309,18 +347,26 @@ export class SubnetReconciler implements Reconciler {
     if (!v) return;
     const name = subnet.metadata.name;
     const alloc = this.podPorts.allocatorOf(name);
-    const ls = findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
+    const ext = subnet.spec.externalLogicalSwitch ? this.podPorts.externalSwitchOf(name) : undefined;
+    const ls = ext
+      ? this.o.nb.cache.table("Logical_Switch").get(ext.uuid)
+      : findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
     const capacity = alloc?.capacity();
+    const conflicts = ext ? this.podPorts.conflictsOf(name) : [];
     const body = statusFor(
       v,
       {
         ...(capacity ? { capacity } : {}),
         ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
-        logicalSwitch: subnet.spec.externalLogicalSwitch || subnetSwitchName(name),
+        logicalSwitch:
+          v.externalSwitch?.name ?? (subnet.spec.externalLogicalSwitch || subnetSwitchName(name)),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
+        ...(ext ? { conflicts } : {}),
       },
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
+      undefined,
+      subnet.status?.conditions?.find((c) => c.type === "AddressConflict") as never,
     );
     const generation = subnet.metadata.generation;
     if (generation !== undefined) {
@@ -337,8 +383,14 @@ export class SubnetReconciler implements Reconciler {
       cur.portCapacity === body.portCapacity &&
       cur.logicalSwitch === body.logicalSwitch &&
       (cur.message ?? "") === body.message &&
-      cur.conditions?.[0]?.status === body.conditions[0]?.status &&
-      cur.conditions?.[0]?.reason === body.conditions[0]?.reason;
+      (cur.conditions ?? []).length === body.conditions.length &&
+      body.conditions.every(
+        (c, i) =>
+          cur.conditions?.[i]?.type === c.type &&
+          cur.conditions?.[i]?.status === c.status &&
+          cur.conditions?.[i]?.reason === c.reason &&
+          cur.conditions?.[i]?.message === c.message,
+      );
     if (same) return;
     await this.o.api.request(`${SUBNET_PATH}/${name}/status`, {
       method: "PATCH",
@@ -350,6 +402,12 @@ export class SubnetReconciler implements Reconciler {
   private datapathsChanged(): void {
     for (const [name, v] of this.ctx.verdicts)
       if (v.reason === "DatapathCapacityExceeded") this.ctx.requeueSubnet(name);
+  }
+
+  /** A foreign switch or the rows it is checked against changed: every Subnet on a foreign switch is judged again. */
+  private externalChanged(): void {
+    for (const s of this.subnets.list())
+      if (s.spec.externalLogicalSwitch) this.ctx.requeueSubnet(s.metadata.name);
   }
 
   /** What the pod allocators learnt from NB: usage changed, or an address is now held twice. */

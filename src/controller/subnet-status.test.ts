@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { SubnetAllocator } from "../ipam/allocator.ts";
 import { parseSubnetSpec } from "../ipam/subnet-spec.ts";
+import type { ExternalSwitchLookup } from "../ovn/external-switch.ts";
 import { type ClusterFacts, judgeSubnets, statusFor } from "./subnet-status.ts";
 
 const FACTS: ClusterFacts = {
@@ -175,4 +176,68 @@ test("a provider network Subnet inside clusterCIDR is Failed naming spec.cidr an
   }
   assert.equal(v.get("overlay")?.ready, true);
   assert.equal(v.get("outside")?.ready, true);
+});
+
+test("an external switch is checked against its other_config:subnet, router ports and DHCP options, naming the row", () => {
+  const facts = {
+    uuid: "6b1f0000-0000-4000-8000-000000000001",
+    name: "l3-vpc-network",
+    ours: false,
+    otherConfigSubnet: "10.60.0.0/24",
+    routerPorts: [
+      {
+        uuid: "aaaa0000-0000-4000-8000-000000000002",
+        name: "lrp-vpc",
+        networks: ["10.60.0.1/24", "fd60::1/64"],
+      },
+    ],
+    dhcpOptions: [
+      { uuid: "bbbb0000-0000-4000-8000-000000000003", cidr: "10.60.0.0/24", router: "10.60.0.1" },
+      { uuid: "cccc0000-0000-4000-8000-000000000004", cidr: "fd60::/64" },
+    ],
+  };
+  const judge = (spec: Record<string, unknown>, lookup: ExternalSwitchLookup) =>
+    judgeSubnets([sn("ext", "1", { externalLogicalSwitch: "l3-vpc-network", ...spec })], {
+      ...FACTS,
+      externalSwitch: () => lookup,
+    }).get("ext");
+  const found = { kind: "found", facts } as const;
+  const ok = judge({ cidr: "10.60.0.0/24,fd60::/64", gateway: "10.60.0.1,fd60::1" }, found);
+  assert.equal(ok?.ready, true, ok?.message);
+  assert.deepEqual(ok?.externalSwitch, { uuid: facts.uuid, name: "l3-vpc-network" });
+  const cidr = judge({ cidr: "10.70.0.0/24", gateway: "10.70.0.1" }, found);
+  assert.equal(cidr?.reason, "ExternalSwitchMismatch");
+  assert.match(cidr?.message ?? "", /Logical_Switch 6b1f0000-.* other_config:subnet=10\.60\.0\.0\/24/);
+  const gw = judge({ cidr: "10.60.0.0/24", gateway: "10.60.0.254" }, found);
+  assert.equal(gw?.reason, "ExternalSwitchMismatch");
+  assert.match(
+    gw?.message ?? "",
+    /spec\.gateway 10\.60\.0\.254 is not ZStack's router port.*Logical_Router_Port aaaa0000-.*use 10\.60\.0\.1/,
+  );
+  const v6 = judge({ cidr: "10.60.0.0/24,fd61::/64", gateway: "10.60.0.1,fd61::1" }, found);
+  assert.match(
+    v6?.message ?? "",
+    /spec\.cidr fd61::\/64 does not match Logical_Router_Port .* networks fd60::1\/64/,
+  );
+  // Without other_config:subnet and router ports, the DHCP options still speak.
+  const bare = { kind: "found", facts: { ...facts, otherConfigSubnet: undefined, routerPorts: [] } } as const;
+  const dhcp = judge({ cidr: "10.60.0.0/24", gateway: "10.60.0.2" }, bare as never);
+  assert.match(dhcp?.message ?? "", /DHCP_Options bbbb0000-.* options:router=10\.60\.0\.1/);
+  const amb = judge(
+    { cidr: "10.60.0.0/24", gateway: "10.60.0.1" },
+    { kind: "ambiguous", uuids: ["u1", "u2"] },
+  );
+  assert.equal(amb?.phase, "Failed");
+  assert.equal(amb?.reason, "ExternalSwitchAmbiguous");
+  assert.match(amb?.message ?? "", /names 2 logical switches \(u1, u2\); name one of them by its UUID/);
+  const ours = judge(
+    { cidr: "10.60.0.0/24", gateway: "10.60.0.1" },
+    {
+      kind: "found",
+      facts: { ...facts, ours: true },
+    },
+  );
+  assert.equal(ours?.reason, "ExternalSwitchNotForeign");
+  const missing = judge({ cidr: "10.60.0.0/24", gateway: "10.60.0.1" }, { kind: "missing" });
+  assert.equal(missing?.reason, "ExternalSwitchNotFound");
 });

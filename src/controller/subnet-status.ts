@@ -2,13 +2,14 @@
 // need knowledge of the cluster (overlaps, a missing external switch, exhaustion) are judged here and reported
 // in the status, naming the conflicting object. A problem in one subnet never blocks another.
 
-import { parseIp } from "../ipam/address.ts";
+import { formatIp, parseIp } from "../ipam/address.ts";
 import type { Capacity } from "../ipam/capacity.ts";
 import { displayCount } from "../ipam/capacity.ts";
-import { cidrContains, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
-import { formatProblem } from "../ipam/problem.ts";
+import { type Cidr, cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { formatProblem, InvalidInputError } from "../ipam/problem.ts";
 import { specialRangeOverlapping } from "../ipam/special-ranges.ts";
 import { parseSubnetSpec, type SubnetDefinition } from "../ipam/subnet-spec.ts";
+import type { ExternalSwitchFacts, ExternalSwitchLookup } from "../ovn/external-switch.ts";
 import { VXLAN_PORTS_PER_SWITCH } from "./pod-port-allocator.ts";
 
 export type Phase = "Pending" | "Active" | "Failed";
@@ -26,8 +27,13 @@ export interface ClusterFacts {
   readonly joinCIDR: string;
   /** Node name -> its addresses. */
   readonly nodeIPs: ReadonlyMap<string, readonly string[]>;
-  /** Whether a logical switch of that name exists in NB (External mode switches). */
+  /** Whether a logical switch of that name exists in NB (External mode switches); see externalSwitch. */
   readonly switchExists: (name: string) => boolean;
+  /**
+   * The switch spec.externalLogicalSwitch names (by name or OVN UUID) and what its rows say about its addresses.
+   * When given, it replaces switchExists: an ambiguous name and a cidr or gateway that do not match are refused.
+   */
+  readonly externalSwitch?: (ref: string) => ExternalSwitchLookup;
   readonly tunnel: "vxlan" | "geneve";
   /** Logical datapaths in NB now: every Logical_Switch and Logical_Router, ours or not. */
   readonly datapaths: number;
@@ -46,6 +52,8 @@ export interface Verdict {
   readonly ready: boolean;
   readonly reason: string;
   readonly message: string;
+  /** The foreign switch spec.externalLogicalSwitch resolved to (with facts.externalSwitch). */
+  readonly externalSwitch?: { readonly uuid: string; readonly name: string };
 }
 
 /** Older subnets win an overlap, so adding a conflicting subnet never breaks a working one. */
@@ -72,6 +80,17 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
     const def = parsed.subnet;
     const cidrs = def.cidrs.map(formatCidr);
     const problem = clusterProblem(s, def, cidrs, accepted, facts);
+    const ext = s.spec.externalLogicalSwitch;
+    let externalSwitch: Verdict["externalSwitch"];
+    if (!problem && typeof ext === "string" && ext !== "" && facts.externalSwitch) {
+      const found = facts.externalSwitch(ext);
+      const extProblem = externalSwitchProblem(def, ext, found);
+      if (extProblem) {
+        out.set(s.name, fail(s.name, extProblem.reason, extProblem.message));
+        continue;
+      }
+      if (found.kind === "found") externalSwitch = { uuid: found.facts.uuid, name: found.facts.name };
+    }
     if (problem) {
       out.set(s.name, fail(s.name, problem.reason, problem.message));
       continue;
@@ -103,6 +122,7 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
       ready: true,
       reason: "Ready",
       message: "",
+      ...(externalSwitch ? { externalSwitch } : {}),
     });
   }
   return out;
@@ -176,11 +196,120 @@ function clusterProblem(
     }
   }
   const ext = s.spec.externalLogicalSwitch;
-  if (typeof ext === "string" && ext !== "" && !facts.switchExists(ext)) {
+  if (typeof ext === "string" && ext !== "" && !facts.externalSwitch && !facts.switchExists(ext)) {
     return {
       reason: "ExternalSwitchNotFound",
       message: `spec.externalLogicalSwitch ${ext} does not exist in the OVN northbound database; create it in ZStack or fix the name`,
     };
+  }
+  return undefined;
+}
+
+const notFound = (ext: string) => ({
+  reason: "ExternalSwitchNotFound",
+  message: `spec.externalLogicalSwitch ${ext} does not exist in the OVN northbound database (neither as a switch name nor as a switch UUID); create it in ZStack or fix the name`,
+});
+
+function tryNetwork(text: string): Cidr | undefined {
+  try {
+    return networkOf(text.trim());
+  } catch (e) {
+    if (e instanceof InvalidInputError) return undefined;
+    throw e;
+  }
+}
+
+function tryIp(text: string): string | undefined {
+  try {
+    return formatIp(parseIp(text.trim()));
+  } catch (e) {
+    if (e instanceof InvalidInputError) return undefined;
+    throw e;
+  }
+}
+
+const sameCidr = (a: Cidr, b: Cidr) =>
+  a.family === b.family && a.network === b.network && a.prefix === b.prefix;
+
+/**
+ * A Subnet on a foreign switch must describe that switch as ZStack does: its cidr is the switch's
+ * other_config:subnet, the network of its router ports and the cidr of its DHCP options, and its gateway is the
+ * router port's address (and the DHCP options' router), whenever the switch's rows say so. Names the row and
+ * the value that disagree.
+ */
+export function externalSwitchProblem(
+  def: SubnetDefinition,
+  ref: string,
+  found: ExternalSwitchLookup,
+): { reason: string; message: string } | undefined {
+  if (found.kind === "missing") return notFound(ref);
+  if (found.kind === "ambiguous") {
+    return {
+      reason: "ExternalSwitchAmbiguous",
+      message: `spec.externalLogicalSwitch ${ref} names ${found.uuids.length} logical switches (${found.uuids.join(", ")}); name one of them by its UUID`,
+    };
+  }
+  const f: ExternalSwitchFacts = found.facts;
+  const sw = `Logical_Switch ${f.uuid} (${JSON.stringify(f.name)})`;
+  if (f.ours)
+    return {
+      reason: "ExternalSwitchNotForeign",
+      message: `spec.externalLogicalSwitch ${ref} is ${sw}, a switch of this plugin's own; name a ZStack switch, or remove externalLogicalSwitch to get a switch of the Subnet's own`,
+    };
+  const mismatch = (message: string) => ({ reason: "ExternalSwitchMismatch", message });
+  const cidrOf = (family: 4 | 6) => def.cidrs.find((c) => c.family === family);
+  const gatewayOf = (family: 4 | 6) => {
+    const g = def.gateways.find((x) => x.family === family);
+    return g ? formatIp(g) : undefined;
+  };
+  if (f.otherConfigSubnet !== undefined) {
+    const n = tryNetwork(f.otherConfigSubnet);
+    const mine = n ? cidrOf(n.family) : cidrOf(4);
+    if (!n || !mine || !sameCidr(n, mine))
+      return mismatch(
+        `spec.cidr ${def.cidrs.map(formatCidr).join(",")} does not match ${sw} other_config:subnet=${f.otherConfigSubnet}; use the switch's CIDR`,
+      );
+  }
+  for (const family of [4, 6] as const) {
+    const mine = cidrOf(family);
+    if (!mine) continue;
+    const gw = gatewayOf(family);
+    const nets = f.routerPorts.flatMap((p) =>
+      p.networks
+        .map((text) => ({ port: p, text, net: tryNetwork(text) }))
+        .filter((x) => x.net?.family === family),
+    );
+    if (nets.length === 0) continue;
+    const on = nets.filter((x) => x.net && sameCidr(x.net, mine));
+    if (on.length === 0) {
+      const x = nets[0] as (typeof nets)[number];
+      return mismatch(
+        `spec.cidr ${formatCidr(mine)} does not match Logical_Router_Port ${x.port.uuid} (${JSON.stringify(x.port.name)}) networks ${x.text}, the router port on ${sw}; use ${formatCidr(x.net as Cidr)}`,
+      );
+    }
+    const addrs = on.map((x) => tryIp(x.text.slice(0, x.text.indexOf("/"))));
+    if (gw === undefined || !addrs.includes(gw)) {
+      const x = on[0] as (typeof on)[number];
+      return mismatch(
+        `spec.gateway ${gw ?? "(none)"} is not ZStack's router port on ${sw}: Logical_Router_Port ${x.port.uuid} (${JSON.stringify(x.port.name)}) networks ${x.text}; use ${addrs.filter((a) => a).join(" or ")} as the gateway`,
+      );
+    }
+  }
+  for (const d of f.dhcpOptions) {
+    const n = tryNetwork(d.cidr);
+    if (!n) continue;
+    const mine = cidrOf(n.family);
+    if (!mine) continue;
+    if (!sameCidr(n, mine))
+      return mismatch(
+        `spec.cidr ${formatCidr(mine)} does not match DHCP_Options ${d.uuid} cidr=${d.cidr}, used by ports of ${sw}; use the switch's CIDR`,
+      );
+    const router = d.router === undefined ? undefined : tryIp(d.router);
+    const gw = gatewayOf(n.family);
+    if (router !== undefined && router !== gw)
+      return mismatch(
+        `spec.gateway ${gw ?? "(none)"} does not match DHCP_Options ${d.uuid} options:router=${d.router}, the gateway ZStack's VMs on ${sw} use; use ${router}`,
+      );
   }
   return undefined;
 }
@@ -199,7 +328,7 @@ export interface SubnetStatusBody {
   portCapacity: number;
   message: string;
   conditions: {
-    type: "Ready";
+    type: "Ready" | "AddressConflict";
     status: "True" | "False";
     reason: string;
     message: string;
@@ -233,10 +362,16 @@ export function statusFor(
     logicalSwitch: string;
     /** Set while the Subnet is being deleted: the ports (pods first) that hold it. */
     deleting?: { holders: readonly string[] };
+    /**
+     * On a foreign switch: the addresses a pod of ours and a foreign row (a ZStack VM) hold at once, one
+     * message each naming both. Given (even empty), the status carries an AddressConflict condition.
+     */
+    conflicts?: readonly string[];
   },
   facts: Pick<ClusterFacts, "tunnel">,
   previous?: SubnetStatusBody["conditions"][number],
   now = new Date(),
+  previousConflict?: SubnetStatusBody["conditions"][number],
 ): SubnetStatusBody {
   const total = usage.capacity ? usage.capacity.available + usage.capacity.used : 0n;
   const portCap =
@@ -262,6 +397,27 @@ export function statusFor(
     previous && previous.status === status
       ? previous.lastTransitionTime
       : now.toISOString().replace(/\.\d+Z$/, "Z");
+  const conditions: SubnetStatusBody["conditions"] = [
+    { type: "Ready", status, reason, message, lastTransitionTime },
+  ];
+  if (usage.conflicts) {
+    const n = usage.conflicts.length;
+    const cStatus = n > 0 ? "True" : "False";
+    const shown = usage.conflicts.slice(0, HOLDERS_NAMED).join("; ");
+    conditions.push({
+      type: "AddressConflict",
+      status: cStatus,
+      reason: n > 0 ? "AddressHeldTwice" : "NoConflict",
+      message:
+        n > 0
+          ? `${n} address${n === 1 ? " is" : "es are"} used by a pod and by ZStack at once: ${shown}${n > HOLDERS_NAMED ? `; and ${n - HOLDERS_NAMED} more` : ""}`
+          : "no pod address is used by ZStack",
+      lastTransitionTime:
+        previousConflict && previousConflict.status === cStatus
+          ? previousConflict.lastTransitionTime
+          : now.toISOString().replace(/\.\d+Z$/, "Z"),
+    });
+  }
   return {
     phase: v.phase,
     availableIPs: usage.capacity ? displayCount(usage.capacity.available) : 0,
@@ -269,6 +425,6 @@ export function statusFor(
     logicalSwitch: usage.logicalSwitch,
     portCapacity: portCap,
     message,
-    conditions: [{ type: "Ready", status, reason, message, lastTransitionTime }],
+    conditions,
   };
 }
