@@ -139,6 +139,7 @@ procs=${CONFORMANCE_PROCS:-3}
 [[ $procs =~ ^[1-9][0-9]?$ ]] || die "CONFORMANCE_PROCS='$procs': want a number of parallel e2e processes from 1 to 99"
 log "running e2e.test in $procs process(es) ($(grep -c . <<<"$(printf '%s\n' "${selection[@]}")") focus/skip patterns); log $results/e2e.log"
 start=$SECONDS
+run_started=$(date -u +%Y-%m-%dT%H:%M:%S)
 rc=0
 # Ginkgo's default suite timeout is one hour; the selected suites take longer on a shared 2-core machine.
 # --kubectl-path: the tests shell out to kubectl (exec into pods); the machine's own may be another release.
@@ -152,7 +153,9 @@ else
 	"$E2E_TEST" "${e2e_args[@]}" --ginkgo.timeout=24h --ginkgo.v "${ginkgo[@]}" >"$results/e2e.log" 2>&1 || rc=$?
 fi
 log "e2e.test exited $rc after $((SECONDS - start))s"
-aborts=$(cat "$base/$ZOVN_SANDBOX_NAME"/logs/node*/openvswitch/ovs-vswitchd.log 2>/dev/null | grep -c '|util|EMER|' || true)
+# The logs outlive a `down` without --purge: count only what the run's own time stamps.
+aborts=$(cat "$base/$ZOVN_SANDBOX_NAME"/logs/node*/openvswitch/ovs-vswitchd.log 2>/dev/null |
+	awk -v since="$run_started" 'index($0, "|util|EMER|") && substr($0, 1, 19) >= since' | wc -l)
 log "ovs-vswitchd aborted ${aborts:-0} time(s) during the run, each restarted by its monitor (grep '|util|EMER|' in $base/$ZOVN_SANDBOX_NAME/logs/node*/openvswitch/ovs-vswitchd.log)"
 [[ -f $results/junit.xml ]] || die "e2e.test wrote no JUnit report; see $results/e2e.log"
 "${report_tool[@]}" report --selection "$selection_file" --junit "$results" --out "$report" \
