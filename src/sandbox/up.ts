@@ -94,11 +94,17 @@ async function ensureForward(layout: Layout, topo: Topology, state: SandboxState
   return port;
 }
 
-async function waitNodesReady(
+/**
+ * Polls `check` against the apiserver until it says done, noting each new report; the apiserver may still be
+ * settling, so a failed call is tried again. Throws `what` with the last report at the deadline.
+ */
+async function pollApiserver(
   kubeconfig: string,
-  names: string[],
   deadline: number,
   progress: Progress,
+  what: string,
+  intervalMs: number,
+  check: (core: CoreV1Api) => Promise<{ done: boolean; report: string }>,
 ): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
@@ -106,22 +112,36 @@ async function waitNodesReady(
   let lastReport = "";
   while (Date.now() < deadline) {
     try {
-      const list = await core.listNode();
-      const ready = list.items
-        .filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
-        .map((n) => n.metadata?.name as string);
-      const report = `${ready.length}/${names.length} nodes Ready`;
+      const { done, report } = await check(core);
       if (report !== lastReport) {
         progress.note(report);
         lastReport = report;
       }
-      if (names.every((n) => ready.includes(n))) return;
+      if (done) return;
     } catch {
       // the apiserver may still be settling
     }
-    await sleep(250);
+    await sleep(intervalMs);
   }
-  throw new Error(`nodes not Ready in time (${lastReport || "no answer from the apiserver"})`);
+  throw new Error(`${what} in time (${lastReport || "no answer from the apiserver"})`);
+}
+
+function waitNodesReady(
+  kubeconfig: string,
+  names: string[],
+  deadline: number,
+  progress: Progress,
+): Promise<void> {
+  return pollApiserver(kubeconfig, deadline, progress, "nodes not Ready", 250, async (core) => {
+    const list = await core.listNode();
+    const ready = list.items
+      .filter((n) => n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"))
+      .map((n) => n.metadata?.name as string);
+    return {
+      done: names.every((n) => ready.includes(n)),
+      report: `${ready.length}/${names.length} nodes Ready`,
+    };
+  });
 }
 
 /**
@@ -129,18 +149,19 @@ async function waitNodesReady(
  * agent's pod is Ready only later (its readiness probe). `up` returns when every pod of the release is Ready and
  * none is terminating, with one node pod per node, so what follows (and a caller's checks) sees the product whole.
  */
-async function waitChartPodsReady(
+function waitChartPodsReady(
   kubeconfig: string,
   nodes: string[],
   deadline: number,
   progress: Progress,
 ): Promise<void> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfig);
-  const core = kc.makeApiClient(CoreV1Api);
-  let lastReport = "";
-  while (Date.now() < deadline) {
-    try {
+  return pollApiserver(
+    kubeconfig,
+    deadline,
+    progress,
+    "the chart's pods are not all Ready",
+    500,
+    async (core) => {
       const list = await core.listNamespacedPod({
         namespace: CHART_NAMESPACE,
         labelSelector: `app.kubernetes.io/instance=${CHART_RELEASE}`,
@@ -154,25 +175,15 @@ async function waitChartPodsReady(
           .filter((p) => p.metadata?.labels?.["app.kubernetes.io/component"] === "node")
           .map((p) => p.spec?.nodeName),
       );
-      const report = `${ready.length}/${list.items.length} chart pods Ready`;
-      if (report !== lastReport) {
-        progress.note(report);
-        lastReport = report;
-      }
-      if (
-        live.length > 0 &&
-        ready.length === live.length &&
-        live.length === list.items.length &&
-        nodes.every((n) => nodePods.has(n))
-      )
-        return;
-    } catch {
-      // the apiserver may still be settling
-    }
-    await sleep(500);
-  }
-  throw new Error(
-    `the chart's pods are not all Ready in time (${lastReport || "no answer from the apiserver"})`,
+      return {
+        done:
+          live.length > 0 &&
+          ready.length === live.length &&
+          live.length === list.items.length &&
+          nodes.every((n) => nodePods.has(n)),
+        report: `${ready.length}/${list.items.length} chart pods Ready`,
+      };
+    },
   );
 }
 
