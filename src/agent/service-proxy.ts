@@ -12,12 +12,12 @@ import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
+import { ConntrackBacklog, FORGET_PER_ROUND } from "../node/conntrack-backlog.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
 import {
-  deleteUdpFlows,
+  type ConntrackDeletion,
+  deleteConntrack,
   staleUdpFlows,
-  type UdpServiceFlow,
-  udpFlowKey,
   udpServiceFlows,
 } from "../node/service-conntrack.ts";
 import {
@@ -62,10 +62,14 @@ export interface ServiceProxyOptions {
   /** Check that often that the table was not removed behind our back (then apply again); default 60 s, 0: never. */
   resyncMs?: number;
   /**
-   * Deletes the conntrack entries of UDP flows the rules no longer DNAT (an endpoint removed, a target port
-   * changed); resolves with the number deleted. Default `conntrack -D` in the agent's netns.
+   * Runs one grouped deletion of the conntrack entries of UDP flows the rules no longer DNAT (an endpoint removed,
+   * a target port changed); resolves with the number deleted. Default `conntrack -D` in the agent's netns.
    */
-  forgetFlows?: (flows: readonly UdpServiceFlow[]) => Promise<number>;
+  forgetFlows?: (deletion: ConntrackDeletion) => Promise<number>;
+  /** Deletions (conntrack invocations) per round of the deletion worker; default FORGET_PER_ROUND (32). */
+  forgetPerRound?: number;
+  /** Stale flows kept for deletion at most, the oldest dropped beyond; default BACKLOG_CAP (16384). */
+  forgetBacklog?: number;
   /** Reads the affinity entries of the table in place; default `nft -j list table` in the agent's netns. */
   readAffinity?: () => Promise<ReadonlyMap<string, readonly AffinityEntry[]>>;
   netns?: string;
@@ -128,19 +132,30 @@ export class ServiceProxy {
   readonly serviceCidrs: Informer<ServiceCidrObject>;
   /**
    * plans: recomputes; applies: nft transactions; failures: failed applies; flowsForgotten: conntrack entries
-   * of stale UDP flows deleted; forgetFailures: failed deletions (retried at the next recompute).
+   * of stale UDP flows deleted; forgetRounds: rounds of the deletion worker; forgetFailures: failed deletions
+   * (retried at the next recompute); flowsDropped: stale flows dropped, never deleted, because the backlog was full.
    */
-  readonly stats = { plans: 0, applies: 0, failures: 0, flowsForgotten: 0, forgetFailures: 0 };
+  readonly stats = {
+    plans: 0,
+    applies: 0,
+    failures: 0,
+    flowsForgotten: 0,
+    forgetRounds: 0,
+    forgetFailures: 0,
+    flowsDropped: 0,
+  };
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
   private applied: string | undefined;
   /** The ports of the last applied ruleset: what the kernel's conntrack entries may have been DNATed by. */
   private appliedPorts: readonly NatServicePort[] | undefined;
-  /** Stale UDP flows whose deletion failed, by key; tried again at the next recompute. */
-  private staleFlows: UdpServiceFlow[] = [];
-  private readonly forgetFlows: (flows: readonly UdpServiceFlow[]) => Promise<number>;
+  /** Stale UDP flows not deleted yet; the deletion worker takes them in bounded rounds. */
+  private readonly backlog: ConntrackBacklog;
+  private readonly forgetFlows: (deletion: ConntrackDeletion) => Promise<number>;
   private stopped = false;
   private readonly runner: CoalescedRunner;
+  /** The deletion worker: single-flight, apart from the rules' runner so that rules never wait for it. */
+  private readonly forgetRunner: CoalescedRunner;
   private lastCidrs: string | undefined;
   private lastCidrRefusals = "";
   private readonly apply: (script: string) => Promise<void>;
@@ -159,10 +174,18 @@ export class ServiceProxy {
       ...(opts.coalesceMs !== undefined ? { coalesceMs: opts.coalesceMs } : {}),
       ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
     });
+    // Never rejects (each deletion's failure is handled in the round); the guard only logs the unexpected.
+    this.forgetRunner = new CoalescedRunner({
+      run: () => this.forgetRound(),
+      onError: (e) => this.opts.log.error({ err: e.message }, "conntrack deletion round failed"),
+      coalesceMs: 0,
+      ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
+    });
+    this.backlog = new ConntrackBacklog(opts.forgetBacklog);
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
-    this.forgetFlows = opts.forgetFlows ?? ((flows) => deleteUdpFlows(flows, where));
+    this.forgetFlows = opts.forgetFlows ?? ((d) => deleteConntrack(d, where));
     this.tablePresent = opts.tablePresent ?? (() => serviceTablePresent(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
@@ -234,6 +257,7 @@ export class ServiceProxy {
     }
     if (this.stopped) return;
     this.runner.enable();
+    this.forgetRunner.enable();
     this.runner.schedule(0);
     const every = this.opts.resyncMs ?? 60_000;
     if (every > 0) {
@@ -244,7 +268,7 @@ export class ServiceProxy {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    const ended = this.runner.stop();
+    const ended = Promise.all([this.runner.stop(), this.forgetRunner.stop()]);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     await Promise.all([
       this.services.stop(),
@@ -280,9 +304,13 @@ export class ServiceProxy {
     if (this.serviceCidrs.hasSynced()) this.recomputeCidrs();
   }
 
-  /** Resolves once every change seen so far is applied (or has failed). For tests and shutdown. */
-  settled(): Promise<void> {
-    return this.runner.settled();
+  /**
+   * Resolves once every change seen so far is applied (or has failed) and the deletion rounds it started have
+   * ended. For tests and shutdown.
+   */
+  async settled(): Promise<void> {
+    await this.runner.settled();
+    await this.forgetRunner.settled();
   }
 
   private schedule(delay?: number): void {
@@ -321,36 +349,59 @@ export class ServiceProxy {
       this.stats.applies++;
       this.opts.log.info({ ports: plan.ports.length }, "Service rules applied");
       // Only once the new rules are in: a datagram in between would make a new entry to the old endpoint.
-      if (this.appliedPorts) this.staleFlows.push(...staleUdpFlows(this.appliedPorts, plan.ports));
+      if (this.appliedPorts) {
+        const dropped = this.backlog.add(staleUdpFlows(this.appliedPorts, plan.ports));
+        if (dropped > 0) {
+          this.stats.flowsDropped += dropped;
+          this.opts.log.warn(
+            { dropped, backlog: this.backlog.size },
+            "too many stale UDP flows waiting for deletion: dropped the oldest (they expire with the UDP timeout)",
+          );
+        }
+      }
       this.appliedPorts = plan.ports;
     }
+    // Not awaited: the deletions run in their own worker, and the next recompute never waits for them. A backlog
+    // left by failures is tried again at each recompute.
+    if (this.backlog.size > 0) this.forgetRunner.schedule(0);
     await this.opts.healthChecks?.sync(plan.healthChecks);
-    await this.forgetStaleFlows();
   }
 
-  /** Best effort: a failure is logged and the flows are tried again at the next recompute, never thrown. */
-  private async forgetStaleFlows(): Promise<void> {
-    if (this.staleFlows.length === 0) return;
-    // A flow the rules DNAT again (its endpoint came back before a retry) is no longer stale; one listed twice
-    // is deleted once.
+  /**
+   * One round of the deletion worker: at most forgetPerRound grouped deletions, oldest first, against the rules
+   * applied now. A deleted group is never redone; a failed one goes to the back of the backlog. Another round
+   * follows at once while rounds make progress; after failures only, the next recompute tries again.
+   */
+  private async forgetRound(): Promise<void> {
+    if (this.stopped) return;
     const live = udpServiceFlows(this.appliedPorts ?? []);
-    const flows = [...new Map(this.staleFlows.map((f) => [udpFlowKey(f), f])).entries()]
-      .filter(([k]) => !live.has(k))
-      .map(([, f]) => f);
-    this.staleFlows = [];
-    if (flows.length === 0) return;
-    try {
-      const n = await this.forgetFlows(flows);
-      this.stats.flowsForgotten += n;
-      if (n > 0) this.opts.log.info({ entries: n }, "deleted the conntrack entries of removed UDP endpoints");
-    } catch (e) {
-      this.stats.forgetFailures++;
-      this.staleFlows = flows;
+    const round = this.backlog.round(live, this.opts.forgetPerRound ?? FORGET_PER_ROUND);
+    if (round.length === 0) return;
+    this.stats.forgetRounds++;
+    let deleted = 0;
+    let entries = 0;
+    let failed: { err: string; args: number } | undefined;
+    for (const d of round) {
+      if (this.stopped) return;
+      try {
+        entries += await this.forgetFlows(d.deletion);
+        this.backlog.done(d);
+        deleted++;
+      } catch (e) {
+        this.stats.forgetFailures++;
+        this.backlog.failed(d);
+        failed = { err: (e as Error).message, args: d.covers.length };
+      }
+    }
+    this.stats.flowsForgotten += entries;
+    if (entries > 0)
+      this.opts.log.info({ entries }, "deleted the conntrack entries of removed UDP endpoints");
+    if (failed)
       this.opts.log.warn(
-        { err: (e as Error).message, flows: flows.length },
+        { err: failed.err, backlog: this.backlog.size },
         "cannot delete the conntrack entries of removed UDP endpoints; trying again at the next change",
       );
-    }
+    if (deleted > 0 && this.backlog.size > 0) this.forgetRunner.schedule(0);
   }
 
   /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */

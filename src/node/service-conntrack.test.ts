@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { type IpAddress, parseIp } from "../ipam/address.ts";
 import {
   conntrackDeleteArgs,
+  conntrackDeletionArgs,
   staleUdpFlows,
   type UdpServiceFlow,
   udpServiceFlows,
@@ -126,5 +127,27 @@ describe("conntrack arguments", () => {
       () => conntrackDeleteArgs({ vip: ip("fd00::1"), port: 53, endpoint: ep("10.244.0.5") }),
       TypeError,
     );
+  });
+
+  test("a grouped deletion's values are re-checked too: a raw string is refused, two families never pair", () => {
+    const bad = "10.0.0.1 -F" as unknown as IpAddress;
+    assert.throws(() => conntrackDeletionArgs({ kind: "endpoint", endpoint: bad }), TypeError);
+    assert.throws(
+      () => conntrackDeletionArgs({ kind: "pair", vip: bad, endpoint: ip("10.244.0.5") }),
+      TypeError,
+    );
+    assert.throws(
+      () => conntrackDeletionArgs({ kind: "pair", vip: ip("fd00::1"), endpoint: ip("10.244.0.5") }),
+      TypeError,
+    );
+    assert.deepEqual(conntrackDeletionArgs({ kind: "endpoint", endpoint: ip("fd00:10:244::5") }), [
+      "-D",
+      "-f",
+      "ipv6",
+      "-p",
+      "udp",
+      "--dst-nat",
+      "fd00:10:244::5",
+    ]);
   });
 });

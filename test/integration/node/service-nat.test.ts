@@ -13,7 +13,7 @@ import { cidrContains, parseCidr } from "../../../src/ipam/cidr.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import type { NodeSetupConfig } from "../../../src/node/node-setup.ts";
-import { deleteUdpFlows, staleUdpFlows } from "../../../src/node/service-conntrack.ts";
+import { deleteUdpFlows, staleUdpFlows, udpServiceFlows } from "../../../src/node/service-conntrack.ts";
 import {
   applyServiceNat,
   type NatServicePort,
@@ -495,11 +495,12 @@ describe("Services on the host path (nftables) with a one-node OVN cluster", () 
         const stale = staleUdpFlows(before, after);
         assert.equal(stale.length, 2, "the clusterIP's and the NodePort's flow to the old port");
         // This flow's entry, and any other client's of the old port (the test above leaves one for 30 s).
-        const deleted = await deleteUdpFlows(stale, { netns: nodeNetns });
+        const live = udpServiceFlows(after);
+        const deleted = await deleteUdpFlows(stale, live, { netns: nodeNetns });
         assert.ok(deleted >= 1, "this flow's entry was deleted");
         const left = (await conntrackIn(nodeNetns)).stdout;
         assert.ok(!left.includes(`sport=${sport} `), `no entry of this flow is left: ${left}`);
-        assert.equal(await deleteUdpFlows(stale, { netns: nodeNetns }), 0, "a repeat deletes nothing");
+        assert.equal(await deleteUdpFlows(stale, live, { netns: nodeNetns }), 0, "a repeat deletes nothing");
         for (let i = 0; i < 3; i++) await send(`two-${i}\n`);
         const [o, n] = await Promise.all([old.got, fresh.got]);
         assert.equal(o.stdout, "one\n", `${host}:${p}: the old port got the first datagram only`);

@@ -10,14 +10,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
 import { KubeConfig } from "@kubernetes/client-node";
 import { HealthCheckServers } from "../../../src/agent/health-check-server.ts";
-import { ServiceProxy } from "../../../src/agent/service-proxy.ts";
+import { ServiceProxy, type ServiceProxyOptions } from "../../../src/agent/service-proxy.ts";
 import { parseIp } from "../../../src/ipam/address.ts";
 import { type Cidr, formatCidr, parseCidr } from "../../../src/ipam/cidr.ts";
 import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
-import { conntrackDeleteArgs } from "../../../src/node/service-conntrack.ts";
+import { conntrackDeletionArgs, deleteConntrack } from "../../../src/node/service-conntrack.ts";
+import { spawnedTools } from "../../../src/node/tool.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   chartRbacObjects,
@@ -70,6 +72,8 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 
   }
 }
 
+const run = promisify(execFile);
+
 const kubectl = (args: string[], input?: string) => kube.kubectl(args, input === undefined ? {} : { input });
 
 function serviceYaml(name: string, extra = ""): string {
@@ -100,7 +104,7 @@ interface Rig {
   api: ApiClient;
   /** What the proxy's table check sees. */
   table: { present: boolean };
-  /** The `conntrack -D` arguments of every stale UDP flow the proxy asked to forget. */
+  /** The `conntrack -D` arguments of every deletion the proxy asked for. */
   forgotten: string[];
 }
 
@@ -108,6 +112,7 @@ function startProxy(
   t: { after(fn: () => unknown): void },
   coalesceMs = 20,
   faults: { applies?: number; healthSyncs?: number; forgets?: number } = {},
+  over: Partial<ServiceProxyOptions> = {},
 ): Rig {
   const api = new ApiClient(nodeKc);
   const scripts: string[] = [];
@@ -139,13 +144,13 @@ function startProxy(
     },
     retryMs: 10,
     readAffinity: async () => new Map(),
-    forgetFlows: async (flows) => {
+    forgetFlows: async (d) => {
       if (failForgets > 0) {
         failForgets--;
         throw new Error("injected conntrack failure");
       }
-      for (const f of flows) forgotten.push(conntrackDeleteArgs(f).join(" "));
-      return flows.length;
+      forgotten.push(conntrackDeletionArgs(d).join(" "));
+      return 1;
     },
     tablePresent: async () => table.present,
     resyncMs: 50,
@@ -159,6 +164,7 @@ function startProxy(
     clusterCidrs: [parseCidr("10.244.0.0/16")],
     onServiceCidrs: (c) => cidrs.push([...c]),
     log: silentLogger,
+    ...over,
   });
   proxy.setNodeIps([parseIp("192.168.200.11")]);
   t.after(async () => {
@@ -456,6 +462,7 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
       spec: { clusterIP: string; ports: { nodePort: number }[] };
     };
     const nodePort = svc.spec.ports[0]?.nodePort;
+    assert.ok(nodePort);
 
     // The pod 10.244.0.7 is gone.
     await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5353 }]));
@@ -463,11 +470,9 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
     assert.deepEqual(rig.forgotten, []);
     // Any event is a recompute, even one that changes no rule.
     await kubectl(["annotate", "service", "dns", "note=retry"]);
-    await until("the removed endpoint's flows forgotten", () => rig.forgotten.length === 2);
-    assert.deepEqual(rig.forgotten.sort(), [
-      `-D -f ipv4 -p udp --orig-dst ${svc.spec.clusterIP} --orig-port-dst 53 --reply-src 10.244.0.7 --reply-port-src 5353`,
-      `-D -f ipv4 -p udp --orig-port-dst ${nodePort} --reply-src 10.244.0.7 --reply-port-src 5353`,
-    ]);
+    await until("the removed endpoint's flows forgotten", () => rig.forgotten.length === 1);
+    // No rule DNATs to the address any more: one call covers its clusterIP and NodePort flows.
+    assert.deepEqual(rig.forgotten, ["-D -f ipv4 -p udp --dst-nat 10.244.0.7"]);
     assert.ok(
       !(rig.scripts.at(-1) ?? "").includes("10.244.0.7"),
       "forgotten after the rules without it were applied",
@@ -477,13 +482,98 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
     rig.forgotten.length = 0;
     await kubectl(["apply", "-f", "-"], udpSlice([{ ip: "10.244.0.8", port: 5354 }]));
     await until("the old port's flows forgotten", () => rig.forgotten.length === 2);
-    assert.ok(
-      (rig.forgotten as string[]).every((a) => a.endsWith("--reply-src 10.244.0.8 --reply-port-src 5353")),
-      rig.forgotten.join("\n"),
-    );
+    // The address is still DNATed to (on the new port): each old flow by its ports, nothing broader.
+    assert.deepEqual(rig.forgotten.sort(), [
+      `-D -f ipv4 -p udp --orig-dst ${svc.spec.clusterIP} --orig-port-dst 53 --reply-src 10.244.0.8 --reply-port-src 5353`,
+      `-D -f ipv4 -p udp --orig-port-dst ${nodePort} --reply-src 10.244.0.8 --reply-port-src 5353`,
+    ]);
     assert.equal(rig.proxy.stats.forgetFailures, 1);
     await kubectl(["delete", "service", "dns"]);
     await kubectl(["delete", "endpointslice", "dns-manual"]);
+  });
+
+  test("a UDP Service with many ports and endpoints emptied at once: another Service's rule is applied while the deletions are still running; real conntrack runs one call per removed endpoint, at most the cap per round", async (t) => {
+    const netns = `zovnctfix${process.pid}`;
+    await run("ip", ["netns", "add", netns]);
+    t.after(() => run("ip", ["netns", "del", netns]));
+    const PER_ROUND = 4;
+    const PORTS = 8;
+    const ENDPOINTS = 10;
+    // The deletions wait on this gate: the other Service's rule must appear while they are held.
+    let open!: () => void;
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    const proxy: { rounds: () => number } = { rounds: () => 0 };
+    const calls: number[] = [];
+    const rig = startProxy(
+      t,
+      20,
+      {},
+      {
+        forgetPerRound: PER_ROUND,
+        forgetFlows: async (d) => {
+          calls.push(proxy.rounds());
+          await gate;
+          return deleteConntrack(d, { netns: `/run/netns/${netns}` });
+        },
+      },
+    );
+    proxy.rounds = () => rig.proxy.stats.forgetRounds;
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    const ports = Array.from({ length: PORTS }, (_, i) => i);
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: v1
+kind: Service
+metadata: {name: many, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: many}
+  ports: [${ports.map((i) => `{name: p${i}, protocol: UDP, port: ${1000 + i}, targetPort: ${2000 + i}}`).join(", ")}]
+---
+${serviceYaml("second")}`,
+    );
+    const manySlice = (n: number) => `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: many-manual, namespace: default, labels: {kubernetes.io/service-name: many}}
+addressType: IPv4
+ports: [${ports.map((i) => `{name: p${i}, protocol: UDP, port: ${2000 + i}}`).join(", ")}]
+endpoints: [${Array.from({ length: n }, (_, i) => `{addresses: ["10.244.3.${i + 1}"], nodeName: ${NODE}, conditions: {ready: true}}`).join(", ")}]
+`;
+    await kubectl(["apply", "-f", "-"], manySlice(ENDPOINTS));
+    await until("DNAT to every endpoint of every port", () =>
+      (rig.scripts.at(-1) ?? "").includes(`dnat ip to 10.244.3.${ENDPOINTS}:${2000 + PORTS - 1}`),
+    );
+    await rig.proxy.settled();
+    assert.equal(calls.length, 0);
+
+    await kubectl(["apply", "-f", "-"], manySlice(0));
+    await until("the deletion worker started (and held)", () => calls.length > 0);
+    await kubectl(["apply", "-f", "-"], sliceYaml("second", [{ ip: "10.244.4.1", node: NODE }]));
+    await until("the second Service's rule, while the deletions are held", () =>
+      (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.4.1:8080"),
+    );
+    assert.equal(calls.length, 1, "the held deletion is the only one started");
+    assert.equal(rig.proxy.stats.flowsForgotten, 0);
+    const spawned = spawnedTools();
+    open();
+    await until("every removed endpoint's deletion", () => calls.length === ENDPOINTS);
+    await rig.proxy.settled();
+    // 10 endpoints × 8 ports × (clusterIP + NodePort) = 160 pairs; one call per endpoint address.
+    assert.equal(spawnedTools() - spawned, ENDPOINTS, "one conntrack process per removed endpoint");
+    const perRound = new Map<number, number>();
+    for (const r of calls) perRound.set(r, (perRound.get(r) ?? 0) + 1);
+    assert.ok(
+      [...perRound.values()].every((n) => n <= PER_ROUND),
+      `at most ${PER_ROUND} per round: ${JSON.stringify([...perRound])}`,
+    );
+    assert.ok(rig.proxy.stats.forgetRounds >= Math.ceil(ENDPOINTS / PER_ROUND));
+    assert.equal(rig.proxy.stats.forgetFailures, 0);
+    assert.equal(rig.proxy.stats.flowsDropped, 0);
+    await kubectl(["delete", "service", "many", "second"]);
+    await kubectl(["delete", "endpointslice", "many-manual", "second-manual"]);
   });
 
   test("a burst of Service changes is coalesced; an update that changes nothing writes nothing; a restart reapplies", async (t) => {
