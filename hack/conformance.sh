@@ -143,7 +143,10 @@ run_started=$(date -u +%Y-%m-%dT%H:%M:%S)
 rc=0
 # Ginkgo's default suite timeout is one hour; the selected suites take longer on a shared 2-core machine.
 # --kubectl-path: the tests shell out to kubectl (exec into pods); the machine's own may be another release.
-e2e_args=(--kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local --e2e-output-dir="$results")
+# --num-nodes: the suite counts the nodes only in its first process; the others would skip every spec that
+# "Requires at least 2 nodes (not -1)".
+e2e_args=(--kubeconfig="$kubeconfig" --kubectl-path="$KUBECTL" --provider=local --e2e-output-dir="$results"
+	--num-nodes="${#nodes[@]}")
 if ((procs > 1)); then
 	# The ginkgo CLI runs the specs in $procs processes (those marked [Serial] alone, at the end) and merges
 	# their JUnit reports into one; it takes the selection as its own flags (--focus, --skip).
