@@ -73,7 +73,7 @@ export function checkChassis(
   const mine = chassis.find((c) => c.name === self.name);
   if (mine && mine.hostname !== self.hostname)
     conflict = `SB already holds a chassis named ${self.name} that is not this node's: its hostname is ${JSON.stringify(mine.hostname)}, this node (${self.hostname}) registers with hostname ${JSON.stringify(self.hostname)}; the agent does not hand that name to ovn-controller (it would take the chassis over). Set node.chassisPrefix so that the name is free, or remove the stale chassis if it is really this node's`;
-  const others = chassis.filter((c) => c.name !== self.name);
+  const others = chassis.filter((c) => c.name !== self.name).sort((a, b) => (a.name < b.name ? -1 : 1));
   const lacking: { c: ChassisRow; types: string[] }[] = [];
   for (const c of others) {
     const types = [
@@ -101,18 +101,26 @@ export function checkChassis(
 
 /**
  * Follows SB's Chassis and Encap tables (level-triggered: every change recomputes the check) and tells the agent
- * the result. `cleared` is whether the agent may hand the chassis name to ovn-controller: SB has been read and
- * shows no conflict. The client is the caller's, monitoring at least Chassis and Encap; nothing is written.
+ * the result. `onCleared` is called once, at the first check on a synced cache that shows no conflict: from then
+ * on the agent may hand the chassis name to ovn-controller, and the chassis of that name is its own. The client
+ * is the caller's, monitoring at least Chassis and Encap; nothing is written.
  */
 export class ChassisWatch {
   private last: ChassisCheck | undefined;
+  private cleared = false;
   private unsubscribe: (() => void)[] = [];
-  private readonly onReady = () => this.evaluate();
+  private readonly onState = (state: string) => {
+    if (state === "ready") this.evaluate();
+  };
 
   constructor(
-    private readonly client: OvsdbClient<SbTables>,
-    private readonly self: SelfChassis,
-    private readonly onChange: (check: ChassisCheck) => void,
+    private readonly opts: {
+      client: OvsdbClient<SbTables>;
+      self: SelfChassis;
+      /** Called with every changed check (a problem appearing, changing or clearing). */
+      onChange: (check: ChassisCheck) => void;
+      onCleared?: () => void;
+    },
   ) {}
 
   /** The last check; undefined until SB has been read. */
@@ -121,27 +129,33 @@ export class ChassisWatch {
   }
 
   start(): void {
+    const { client } = this.opts;
     const again = () => this.evaluate();
-    this.unsubscribe = [
-      this.client.cache.subscribe("Chassis", again),
-      this.client.cache.subscribe("Encap", again),
-    ];
-    this.client.on("ready", this.onReady);
-    if (this.client.connected) this.evaluate();
+    this.unsubscribe = [client.cache.subscribe("Chassis", again), client.cache.subscribe("Encap", again)];
+    client.on("state", this.onState);
+    this.evaluate();
   }
 
   stop(): void {
     for (const u of this.unsubscribe.splice(0)) u();
-    this.client.off("ready", this.onReady);
+    this.opts.client.off("state", this.onState);
   }
 
   private evaluate(): void {
-    const chassis = [...this.client.cache.table("Chassis").values()];
-    const encaps = new Map([...this.client.cache.table("Encap").values()].map((e) => [e._uuid, e] as const));
-    const next = checkChassis(this.self, chassis, encaps);
+    const { client } = this.opts;
+    // While a monitor reply is being applied the cache may hold Encap rows but not yet the Chassis rows: an empty
+    // Chassis table would look like a free name. Only a synced cache counts (entering "ready" evaluates again).
+    if (!client.connected) return;
+    const chassis = [...client.cache.table("Chassis").values()];
+    const encaps = new Map([...client.cache.table("Encap").values()].map((e) => [e._uuid, e] as const));
+    const next = checkChassis(this.opts.self, chassis, encaps);
     const prev = this.last;
     this.last = next;
     if (!prev || prev.conflict !== next.conflict || prev.encapMismatch !== next.encapMismatch)
-      this.onChange(next);
+      this.opts.onChange(next);
+    if (!next.conflict && !this.cleared) {
+      this.cleared = true;
+      this.opts.onCleared?.();
+    }
   }
 }
