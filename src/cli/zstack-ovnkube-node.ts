@@ -61,6 +61,30 @@ async function main(): Promise<number> {
     }
     throw e;
   }
+  // The certificate files of the External mode SB check: one that cannot be read is a configuration problem.
+  let sslFiles = { ca: Buffer.alloc(0), cert: Buffer.alloc(0), key: Buffer.alloc(0) };
+  if (cfg.ovnMode === "external" && cfg.ssl.enabled) {
+    const problems: string[] = [];
+    const read = (path: string, setting: string) => {
+      try {
+        return readFileSync(path);
+      } catch (e) {
+        problems.push(
+          `${setting}=${path} cannot be read: ${(e as Error).message}; mount the certificate there`,
+        );
+        return Buffer.alloc(0);
+      }
+    };
+    sslFiles = {
+      ca: read(cfg.ssl.caCert, "ovn.ssl.caCert"),
+      cert: read(cfg.ssl.clientCert, "ovn.ssl.clientCert"),
+      key: read(cfg.ssl.clientKey, "ovn.ssl.clientKey"),
+    };
+    if (problems.length > 0) {
+      process.stderr.write(`zstack-ovnkube-node: ${problems.join("; ")}\n`);
+      return await notReadyUntilStopped(problems.join("; "));
+    }
+  }
   const log = createLogger({ level: cfg.logLevel, format: "json", component: "zstack-ovnkube-node" });
   const kc = new KubeConfig();
   if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
@@ -138,9 +162,9 @@ async function main(): Promise<number> {
       ...(cfg.ssl.enabled
         ? {
             tls: {
-              ca: readFileSync(cfg.ssl.caCert),
-              cert: readFileSync(cfg.ssl.clientCert),
-              key: readFileSync(cfg.ssl.clientKey),
+              ca: sslFiles.ca,
+              cert: sslFiles.cert,
+              key: sslFiles.key,
               verifyHostname: cfg.ssl.verifyHostname,
             },
           }
