@@ -205,6 +205,7 @@ async function main(): Promise<number> {
         if (!check.conflict && !check.encapMismatch)
           log.info({ chassis: cfg.chassisName }, "SB chassis check passed");
       },
+      vswitch,
       // Once cleared, the name stays: the chassis of that name is then ovn-controller's own.
       onCleared: () => setup.update({ chassis: chassisSettings }),
     });

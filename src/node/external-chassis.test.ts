@@ -68,6 +68,18 @@ describe("the SB check of our chassis against ZStack's", () => {
     assert.equal(c.encapMismatch, undefined, "the conflicting row is not another chassis");
   });
 
+  test("an OVS whose system-id names another chassis in SB (a ZStack host's own OVS) is a conflict; a stale id is not", () => {
+    const { rows, encaps } = sb([{ name: "zstack-host-1", hostname: "192.168.200.11", types: ["vxlan"] }]);
+    const c = checkChassis(SELF, rows, encaps, "zstack-host-1");
+    assert.match(
+      c.conflict ?? "",
+      /already serves chassis zstack-host-1 \(hostname 192\.168\.200\.11\).*not rename/,
+    );
+    // A packaging's random system-id that no chassis in SB carries, or our own name, is no conflict.
+    assert.deepEqual(checkChassis(SELF, rows, encaps, "6f1d2c7e-0000-4000-8000-000000000000"), {});
+    assert.deepEqual(checkChassis(SELF, rows, encaps, SELF.name), {});
+  });
+
   test("other chassis without our encapsulation: a mismatch naming both types and the setting", () => {
     const c = run([
       { name: "zstack-host-1", hostname: "192.168.200.11", types: ["geneve"] },

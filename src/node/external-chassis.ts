@@ -9,6 +9,7 @@
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { Chassis, Encap, SbTables } from "../ovsdb/models/sb.generated.ts";
 import type { EncapType } from "./mtu.ts";
+import { rootRow, type VswitchClient } from "./vswitch-db.ts";
 
 /** The default `node.chassisPrefix`: "k8s-<node>" is neither a management IP nor a ZStack UUID. */
 export const DEFAULT_CHASSIS_PREFIX = "k8s-";
@@ -63,15 +64,24 @@ const NAMED = 5;
 
 const describe = (c: ChassisRow) => (c.hostname ? `${c.name} (hostname ${c.hostname})` : c.name);
 
-/** Compares SB's chassis with this node: pure, for the watcher below and its tests. */
+/**
+ * Compares SB's chassis with this node: pure, for the watcher below and its tests. `localSystemId` is the
+ * system-id the node's Open_vSwitch row holds now: when it is not ours and names a chassis in SB, this OVS serves
+ * that chassis (a ZStack hypervisor's own OVS), and writing our name would rename it.
+ */
 export function checkChassis(
   self: SelfChassis,
   chassis: readonly ChassisRow[],
   encaps: ReadonlyMap<string, EncapRow>,
+  localSystemId?: string,
 ): ChassisCheck {
   let conflict: string | undefined;
   const mine = chassis.find((c) => c.name === self.name);
-  if (mine && mine.hostname !== self.hostname)
+  const served =
+    localSystemId && localSystemId !== self.name ? chassis.find((c) => c.name === localSystemId) : undefined;
+  if (served)
+    conflict = `this node's Open_vSwitch already serves chassis ${describe(served)} in SB (its external_ids:system-id); the agent does not rename another chassis to ${self.name}. Give the node an OVS of its own (not a ZStack hypervisor's), or, if that chassis is a stale one of this node, delete it from SB and clear system-id`;
+  else if (mine && mine.hostname !== self.hostname)
     conflict = `SB already holds a chassis named ${self.name} that is not this node's: its hostname is ${JSON.stringify(mine.hostname)}, this node (${self.hostname}) registers with hostname ${JSON.stringify(self.hostname)}; the agent does not hand that name to ovn-controller (it would take the chassis over). Set node.chassisPrefix so that the name is free, or remove the stale chassis if it is really this node's`;
   const others = chassis.filter((c) => c.name !== self.name).sort((a, b) => (a.name < b.name ? -1 : 1));
   const lacking: { c: ChassisRow; types: string[] }[] = [];
@@ -120,6 +130,8 @@ export class ChassisWatch {
       /** Called with every changed check (a problem appearing, changing or clearing). */
       onChange: (check: ChassisCheck) => void;
       onCleared?: () => void;
+      /** The node's Open_vSwitch database: its system-id is checked too, and its changes re-run the check. */
+      vswitch?: VswitchClient;
     },
   ) {}
 
@@ -132,6 +144,7 @@ export class ChassisWatch {
     const { client } = this.opts;
     const again = () => this.evaluate();
     this.unsubscribe = [client.cache.subscribe("Chassis", again), client.cache.subscribe("Encap", again)];
+    if (this.opts.vswitch) this.unsubscribe.push(this.opts.vswitch.cache.subscribe("Open_vSwitch", again));
     client.on("state", this.onState);
     this.evaluate();
   }
@@ -148,7 +161,8 @@ export class ChassisWatch {
     if (!client.connected) return;
     const chassis = [...client.cache.table("Chassis").values()];
     const encaps = new Map([...client.cache.table("Encap").values()].map((e) => [e._uuid, e] as const));
-    const next = checkChassis(this.opts.self, chassis, encaps);
+    const local = this.opts.vswitch ? rootRow(this.opts.vswitch)?.external_ids["system-id"] : undefined;
+    const next = checkChassis(this.opts.self, chassis, encaps, local);
     const prev = this.last;
     this.last = next;
     if (!prev || prev.conflict !== next.conflict || prev.encapMismatch !== next.encapMismatch)

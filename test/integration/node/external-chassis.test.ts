@@ -11,6 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { type ChassisCheck, ChassisWatch } from "../../../src/node/external-chassis.ts";
 import type { EncapType } from "../../../src/node/mtu.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
+import { rootRow } from "../../../src/node/vswitch-db.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type SbTables, sbModel } from "../../../src/ovsdb/models/sb.generated.ts";
 import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
@@ -155,6 +156,7 @@ describe("External mode: the node's chassis on ZStack's SB", () => {
       const watchFor = (encapType: EncapType) =>
         new ChassisWatch({
           client: agentSb,
+          vswitch,
           self: { name: CHASSIS, hostname: NODE, encapType, encapSetting: "tunnel.type" },
           onChange: (c) => checks.push(c),
           onCleared: () => {
@@ -162,13 +164,23 @@ describe("External mode: the node's chassis on ZStack's SB", () => {
             setup.update({ chassis: chassis(encapType) });
           },
         });
+      // 0. This OVS already serves one of ZStack's chassis (as a hypervisor's own OVS would): refused, not renamed.
+      await node.vsctl("set", "Open_vSwitch", ".", `external_ids:system-id=${hostNames[0]}`);
+      await until("the system-id in the cache", () => rootRow(vswitch)?.external_ids["system-id"]);
       let watch = watchFor("vxlan");
       td.after(() => watch.stop());
       watch.start();
       await agentSb.connect();
 
+      const served = await until("the served-chassis conflict", () => watch.check?.conflict);
+      assert.match(served, /already serves chassis zstack-host-1 \(hostname 192\.168\.200\.11\)/);
+      assert.equal(cleared, 0);
+      await node.vsctl("remove", "Open_vSwitch", ".", "external_ids", "system-id");
+
       // 1. Refused: the conflict names both, and ovn-controller never gets the name.
-      const conflict = await until("the conflict", () => watch.check?.conflict);
+      const conflict = await until("the name conflict", () =>
+        watch.check?.conflict?.includes("chassis named") ? watch.check.conflict : undefined,
+      );
       assert.match(
         conflict,
         /chassis named k8s-node1 .*hostname is "192\.168\.200\.13".*this node \(node1\)/,
