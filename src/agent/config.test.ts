@@ -106,4 +106,63 @@ describe("node agent configuration", () => {
       /ovn\.sbdbAddress \(ZSTACK_OVN_SBDB_ADDRESS, --sbdb-address\) is required/,
     );
   });
+
+  test("standalone: the chassis is the node name; external: node.chassisPrefix + the node name (default k8s-)", () => {
+    assert.equal(loadNodeConfig(BASE).chassisName, "node1");
+    assert.equal(loadNodeConfig(BASE).ovnMode, "standalone");
+    const ext = loadNodeConfig({ ...BASE, ZSTACK_OVN_MODE: "external" });
+    assert.equal(ext.ovnMode, "external");
+    assert.equal(ext.chassisName, "k8s-node1");
+    assert.equal(
+      loadNodeConfig({ ...BASE, ZSTACK_OVN_MODE: "external", ZSTACK_CHASSIS_PREFIX: "pod-net." }).chassisName,
+      "pod-net.node1",
+    );
+  });
+
+  test("external: a chassis prefix that is empty, malformed or makes a ZStack-like name is refused naming the setting", () => {
+    const ext = { ZSTACK_OVN_MODE: "external" };
+    // An empty variable means "unset" (the default); an empty value can only come from a flag or the file.
+    assert.throws(
+      () => loadNodeConfig({ ...BASE, ...ext }, ["--chassis-prefix="]),
+      /node\.chassisPrefix .*ZSTACK_CHASSIS_PREFIX.* is empty/,
+    );
+    assert.match(problemOf({ ...ext, ZSTACK_CHASSIS_PREFIX: "a b" }), /ZSTACK_CHASSIS_PREFIX.*"a b"/);
+    assert.match(problemOf({ ...ext, ZSTACK_CHASSIS_PREFIX: "x".repeat(70) }), /at most 64/);
+    assert.match(
+      problemOf({ ...ext, ZSTACK_NODE_NAME: "200.11", ZSTACK_CHASSIS_PREFIX: "192.168." }),
+      /"192\.168\.200\.11" .*looks like a ZStack host's/,
+    );
+  });
+
+  test("external: ssl: SB remotes need ovn.ssl.enabled and the three certificate files", () => {
+    const ext = {
+      ZSTACK_OVN_MODE: "external",
+      ZSTACK_OVN_SBDB_ADDRESS: "ssl:10.0.0.1:6642,ssl:10.0.0.2:6642",
+    };
+    assert.match(problemOf(ext), /ssl: remotes: set ovn\.ssl\.enabled/);
+    const missing = problemOf({ ...ext, ZSTACK_OVN_SSL_ENABLED: "true", ZSTACK_OVN_SSL_CA: "/ca.crt" });
+    assert.match(missing, /ZSTACK_OVN_SSL_CERT/);
+    assert.match(missing, /ZSTACK_OVN_SSL_KEY/);
+    assert.doesNotMatch(missing, /ZSTACK_OVN_SSL_CA,/);
+    const cfg = loadNodeConfig({
+      ...BASE,
+      ...ext,
+      ZSTACK_OVN_SSL_ENABLED: "true",
+      ZSTACK_OVN_SSL_CA: "/ca.crt",
+      ZSTACK_OVN_SSL_CERT: "/tls.crt",
+      ZSTACK_OVN_SSL_KEY: "/tls.key",
+    });
+    assert.deepEqual(cfg.ssl, {
+      enabled: true,
+      verifyHostname: false,
+      caCert: "/ca.crt",
+      clientCert: "/tls.crt",
+      clientKey: "/tls.key",
+    });
+    // Standalone keeps today's behaviour: the agent makes no SB connection of its own there.
+    assert.equal(
+      loadNodeConfig({ ...BASE, ZSTACK_OVN_SBDB_ADDRESS: "ssl:10.0.0.1:6642" }).ssl.enabled,
+      false,
+    );
+  });
 });

@@ -15,6 +15,7 @@ import {
   settingsHelp,
 } from "../config/loader.ts";
 import { type Cidr, formatCidr, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { chassisNameProblem, DEFAULT_CHASSIS_PREFIX } from "../node/external-chassis.ts";
 import { BridgeMappingError, type ProviderBridge, parseBridgeMappings } from "../node/provider-bridges.ts";
 
 export { ConfigError as NodeConfigError } from "../config/loader.ts";
@@ -22,8 +23,14 @@ export { ConfigError as NodeConfigError } from "../config/loader.ts";
 export interface NodeAgentConfig {
   nodeName: string;
   kubeconfig: string;
+  /** standalone: the SB is the chart's; external: it is ZStack's (the chassis name and encapsulation are checked). */
+  ovnMode: "standalone" | "external";
+  /** ovn-controller's system-id: the node name, or in External mode node.chassisPrefix + the node name. */
+  chassisName: string;
   /** The SB remotes ovn-controller connects to (ovn-remote). */
   sbdbAddress: string;
+  /** Client certificate files for the agent's own SB connection in External mode (ssl: remotes). */
+  ssl: { enabled: boolean; verifyHostname: boolean; caCert: string; clientCert: string; clientKey: string };
   tunnel: "vxlan" | "geneve";
   /** Tunnel endpoint, canonical text; "" means the node's InternalIP. */
   encapIp: string;
@@ -55,7 +62,13 @@ export interface NodeAgentConfig {
 }
 
 const SHARED = [
+  "ovn.mode",
   "ovn.sbdbAddress",
+  "ovn.ssl.enabled",
+  "ovn.ssl.verifyHostname",
+  "ovn.ssl.caCert",
+  "ovn.ssl.clientCert",
+  "ovn.ssl.clientKey",
   "network.clusterCIDR",
   "network.serviceCIDR",
   "network.joinCIDR",
@@ -76,6 +89,14 @@ export const NODE_SETTINGS: readonly Setting[] = [
     doc: "The Kubernetes node, also the chassis system-id; default $NODE_NAME, else the host name.",
   },
   ...SHARED.map((k) => CONTROLLER_SETTINGS.find((s) => s.key === k) as Setting),
+  {
+    key: "node.chassisPrefix",
+    env: "ZSTACK_CHASSIS_PREFIX",
+    flag: "chassis-prefix",
+    kind: { type: "string" },
+    default: DEFAULT_CHASSIS_PREFIX,
+    doc: "ovn.mode=external only: the chassis (system-id) is this prefix + the node name, so that it cannot be one of ZStack's hosts (named by management IP). Letters, digits, '.', '_', '-'; not empty.",
+  },
   {
     key: "node.encapIp",
     env: "ZSTACK_ENCAP_IP",
@@ -171,6 +192,7 @@ const NODE: Program = { name: "zstack-ovnkube-node", settings: NODE_SETTINGS };
 interface Values {
   node: {
     name?: string;
+    chassisPrefix: string;
     encapIp: string;
     datapathType: "system" | "netdev";
     bridgeMappings: string;
@@ -178,7 +200,11 @@ interface Values {
     healthPort: number;
     podAccessFrom: string;
   };
-  ovn: { sbdbAddress: string };
+  ovn: {
+    mode: "standalone" | "external";
+    sbdbAddress: string;
+    ssl: NodeAgentConfig["ssl"];
+  };
   network: { clusterCIDR: string; serviceCIDR: string; joinCIDR: string; mtu: number };
   gateway: { mode: "local" | "shared" };
   tunnel: { type: "vxlan" | "geneve" };
@@ -230,6 +256,32 @@ export function parsePodAccessFrom(text: string, setting: string, problems: stri
   return out;
 }
 
+/**
+ * External mode: the chassis name must not be able to name one of ZStack's hosts, and ssl: remotes (ZStack's SB)
+ * need the client certificate files, which the agent uses for its own SB connection (the chassis and encapsulation
+ * check) as ovn-controller uses them for its own.
+ */
+function externalProblems(v: Values, nodeName: string, name: (key: string) => string): string[] {
+  const problems: string[] = [];
+  const chassis = chassisNameProblem(v.node.chassisPrefix, nodeName, name("node.chassisPrefix"));
+  if (chassis) problems.push(chassis);
+  const remotes = v.ovn.sbdbAddress.split(",").map((r) => r.trim());
+  if (v.ovn.ssl.enabled) {
+    for (const key of ["ovn.ssl.caCert", "ovn.ssl.clientCert", "ovn.ssl.clientKey"] as const) {
+      const field = key.slice("ovn.ssl.".length) as "caCert" | "clientCert" | "clientKey";
+      if (!v.ovn.ssl[field])
+        problems.push(
+          `${name("ovn.ssl.enabled")}=true needs ${name(key)}: the file ovn-controller's certificate is in`,
+        );
+    }
+  } else if (remotes.some((r) => r.startsWith("ssl:"))) {
+    problems.push(
+      `${name("ovn.sbdbAddress")} has ssl: remotes: set ${name("ovn.ssl.enabled")}=true and the client certificate files (${name("ovn.ssl.caCert")}, ${name("ovn.ssl.clientCert")}, ${name("ovn.ssl.clientKey")})`,
+    );
+  }
+  return problems;
+}
+
 /** @throws NodeConfigError listing every problem. */
 export function loadNodeConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -240,7 +292,9 @@ export function loadNodeConfig(
   const problems = r.problems;
   const v = r.values as unknown as Values;
   const name = (key: string) => settingName(NODE, key);
+  const nodeName = v.node?.name || env.NODE_NAME || hostname();
   if (problems.length === 0) {
+    if (v.ovn.mode === "external") problems.push(...externalProblems(v, nodeName, name));
     if (!v.ovn.sbdbAddress)
       problems.push(`${name("ovn.sbdbAddress")} is required: the OVN southbound remotes for ovn-controller`);
     if (v.gateway.mode === "shared")
@@ -262,9 +316,12 @@ export function loadNodeConfig(
       : [];
   if (problems.length > 0) throw new ConfigError(problems);
   return {
-    nodeName: v.node.name || env.NODE_NAME || hostname(),
+    nodeName,
     kubeconfig: v.kubernetes.kubeconfig,
+    ovnMode: v.ovn.mode,
+    chassisName: v.ovn.mode === "external" ? `${v.node.chassisPrefix}${nodeName}` : nodeName,
     sbdbAddress: v.ovn.sbdbAddress,
+    ssl: v.ovn.ssl,
     tunnel: v.tunnel.type,
     encapIp: v.node.encapIp,
     datapathType: v.node.datapathType,

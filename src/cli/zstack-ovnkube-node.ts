@@ -2,7 +2,9 @@
 // chassis settings, management port, egress SNAT), Services on the host path (nftables DNAT, healthCheckNodePort,
 // ServiceCIDR routes), pods' hostPorts (nftables DNAT), the CNI server and its handler, CNI install, health.
 
+import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
+import { Gauge } from "prom-client";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
 import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config.ts";
 import { HealthCheckServers } from "../agent/health-check-server.ts";
@@ -20,6 +22,7 @@ import { ApiClient } from "../k8s/api-client.ts";
 import { EventRecorder } from "../k8s/events.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
+import { type ChassisCheck, ChassisWatch } from "../node/external-chassis.ts";
 import { type HostAnchors, readHostAnchors } from "../node/host-network.ts";
 import { parseInterfaceName } from "../node/interface-name.ts";
 import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
@@ -34,6 +37,7 @@ import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-se
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
+import { type SbTables, sbModel } from "../ovsdb/models/sb.generated.ts";
 import { type VswitchTables, vswitchModel } from "../ovsdb/models/vswitch.generated.ts";
 import { runMain } from "./process-exit.ts";
 
@@ -53,9 +57,33 @@ async function main(): Promise<number> {
   } catch (e) {
     if (e instanceof NodeConfigError) {
       process.stderr.write(`zstack-ovnkube-node: ${e.message}\n`);
-      return 2;
+      return await notReadyUntilStopped(e.message);
     }
     throw e;
+  }
+  // The certificate files of the External mode SB check: one that cannot be read is a configuration problem.
+  let sslFiles = { ca: Buffer.alloc(0), cert: Buffer.alloc(0), key: Buffer.alloc(0) };
+  if (cfg.ovnMode === "external" && cfg.ssl.enabled) {
+    const problems: string[] = [];
+    const read = (path: string, setting: string) => {
+      try {
+        return readFileSync(path);
+      } catch (e) {
+        problems.push(
+          `${setting}=${path} cannot be read: ${(e as Error).message}; mount the certificate there`,
+        );
+        return Buffer.alloc(0);
+      }
+    };
+    sslFiles = {
+      ca: read(cfg.ssl.caCert, "ovn.ssl.caCert"),
+      cert: read(cfg.ssl.clientCert, "ovn.ssl.clientCert"),
+      key: read(cfg.ssl.clientKey, "ovn.ssl.clientKey"),
+    };
+    if (problems.length > 0) {
+      process.stderr.write(`zstack-ovnkube-node: ${problems.join("; ")}\n`);
+      return await notReadyUntilStopped(problems.join("; "));
+    }
   }
   const log = createLogger({ level: cfg.logLevel, format: "json", component: "zstack-ovnkube-node" });
   const kc = new KubeConfig();
@@ -113,18 +141,80 @@ async function main(): Promise<number> {
       : undefined;
   let podAccessKey = "";
   let providerEvents: EventRecorder | undefined;
+  const chassisSettings = {
+    ovnRemote: cfg.sbdbAddress,
+    encapType: cfg.tunnel,
+    encapIp,
+    systemId: cfg.chassisName,
+    bridgeDatapathType: cfg.datapathType,
+    hostname: cfg.nodeName,
+    ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
+  };
+  // External mode: the SB is ZStack's. ovn-controller gets the chassis name only once SB shows it is free (or
+  // already this node's); the encapsulation of ZStack's chassis is compared with ours, following SB.
+  const external = cfg.ovnMode === "external" ? startExternalChassis() : undefined;
+  function startExternalChassis() {
+    const sb = new OvsdbClient<SbTables>({
+      remotes: cfg.sbdbAddress,
+      model: sbModel,
+      leaderOnly: false,
+      monitor: { Chassis: { columns: ["name", "hostname", "encaps"] }, Encap: true },
+      ...(cfg.ssl.enabled
+        ? {
+            tls: {
+              ca: sslFiles.ca,
+              cert: sslFiles.cert,
+              key: sslFiles.key,
+              verifyHostname: cfg.ssl.verifyHostname,
+            },
+          }
+        : {}),
+      logger: log.child({ db: "sb" }),
+    });
+    sb.on("connectFailed", (e) =>
+      log.warn({ err: e.message, sb: cfg.sbdbAddress }, "cannot reach ZStack's SB yet"),
+    );
+    const problems = new Gauge({
+      name: "zstack_ovn_node_external_problem",
+      help: "1 while the External mode check finds the problem: chassis-name-conflict, encap-mismatch",
+      labelNames: ["problem"],
+      registers: [metrics.registry],
+    });
+    problems.set({ problem: "chassis-name-conflict" }, 0);
+    problems.set({ problem: "encap-mismatch" }, 0);
+    const watch = new ChassisWatch({
+      client: sb,
+      self: {
+        name: cfg.chassisName,
+        hostname: cfg.nodeName,
+        encapType: cfg.tunnel,
+        encapSetting: "tunnel.type",
+      },
+      onChange: (check: ChassisCheck) => {
+        const node = { apiVersion: "v1", kind: "Node", name: cfg.nodeName };
+        problems.set({ problem: "chassis-name-conflict" }, check.conflict ? 1 : 0);
+        problems.set({ problem: "encap-mismatch" }, check.encapMismatch ? 1 : 0);
+        if (check.conflict) {
+          log.error({ chassis: cfg.chassisName, problem: check.conflict }, "chassis name taken in SB");
+          providerEvents?.warning(node, "ChassisNameConflict", check.conflict);
+        }
+        if (check.encapMismatch) {
+          log.warn({ problem: check.encapMismatch }, "encapsulation differs from ZStack's chassis");
+          providerEvents?.warning(node, "EncapsulationMismatch", check.encapMismatch);
+        }
+        if (!check.conflict && !check.encapMismatch)
+          log.info({ chassis: cfg.chassisName }, "SB chassis check passed");
+      },
+      vswitch,
+      // Once cleared, the name stays: the chassis of that name is then ovn-controller's own.
+      onCleared: () => setup.update({ chassis: chassisSettings }),
+    });
+    return { sb, watch };
+  }
   const setup = new NodeSetup({
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
-    chassis: {
-      ovnRemote: cfg.sbdbAddress,
-      encapType: cfg.tunnel,
-      encapIp,
-      systemId: cfg.nodeName,
-      bridgeDatapathType: cfg.datapathType,
-      hostname: cfg.nodeName,
-      ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
-    },
+    ...(external ? {} : { chassis: chassisSettings }),
     providers: cfg.providers,
     // A provider network problem is the node's: a Warning Event on it (the log has it on every pass).
     onProviderProblems: (problems) => {
@@ -263,6 +353,11 @@ async function main(): Promise<number> {
     logger: log,
   });
   providerEvents = events;
+  // After the recorder exists, so that the first check's Events are not lost.
+  if (external) {
+    external.watch.start();
+    void external.sb.connect({ retry: true }).catch((e) => log.error({ err: (e as Error).message }, "SB"));
+  }
   const hostPorts = new HostPorts({
     pods: pods.informer,
     mgmtIfname: parseInterfaceName(MGMT_IFNAME, "MGMT_IFNAME"),
@@ -274,6 +369,12 @@ async function main(): Promise<number> {
   await pods.informer.waitForSync();
   const notReady = () => {
     if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
+    if (external) {
+      const check = external.watch.check;
+      if (!check) return `not connected to ZStack's SB ${cfg.sbdbAddress} yet (ovn.sbdbAddress, ovn.ssl.*)`;
+      if (check.conflict) return check.conflict;
+      if (check.encapMismatch) return check.encapMismatch;
+    }
     if (!setup.mgmtConfigured)
       return "the management port is not set up yet (waiting for zstack-ovnkube-controller's node annotation)";
     return undefined;
@@ -311,6 +412,8 @@ async function main(): Promise<number> {
   log.info({}, "shutting down");
   await server.close();
   setup.stop();
+  external?.watch.stop();
+  await external?.sb.close();
   await hostPorts.stop();
   await Promise.all([pods.stop(), nodeInformer.stop(), subnetRoutes.stop(), services.stop()]);
   await events.close();
@@ -319,6 +422,29 @@ async function main(): Promise<number> {
   await health.stop();
   api.close();
   return 0;
+}
+
+/**
+ * Bad configuration: the agent stays up, not Ready, with the problem on /readyz and in its log, instead of exiting
+ * into a crash loop; a fixed configuration takes effect when the pod is restarted.
+ */
+async function notReadyUntilStopped(problem: string): Promise<number> {
+  const port = Number.parseInt(process.env.ZSTACK_HEALTH_PORT ?? "", 10);
+  const health = new HealthServer({
+    port: port > 0 && port < 65536 ? port : NODE_AGENT_HEALTH_PORT,
+    metrics: new Metrics({ defaultLabels: { component: "node" } }),
+  });
+  health.addReadinessCheck("configuration", () => `bad configuration: ${problem}`);
+  try {
+    await health.start();
+  } catch (e) {
+    process.stderr.write(`zstack-ovnkube-node: cannot serve /readyz: ${(e as Error).message}\n`);
+  }
+  await new Promise<void>((resolve) => {
+    for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => resolve());
+  });
+  await health.stop();
+  return 2;
 }
 
 runMain("zstack-ovnkube-node", main);

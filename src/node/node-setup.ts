@@ -29,7 +29,11 @@ export interface NodeSetupLogger {
 export interface NodeSetupConfig {
   client: VswitchClient;
   bridge: BridgeSpec;
-  chassis: ChassisConfig;
+  /**
+   * ovn-controller's settings; absent: not written yet (External mode, until SB shows the chassis name is free,
+   * external-chassis.ts). The other steps run either way.
+   */
+  chassis?: ChassisConfig;
   /**
    * Provider network bridges (node.bridgeMappings); their mapping goes into chassis.bridgeMappings. Absent or
    * empty: none, and bridges the agent once created for providers are removed.
@@ -166,7 +170,7 @@ export class NodeSetup {
     this.providerProblemList = providerProblems;
     if (changed) this.cfg.onProviderProblems?.(providerProblems);
     if (providerProblems.length > 0) this.retryProviders();
-    const chassis = await ensureChassisConfig(client, this.cfg.chassis);
+    const chassis = this.cfg.chassis ? await ensureChassisConfig(client, this.cfg.chassis) : [];
     const mgmt: string[] = [];
     if (this.cfg.mgmt) {
       const spec = this.cfg.mgmt;
@@ -216,8 +220,9 @@ export class NodeSetup {
     const { client } = this.cfg;
     const onRoot = () => {
       const root = rootRow(client);
-      if (!root || changedKeys(root.external_ids, chassisExternalIds(this.cfg.chassis)).length > 0)
-        this.schedule(50);
+      const want = this.cfg.chassis;
+      if (!want) return;
+      if (!root || changedKeys(root.external_ids, chassisExternalIds(want)).length > 0) this.schedule(50);
     };
     const onBridge = (events: readonly RowEvent[]) => {
       // Pod ports change br-int's ports all the time; only its own settings matter here.
