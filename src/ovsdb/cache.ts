@@ -1,7 +1,19 @@
 // The client's replica of the monitored tables: rows by UUID, secondary indexes, and change events.
-// Rows are immutable; a change replaces the row object, so listeners can keep and compare old and new.
+// Rows never change; a change replaces the row object, so listeners can keep and compare old and new. One
+// exception to know: a large set value (live-set.ts) taken out of the current row is changed in place by the
+// next update, while the row it came from keeps its old value. Keep the row, not the array, across an await.
 
-import { type Atom, applyDiff, decodeValue, defaultValue, type Value, valuesEqual } from "./datum.ts";
+import {
+  type Atom,
+  applyDiff,
+  decodeValue,
+  defaultValue,
+  EMPTY_SET,
+  setToggles,
+  type Value,
+  valuesEqual,
+} from "./datum.ts";
+import { changeableInPlace, toggleInPlace } from "./live-set.ts";
 import type { RowBase, TableMap } from "./model.ts";
 import type { ColumnSchema, DatabaseSchema, TableSchema } from "./schema.ts";
 
@@ -180,13 +192,21 @@ export class TableCache<R extends RowBase = AnyRow> {
     return this.makeRowFn(uuid, values);
   }
 
-  /** Applies an update2 "modify" diff. */
+  /**
+   * Applies an update2 "modify" diff, returning the new row. A large set column is changed in place and `old`
+   * gets its former value back lazily (live-set.ts); every other value is copied.
+   */
   diffRow(old: R, diff: Record<string, unknown>): R {
     const row: Record<string, unknown> = { ...(old as object) };
     for (const c of this.columns) {
       const d = diff[c.name];
       if (d !== undefined && this.serverColumns.has(c.name)) {
-        row[c.name] = applyDiff((old as unknown as AnyRow)[c.name] as Value, d, c.type);
+        const ov = (old as unknown as AnyRow)[c.name] as Value;
+        if (c.type.kind === "set" && c.type.max > 1 && changeableInPlace(ov)) {
+          const live = ov;
+          if (toggleInPlace(old, c.name, live, setToggles(d, c.type.key)) && live.length === 0)
+            row[c.name] = EMPTY_SET;
+        } else row[c.name] = applyDiff(ov, d, c.type);
       }
     }
     return row as unknown as R;

@@ -308,7 +308,7 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   if (ct.max === 1 || ct.kind === "scalar" || ct.kind === "optional") return decodeValue(diff, ct);
   switch (ct.kind) {
     case "set":
-      return applySetDiff(old as readonly Atom[], wireSetElements(diff), ct.key);
+      return applySetDiff(old as readonly Atom[], diff, ct.key);
     case "map": {
       const d = decodeValue(diff, ct) as MapValue;
       const out: Record<string, Atom> = {};
@@ -324,17 +324,23 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   }
 }
 
-/**
- * A set diff toggles each element: present ones leave, absent ones join. One pass over the old value with a
- * Set of the (usually few) toggled elements, so growing a set of n elements by one costs a copy, not n hashes.
- */
-function applySetDiff(old: readonly Atom[], wire: readonly unknown[], key: BaseType): Value {
+/** The elements a set column's update2 diff toggles: each one listed an odd number of times, in order. */
+export function setToggles(diff: unknown, key: BaseType): Set<Atom> {
   const toggled = new Set<Atom>();
-  for (const e of wire) {
+  for (const e of wireSetElements(diff)) {
     const a = decodeAtom(e, key);
     // An element listed twice toggles twice: no change.
     if (!toggled.delete(a)) toggled.add(a);
   }
+  return toggled;
+}
+
+/**
+ * A set diff toggles each element: present ones leave, absent ones join. One pass over the old value with a
+ * Set of the (usually few) toggled elements, so growing a set of n elements by one costs a copy, not n hashes.
+ */
+function applySetDiff(old: readonly Atom[], wire: unknown, key: BaseType): Value {
+  const toggled = setToggles(wire, key);
   if (toggled.size === 0) return old as Value;
   const removed: Atom[] = [];
   let next: Atom[];
