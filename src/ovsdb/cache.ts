@@ -326,11 +326,17 @@ export class Cache<T extends TableMap = TableMap> {
   /** Applies a notification or a monitor reply and emits the resulting events. */
   apply(updates: unknown, format: UpdateFormat): RowEvent[] {
     const events: RowEvent[] = [];
-    for (const [tname, rows] of this.ordered((updates ?? {}) as TableUpdates)) {
+    const all = (updates ?? {}) as TableUpdates;
+    // One update per write on the pod path: walk the tables and rows without building entry arrays.
+    for (const tname of this.order) {
+      const rows = all[tname];
+      if (rows === undefined) continue;
       const tc = this.tables.get(tname);
       if (!tc) continue;
-      for (const [uuid, u] of Object.entries(rows)) {
-        if (u === null) continue;
+      for (const uuid in rows) {
+        if (!Object.hasOwn(rows, uuid)) continue;
+        const u = rows[uuid];
+        if (u === null || u === undefined) continue;
         if (format === 1) this.applyV1(tc, uuid, u, events);
         else this.applyV2(tc, uuid, u, events);
       }

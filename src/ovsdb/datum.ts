@@ -249,21 +249,26 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
         return ["set", v.map((k) => encodeAtom(validateAtom(k, ct.key, table, column), ct.key))];
       }
       if (typeof v !== "object") invalid(`expected a map object, got ${typeof v}`, table, column);
-      const entries = v instanceof Map ? [...v.entries()] : Object.entries(v as object);
-      if (opts.cardinality !== false && (entries.length < ct.min || entries.length > ct.max)) {
-        invalid(`holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
-      }
       const valueType = ct.value as BaseType;
-      return [
-        "map",
-        entries.map(([k, val]) => [
-          encodeAtom(
-            validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
-            ct.key,
-          ),
-          encodeAtom(validateAtom(val, valueType, table, column), valueType),
-        ]),
+      const pair = (k: unknown, val: unknown): unknown[] => [
+        encodeAtom(
+          validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
+          ct.key,
+        ),
+        encodeAtom(validateAtom(val, valueType, table, column), valueType),
       ];
+      // Every write of external_ids comes here: the pairs are built directly, with no entries array between.
+      const o = v as Record<string, unknown>;
+      let n = 0;
+      if (v instanceof Map) n = v.size;
+      else for (const k in o) if (Object.hasOwn(o, k)) n++;
+      if (opts.cardinality !== false && (n < ct.min || n > ct.max)) {
+        invalid(`holds at most ${ct.max} pairs, got ${n}`, table, column);
+      }
+      const pairs: unknown[] = [];
+      if (v instanceof Map) for (const [k, val] of v) pairs.push(pair(k, val));
+      else for (const k in o) if (Object.hasOwn(o, k)) pairs.push(pair(k, o[k]));
+      return ["map", pairs];
     }
   }
 }
