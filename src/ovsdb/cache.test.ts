@@ -15,6 +15,7 @@ const schema = parseSchema({
       columns: {
         name: { type: "string" },
         ports: { type: { key: "uuid", min: 0, max: "unlimited" } },
+        acls: { type: { key: "uuid", min: 0, max: "unlimited" } },
         tags: { type: { key: "integer", min: 0, max: "unlimited" } },
         ids: { type: { key: "string", value: "string", min: 0, max: "unlimited" } },
       },
@@ -94,6 +95,37 @@ describe("Cache: update2 set and map diffs", () => {
     assert.equal((r0.ports as string[]).length, IN_PLACE_MIN);
     assert.equal(setSize(r0, "ports"), IN_PLACE_MIN);
     assert.equal(setSize(r1, "ports"), IN_PLACE_MIN + 1);
+  });
+
+  test("two large sets of one row: changing one, then the other, leaves the oldest row's values as they were", () => {
+    // A big policy's Port_Group (ports and acls); the cluster router (ports and policies).
+    const c = cacheWith({ ports: wireUuids(range(0, 100)), acls: wireUuids(range(1000, 100)) });
+    const r0 = row(c);
+    modify(c, { ports: ["set", [["uuid", u(100)]]] });
+    const r1 = row(c);
+    modify(c, { acls: ["set", [["uuid", u(1100)]]] });
+    const r2 = row(c);
+    assert.equal(setSize(r0, "acls"), 100);
+    assert.equal(setSize(r0, "ports"), 100);
+    assert.equal((r0.acls as string[]).length, 100);
+    assert.deepEqual(sorted(r0.acls), range(1000, 100).map(u).sort());
+    assert.deepEqual(sorted(r0.ports), range(0, 100).map(u).sort());
+    assert.deepEqual(sorted(r1.acls), range(1000, 100).map(u).sort());
+    assert.deepEqual(sorted(r1.ports), range(0, 101).map(u).sort());
+    assert.deepEqual(sorted(r2.acls), range(1000, 101).map(u).sort());
+    assert.deepEqual(sorted(r2.ports), range(0, 101).map(u).sort());
+  });
+
+  test("a diff to a large set that cancels out (an element listed twice) still leaves the old row its value", () => {
+    const c = cacheWith({ ports: wireUuids(range(0, 100)) });
+    const r0 = row(c);
+    modify(c, { ports: wireUuids([5, 5]) });
+    const r1 = row(c);
+    modify(c, { ports: wireUuids([100]) });
+    assert.equal(setSize(r0, "ports"), 100);
+    assert.deepEqual(sorted(r0.ports), range(0, 100).map(u).sort());
+    assert.deepEqual(sorted(r1.ports), range(0, 100).map(u).sort());
+    assert.deepEqual(sorted(row(c).ports), range(0, 101).map(u).sort());
   });
 
   test("removing every element of a large set leaves the shared empty set, and the old row keeps them all", () => {
@@ -242,6 +274,99 @@ describe("Cache: update2 set and map diffs", () => {
             const k = kept[i]!;
             assert.deepEqual([...(k.row.tags as number[])], k.order);
             assert.equal(setSize(k.row, "tags"), k.size);
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+  test("random diffs over several large sets of one row equal recomputation, for every column of every kept row", () => {
+    const cols = ["tags", "ports", "acls"] as const;
+    type Col = (typeof cols)[number];
+    const types = new Map(cols.map((n) => [n, schema.tables.get("Switch")!.columns.get(n)!.type]));
+    // tags holds integers, ports and acls uuids; a number n stands for u(n) in those.
+    const atom = (col: Col, n: number) => (col === "tags" ? n : ["uuid", u(n)]);
+    const plain = (col: Col, n: number) => (col === "tags" ? n : u(n));
+    const toggle = fc.array(fc.integer({ min: 0, max: 4 * IN_PLACE_MIN }), { minLength: 1, maxLength: 5 });
+    // One step changes some of the columns (at least one) in one diff; -1 stands for "remove everything", and
+    // a list given twice is a diff that cancels out.
+    const change = fc.oneof(
+      toggle,
+      toggle.map((xs) => [...xs, ...xs]),
+      fc.constant([-1]),
+    );
+    const step = fc
+      .record({ tags: fc.option(change), ports: fc.option(change), acls: fc.option(change) })
+      .filter((s) => cols.some((col) => s[col] !== null));
+    fc.assert(
+      fc.property(
+        fc.record({
+          tags: fc.integer({ min: 0, max: 3 * IN_PLACE_MIN }),
+          ports: fc.integer({ min: 0, max: 3 * IN_PLACE_MIN }),
+          acls: fc.integer({ min: 0, max: 3 * IN_PLACE_MIN }),
+        }),
+        fc.array(step, { minLength: 1, maxLength: 60 }),
+        fc.array(fc.tuple(fc.nat(), fc.nat(cols.length - 1)), { maxLength: 40 }),
+        (start, steps, readOrder) => {
+          const models = new Map<Col, Set<number>>();
+          let copied = new Map<Col, Value>();
+          const wire: Record<string, unknown> = {};
+          for (const col of cols) {
+            const initial = range(0, start[col]);
+            models.set(col, new Set(initial));
+            wire[col] = wireSet(initial.map((n) => atom(col, n)));
+            copied.set(col, applyDiff(EMPTY_SET, wire[col], types.get(col)!));
+          }
+          const c = cacheWith(wire);
+          // Every version of the row, with what a copy of each column held then.
+          const kept: { row: AnyRow; values: Map<Col, readonly unknown[]> }[] = [];
+          const keep = () =>
+            kept.push({
+              row: row(c),
+              values: new Map(cols.map((col) => [col, [...(copied.get(col) as unknown[])]])),
+            });
+          keep();
+          for (const s of steps) {
+            const diff: Record<string, unknown> = {};
+            const next = new Map(copied);
+            for (const col of cols) {
+              const raw = s[col];
+              if (raw === null) continue;
+              const model = models.get(col)!;
+              const toggles: number[] = raw[0] === -1 ? [...model] : [...raw];
+              const counts = new Map<number, number>();
+              for (const x of toggles) counts.set(x, (counts.get(x) ?? 0) + 1);
+              for (const [x, n] of counts) if (n % 2 === 1 && !model.delete(x)) model.add(x);
+              diff[col] = wireSet(toggles.map((n) => atom(col, n)));
+              next.set(col, applyDiff(copied.get(col)!, diff[col], types.get(col)!));
+            }
+            modify(c, diff);
+            copied = next;
+            keep();
+            const now = row(c);
+            for (const col of cols) {
+              assert.deepEqual([...(now[col] as unknown[])], [...(copied.get(col) as unknown[])], col);
+              assert.deepEqual(
+                [...(now[col] as unknown[])].sort(),
+                [...models.get(col)!].map((n) => plain(col, n)).sort(),
+              );
+            }
+          }
+          // Every kept row, every column: sizes first (no rebuild), then values in a random order, then all.
+          for (const k of kept)
+            for (const col of cols) assert.equal(setSize(k.row, col), k.values.get(col)!.length);
+          const order: [number, Col][] = readOrder.map(([i, j]) => [i % kept.length, cols[j]!]);
+          for (const [i, col] of [
+            ...order,
+            ...kept.flatMap((_, i) => cols.map((col) => [i, col] as const)),
+          ]) {
+            const k = kept[i]!;
+            assert.deepEqual(
+              [...(k.row[col] as unknown[])],
+              k.values.get(col),
+              `row ${i} of ${kept.length}, ${col}`,
+            );
+            assert.equal(setSize(k.row, col), k.values.get(col)!.length);
           }
         },
       ),

@@ -13,7 +13,7 @@ import {
   type Value,
   valuesEqual,
 } from "./datum.ts";
-import { changeableInPlace, toggleInPlace } from "./live-set.ts";
+import { changeableInPlace, pinInPlace, toggleInPlace } from "./live-set.ts";
 import type { RowBase, TableMap } from "./model.ts";
 import type { ColumnSchema, DatabaseSchema, TableSchema } from "./schema.ts";
 
@@ -200,13 +200,18 @@ export class TableCache<R extends RowBase = AnyRow> {
     const row: Record<string, unknown> = { ...(old as object) };
     for (const c of this.columns) {
       const d = diff[c.name];
+      const inPlace = c.type.kind === "set" && c.type.max > 1;
       if (d !== undefined && this.serverColumns.has(c.name)) {
         const ov = (old as unknown as AnyRow)[c.name] as Value;
-        if (c.type.kind === "set" && c.type.max > 1 && changeableInPlace(ov)) {
+        if (inPlace && changeableInPlace(ov)) {
           const live = ov;
           if (toggleInPlace(old, c.name, live, setToggles(d, c.type.key)) && live.length === 0)
             row[c.name] = EMPTY_SET;
         } else row[c.name] = applyDiff(ov, d, c.type);
+      } else if (inPlace) {
+        // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
+        const ov = (old as unknown as AnyRow)[c.name] as Value;
+        if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
       }
     }
     return row as unknown as R;

@@ -1,7 +1,9 @@
 // Large set values of cached rows change in place. Copying a switch's `ports` to add one port costs O(n) per
 // monitor update (about 100 MB over 5,000 pods), so the cache toggles the elements of the live array instead, and
 // the row it supersedes gets its value back lazily: a getter that rebuilds the old array from the live one by
-// undoing the changes made since (Baker's "rerooting" of a persistent array, without the rerooting). Rows keep
+// undoing the changes made since (Baker's "rerooting" of a persistent array, without the rerooting). A superseded
+// row that shares a large array it did not change (another column changed) is pinned the same way, with an empty
+// version, so a change at any later update cannot reach it through the shared array. Rows keep
 // their contract: a row never changes. An array taken out of a row is the live value while that row is current,
 // so it may change at the next update; code that keeps one across an await keeps the row instead, or a copy.
 
@@ -40,7 +42,11 @@ export function toggleInPlace(
   live: unknown[],
   toggled: Set<unknown>,
 ): boolean {
-  if (toggled.size === 0) return false;
+  if (toggled.size === 0) {
+    // Nothing changes (the diff cancels out), but the new row shares `live` with `oldRow` all the same.
+    pinInPlace(oldRow, column, live);
+    return false;
+  }
   const length = live.length;
   const removed: [number, unknown][] = [];
   let anyRemoved = false;
@@ -68,6 +74,29 @@ export function toggleInPlace(
   const prev = heads.get(live);
   if (prev) prev.newer = v;
   heads.set(live, v);
+  pinTo(oldRow, column, v);
+  return true;
+}
+
+/**
+ * Pins `oldRow[column]`, the live array `live` that the row superseding `oldRow` shares without changing it, to
+ * its present value: a later in-place change (at any later update) must not show through the older row. Costs
+ * one small record per column and update, shared by every row pinned while the array does not change.
+ */
+export function pinInPlace(oldRow: object, column: string, live: unknown[]): void {
+  let v = heads.get(live);
+  // The newest version is "no change" and nothing changed since: it already stands for the present value.
+  if (!(v && v.value === undefined && v.newer === live && v.appended === 0 && v.removed.length === 0)) {
+    const pin: Version = { newer: live, appended: 0, removed: [], length: live.length, value: undefined };
+    if (v) v.newer = pin;
+    heads.set(live, pin);
+    v = pin;
+  }
+  pinTo(oldRow, column, v);
+}
+
+/** Makes `oldRow[column]` the value of version `v`, rebuilt when first read. */
+function pinTo(oldRow: object, column: string, v: Version): void {
   let cols = pending.get(oldRow);
   if (!cols) {
     cols = {};
@@ -85,7 +114,6 @@ export function toggleInPlace(
       return value;
     },
   });
-  return true;
 }
 
 /** The number of elements of a set column of `row`, without rebuilding a superseded value to count it. */
