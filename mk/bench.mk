@@ -3,6 +3,11 @@
 bench-ovsdb: deps
 	node --import tsx bench/ovsdb.ts $(BENCH_ARGS)
 
+# The pod insert path of the OVSDB client alone (2,000 single-port transactions), for profiling; see docs/ovsdb.md.
+.PHONY: bench-ovsdb-insert
+bench-ovsdb-insert: deps
+	node --import tsx bench/ovsdb-insert.ts $(BENCH_ARGS)
+
 # zstack-ovnkube-controller vs a minimal patcher on a real apiserver and NB; --quick: 300 pods.
 .PHONY: bench-controller
 bench-controller: deps

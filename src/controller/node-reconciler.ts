@@ -3,6 +3,7 @@
 
 import type { Informer } from "../k8s/informer.ts";
 import { KIND_KEY, NODE_KEY } from "../ovn/ownership.ts";
+import { setSize } from "../ovsdb/live-set.ts";
 import { type ControllerContext, type ControllerOptions, NODES } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite } from "./informers.ts";
@@ -47,9 +48,7 @@ export class NodeReconciler implements Reconciler {
           const ids = e.row.external_ids as Readonly<Record<string, string>>;
           const node = ids[NODE_KEY];
           if (ids[KIND_KEY] !== "node-pods" || !node) continue;
-          const shrank =
-            e.kind === "update" &&
-            (e.row.addresses as readonly string[]).length < (e.old.addresses as readonly string[]).length;
+          const shrank = e.kind === "update" && setSize(e.row, "addresses") < setSize(e.old, "addresses");
           if (e.kind === "add" || shrank) ctx.requeueNode(node);
         }
       }),

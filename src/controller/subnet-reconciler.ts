@@ -17,6 +17,7 @@ import {
   subnetScope,
   subnetSwitchName,
 } from "../ovn/topology.ts";
+import { setSize } from "../ovsdb/live-set.ts";
 import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite, PodLite } from "./informers.ts";
@@ -90,7 +91,8 @@ export class SubnetReconciler implements Reconciler {
           // gone may let a pod waiting for room on the switch in.
           const ids = e.row.external_ids as Readonly<Record<string, string>>;
           const sn = ids[SUBNET_KEY];
-          const delta = (e.row.ports as readonly string[]).length - (e.old.ports as readonly string[]).length;
+          // setSize: counting the old row's ports would otherwise rebuild its superseded value (O(n) per port).
+          const delta = setSize(e.row, "ports") - setSize(e.old, "ports");
           if (sn && ids[KIND_KEY] === "subnet-switch" && delta !== 0) {
             if (delta < 0) ctx.usageChanged(sn);
             else ctx.requeueSubnet(sn, 1000);

@@ -1,7 +1,19 @@
 // The client's replica of the monitored tables: rows by UUID, secondary indexes, and change events.
-// Rows are immutable; a change replaces the row object, so listeners can keep and compare old and new.
+// Rows never change; a change replaces the row object, so listeners can keep and compare old and new. One
+// exception to know: a large set value (live-set.ts) taken out of the current row is changed in place by the
+// next update, while the row it came from keeps its old value. Keep the row, not the array, across an await.
 
-import { type Atom, applyDiff, decodeValue, defaultValue, type Value, valuesEqual } from "./datum.ts";
+import {
+  type Atom,
+  applyDiff,
+  decodeValue,
+  defaultValue,
+  EMPTY_SET,
+  setToggles,
+  type Value,
+  valuesEqual,
+} from "./datum.ts";
+import { changeableInPlace, pinInPlace, toggleInPlace } from "./live-set.ts";
 import type { RowBase, TableMap } from "./model.ts";
 import type { ColumnSchema, DatabaseSchema, TableSchema } from "./schema.ts";
 
@@ -180,13 +192,26 @@ export class TableCache<R extends RowBase = AnyRow> {
     return this.makeRowFn(uuid, values);
   }
 
-  /** Applies an update2 "modify" diff. */
+  /**
+   * Applies an update2 "modify" diff, returning the new row. A large set column is changed in place and `old`
+   * gets its former value back lazily (live-set.ts); every other value is copied.
+   */
   diffRow(old: R, diff: Record<string, unknown>): R {
     const row: Record<string, unknown> = { ...(old as object) };
     for (const c of this.columns) {
       const d = diff[c.name];
+      const inPlace = c.type.kind === "set" && c.type.max > 1;
       if (d !== undefined && this.serverColumns.has(c.name)) {
-        row[c.name] = applyDiff((old as unknown as AnyRow)[c.name] as Value, d, c.type);
+        const ov = (old as unknown as AnyRow)[c.name] as Value;
+        if (inPlace && changeableInPlace(ov)) {
+          const live = ov;
+          if (toggleInPlace(old, c.name, live, setToggles(d, c.type.key)) && live.length === 0)
+            row[c.name] = EMPTY_SET;
+        } else row[c.name] = applyDiff(ov, d, c.type);
+      } else if (inPlace) {
+        // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
+        const ov = (old as unknown as AnyRow)[c.name] as Value;
+        if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
       }
     }
     return row as unknown as R;
@@ -306,11 +331,17 @@ export class Cache<T extends TableMap = TableMap> {
   /** Applies a notification or a monitor reply and emits the resulting events. */
   apply(updates: unknown, format: UpdateFormat): RowEvent[] {
     const events: RowEvent[] = [];
-    for (const [tname, rows] of this.ordered((updates ?? {}) as TableUpdates)) {
+    const all = (updates ?? {}) as TableUpdates;
+    // One update per write on the pod path: walk the tables and rows without building entry arrays.
+    for (const tname of this.order) {
+      const rows = all[tname];
+      if (rows === undefined) continue;
       const tc = this.tables.get(tname);
       if (!tc) continue;
-      for (const [uuid, u] of Object.entries(rows)) {
-        if (u === null) continue;
+      for (const uuid in rows) {
+        if (!Object.hasOwn(rows, uuid)) continue;
+        const u = rows[uuid];
+        if (u === null || u === undefined) continue;
         if (format === 1) this.applyV1(tc, uuid, u, events);
         else this.applyV2(tc, uuid, u, events);
       }

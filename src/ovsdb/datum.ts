@@ -249,21 +249,26 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
         return ["set", v.map((k) => encodeAtom(validateAtom(k, ct.key, table, column), ct.key))];
       }
       if (typeof v !== "object") invalid(`expected a map object, got ${typeof v}`, table, column);
-      const entries = v instanceof Map ? [...v.entries()] : Object.entries(v as object);
-      if (opts.cardinality !== false && (entries.length < ct.min || entries.length > ct.max)) {
-        invalid(`holds at most ${ct.max} pairs, got ${entries.length}`, table, column);
-      }
       const valueType = ct.value as BaseType;
-      return [
-        "map",
-        entries.map(([k, val]) => [
-          encodeAtom(
-            validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
-            ct.key,
-          ),
-          encodeAtom(validateAtom(val, valueType, table, column), valueType),
-        ]),
+      const pair = (k: unknown, val: unknown): unknown[] => [
+        encodeAtom(
+          validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
+          ct.key,
+        ),
+        encodeAtom(validateAtom(val, valueType, table, column), valueType),
       ];
+      // Every write of external_ids comes here: the pairs are built directly, with no entries array between.
+      const o = v as Record<string, unknown>;
+      let n = 0;
+      if (v instanceof Map) n = v.size;
+      else for (const k in o) if (Object.hasOwn(o, k)) n++;
+      if (opts.cardinality !== false && (n < ct.min || n > ct.max)) {
+        invalid(`holds at most ${ct.max} pairs, got ${n}`, table, column);
+      }
+      const pairs: unknown[] = [];
+      if (v instanceof Map) for (const [k, val] of v) pairs.push(pair(k, val));
+      else for (const k in o) if (Object.hasOwn(o, k)) pairs.push(pair(k, o[k]));
+      return ["map", pairs];
     }
   }
 }
@@ -308,7 +313,7 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   if (ct.max === 1 || ct.kind === "scalar" || ct.kind === "optional") return decodeValue(diff, ct);
   switch (ct.kind) {
     case "set":
-      return applySetDiff(old as readonly Atom[], wireSetElements(diff), ct.key);
+      return applySetDiff(old as readonly Atom[], diff, ct.key);
     case "map": {
       const d = decodeValue(diff, ct) as MapValue;
       const out: Record<string, Atom> = {};
@@ -324,17 +329,23 @@ export function applyDiff(old: Value, diff: unknown, ct: ColumnType): Value {
   }
 }
 
-/**
- * A set diff toggles each element: present ones leave, absent ones join. One pass over the old value with a
- * Set of the (usually few) toggled elements, so growing a set of n elements by one costs a copy, not n hashes.
- */
-function applySetDiff(old: readonly Atom[], wire: readonly unknown[], key: BaseType): Value {
+/** The elements a set column's update2 diff toggles: each one listed an odd number of times, in order. */
+export function setToggles(diff: unknown, key: BaseType): Set<Atom> {
   const toggled = new Set<Atom>();
-  for (const e of wire) {
+  for (const e of wireSetElements(diff)) {
     const a = decodeAtom(e, key);
     // An element listed twice toggles twice: no change.
     if (!toggled.delete(a)) toggled.add(a);
   }
+  return toggled;
+}
+
+/**
+ * A set diff toggles each element: present ones leave, absent ones join. One pass over the old value with a
+ * Set of the (usually few) toggled elements, so growing a set of n elements by one costs a copy, not n hashes.
+ */
+function applySetDiff(old: readonly Atom[], wire: unknown, key: BaseType): Value {
+  const toggled = setToggles(wire, key);
   if (toggled.size === 0) return old as Value;
   const removed: Atom[] = [];
   let next: Atom[];

@@ -10,6 +10,7 @@ export {
 } from "./client.ts";
 export * from "./datum.ts";
 export * from "./errors.ts";
+export { setSize } from "./live-set.ts";
 export * from "./model.ts";
 export * from "./ownership.ts";
 export { type DatabaseSchema, intersectSchema, parseSchema, type TableSchema } from "./schema.ts";

@@ -102,7 +102,10 @@ export class Transaction<T extends TableMap = TableMap> {
     forUpdate: boolean,
   ): Record<string, unknown> {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(row)) {
+    // for-in, not Object.entries: a row is encoded for every write, and the pairs would be garbage at once.
+    for (const k in row) {
+      if (!Object.hasOwn(row, k)) continue;
+      const v = row[k];
       if (v === undefined || k === "_uuid" || k === "_version") continue;
       const c = t.columns.get(k);
       // Columns the server does not have are left out, so one client works across schema versions.
