@@ -3,6 +3,7 @@
 // while ports use it, and reports all of that in its status.
 
 import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
@@ -20,7 +21,7 @@ import {
 import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite, PodLite } from "./informers.ts";
-import type { Observation, PodPortAllocator } from "./pod-port-allocator.ts";
+import type { ExternalSwitchRef, Observation, PodPortAllocator } from "./pod-port-allocator.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
 
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
@@ -246,16 +247,7 @@ export class SubnetReconciler implements Reconciler {
     const ext = v?.externalSwitch;
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
-      if (this.ctx.loadedSpecs.get(name) !== specKey) {
-        const problems = this.podPorts.loadSubnet(name, v.definition, ext);
-        for (const p of problems)
-          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the external switch");
-        this.ctx.loadedSpecs.set(name, specKey);
-        for (const p of this.pods.list())
-          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
-            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
-        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
-      }
+      if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
     }
@@ -263,14 +255,7 @@ export class SubnetReconciler implements Reconciler {
       const specKey = JSON.stringify(subnet.spec);
       if (this.ctx.loadedSpecs.get(name) !== specKey) {
         await nb.echo(); // the switch we just wrote is in the cache before the allocator is rebuilt from it
-        const problems = this.podPorts.loadSubnet(name, v.definition);
-        for (const p of problems)
-          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the subnet's switch");
-        this.ctx.loadedSpecs.set(name, specKey);
-        for (const p of this.pods.list())
-          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
-            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
-        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
+        this.loadAllocator(name, specKey, v.definition);
       }
     }
     const ref = {
@@ -290,6 +275,24 @@ export class SubnetReconciler implements Reconciler {
     }
     await this.writeSubnetStatus(subnet, v, holders);
     return undefined;
+  }
+
+  /**
+   * (Re)loads the Subnet's address allocator from its switch's rows (ZStack's switch `ext`, or ours), then gives
+   * the pods without an address, and those parked on this Subnet or on none, another go.
+   */
+  private loadAllocator(name: string, specKey: string, def: SubnetDefinition, ext?: ExternalSwitchRef): void {
+    const problems = this.podPorts.loadSubnet(name, def, ext);
+    for (const p of problems)
+      this.o.log.warn(
+        { subnet: name, problem: p.message },
+        ext ? "address problem on the external switch" : "address problem on the subnet's switch",
+      );
+    this.ctx.loadedSpecs.set(name, specKey);
+    for (const p of this.pods.list())
+      if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+        this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
+    for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
   }
 
   /**

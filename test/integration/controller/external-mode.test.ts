@@ -192,6 +192,22 @@ async function podPortUuids(sim: ZStackSim, prefix = ""): Promise<Set<string>> {
   return out;
 }
 
+/**
+ * Deletes the pods of NS named, and waits until no pod port of ours is left whose pod's name starts with `prefix`
+ * (the names' common prefix; "" for every pod port).
+ */
+async function deletePodsAndPorts(api: Api, sim: ZStackSim, names: readonly string[], prefix: string) {
+  await deletePods(
+    api,
+    names.map((n) => [NS, n] as const),
+  );
+  await until(
+    `ports of pods ${prefix}* gone`,
+    async () => ((await podPortUuids(sim, prefix)).size === 0 ? true : undefined),
+    60_000,
+  );
+}
+
 async function annotated(api: Api, names: readonly string[]): Promise<Map<string, PodView>> {
   return until(
     `${names.length} pods annotated`,
@@ -315,15 +331,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const ours = await podPortUuids(sim);
       assert.equal(ours.size, names.length);
       assertOnlyOurPorts(before, foreignRows(dump), overlay, ours);
-      await deletePods(
-        api,
-        names.map((n) => [NS, n] as const),
-      );
-      await until(
-        "pod ports gone",
-        async () => ((await podPortUuids(sim, "p")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, names, "p");
     },
   );
 
@@ -373,12 +381,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         },
         60_000,
       );
-      await deletePods(api, [[NS, "held"]]);
-      await until(
-        "held's port gone",
-        async () => ((await podPortUuids(sim, "held")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["held"], "held");
     },
   );
 
@@ -420,16 +423,8 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const after = await sim.dump();
       assert.deepEqual(diffDumps(full, after), [], "the restarted controller wrote nothing to NB");
 
-      await deletePods(
-        api,
-        names.map((n) => [NS, n] as const),
-      );
+      await deletePodsAndPorts(api, sim, names, "w");
       for (const v of added) await sim.writer.removeVmPort(v);
-      await until(
-        "w ports gone",
-        async () => ((await podPortUuids(sim, "w")).size === 0 ? true : undefined),
-        60_000,
-      );
       // ZStack's last rewrite stays ZStack's: put the switch back as it was, as ZStack would on its own.
       await sim.writer.transact([
         {
@@ -443,12 +438,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   // Whatever an earlier subtest left (it failed midway) would hold addresses the property does not know of.
-  await deletePods(api, [...Array.from({ length: 12 }, (_, i) => [NS, `p${i}`] as const), [NS, "held"]]);
-  await until(
-    "earlier pods' ports gone",
-    async () => ((await podPortUuids(sim)).size === 0 ? true : undefined),
-    60_000,
-  );
+  await deletePodsAndPorts(api, sim, [...Array.from({ length: 12 }, (_, i) => `p${i}`), "held"], "");
   await t.test(
     "property: over interleavings of VM add/remove and pod create/delete, no pod gets an address a VM held first",
     async () => {
@@ -488,16 +478,8 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
               if (name) await deletePods(api, [[NS, name]]);
             }
           }
-          await deletePods(
-            api,
-            livePods.map((n) => [NS, n] as const),
-          );
+          await deletePodsAndPorts(api, sim, livePods, "q");
           for (const v of liveVms) await sim.writer.removeVmPort(v.port);
-          await until(
-            "ports of the run gone",
-            async () => ((await podPortUuids(sim, "q")).size === 0 ? true : undefined),
-            60_000,
-          );
         }),
         { numRuns: 6 },
       );
@@ -535,12 +517,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       await setOc(oc);
       await untilReason(api, "zs-overlay", "Ready");
       await annotated(api, ["waiter"]);
-      await deletePods(api, [[NS, "waiter"]]);
-      await until(
-        "waiter's port gone",
-        async () => ((await podPortUuids(sim, "waiter")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["waiter"], "waiter");
     },
   );
 
@@ -562,12 +539,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const ip = podAddress((await annotated(api, ["late"])).get("late") as PodView) as string;
       const last = Number(ip.split(".")[3]);
       assert.ok(last > 60, `the pod got ${ip}, inside the range ZStack excluded`);
-      await deletePods(api, [[NS, "late"]]);
-      await until(
-        "late's port gone",
-        async () => ((await podPortUuids(sim, "late")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["late"], "late");
       await setOc(oc);
     },
   );
@@ -656,15 +628,7 @@ test("External mode on ZStack's 3-member Raft NB: the leader killed while pods a
   assert.equal(perPod.size, names.length);
   assertOnlyOurPorts(before, foreignRows(dump), overlay, await podPortUuids(sim, "r"));
 
-  await deletePods(
-    api,
-    names.map((n) => [NS, n] as const),
-  );
-  await until(
-    "r ports gone",
-    async () => ((await podPortUuids(sim, "r")).size === 0 ? true : undefined),
-    60_000,
-  );
+  await deletePodsAndPorts(api, sim, names, "r");
   await deleteSubnet(api, "zs-overlay");
   await ctl.stop();
   await run("node", ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(",")], {
