@@ -153,9 +153,20 @@ export class SubnetReconciler implements Reconciler {
         name: s.metadata.name,
         creationTimestamp: String((s.metadata as { creationTimestamp?: string }).creationTimestamp ?? ""),
         spec: s.spec as unknown as Record<string, unknown>,
+        ...this.boundSwitchOf(s),
       })),
       this.facts(),
     );
+  }
+
+  /**
+   * The switch a Subnet on ZStack's switch is bound to: the one its allocator is loaded with, else the one its
+   * status records (after a restart).
+   */
+  private boundSwitchOf(s: Subnet): { boundSwitch?: string } {
+    if (!s.spec.externalLogicalSwitch) return {};
+    const bound = this.podPorts.externalSwitchOf(s.metadata.name)?.uuid ?? s.status?.logicalSwitchUUID;
+    return bound ? { boundSwitch: bound } : {};
   }
 
   /**
@@ -356,6 +367,8 @@ export class SubnetReconciler implements Reconciler {
       : findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
     const capacity = alloc?.capacity();
     const conflicts = ext ? this.podPorts.conflictsOf(name) : [];
+    // The binding, once made, is kept in the status: a restart judges the Subnet against it too.
+    const boundUuid = v.externalSwitch?.uuid ?? this.boundSwitchOf(subnet).boundSwitch;
     const body = statusFor(
       v,
       {
@@ -363,6 +376,7 @@ export class SubnetReconciler implements Reconciler {
         ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
         logicalSwitch:
           v.externalSwitch?.name ?? (subnet.spec.externalLogicalSwitch || subnetSwitchName(name)),
+        ...(boundUuid !== undefined ? { logicalSwitchUUID: boundUuid } : {}),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
         ...(ext ? { conflicts } : {}),
       },
@@ -385,6 +399,7 @@ export class SubnetReconciler implements Reconciler {
       cur.usedIPs === body.usedIPs &&
       cur.portCapacity === body.portCapacity &&
       cur.logicalSwitch === body.logicalSwitch &&
+      cur.logicalSwitchUUID === body.logicalSwitchUUID &&
       (cur.message ?? "") === body.message &&
       (cur.conditions ?? []).length === body.conditions.length &&
       body.conditions.every(

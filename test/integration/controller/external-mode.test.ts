@@ -14,7 +14,11 @@ import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { OvnController } from "../../../src/controller/controller.ts";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
+import {
+  POD_NETWORKS_ANNOTATION,
+  parsePodNetwork,
+  parsePodNetworksAnnotation,
+} from "../../../src/ovn/pod-port.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
@@ -296,6 +300,105 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await createNamespace(api, NS);
+
+  await t.test(
+    "a Subnet stays on the switch it was bound to: ZStack giving its name to another switch makes it Failed naming both, and no pod port joins the second switch",
+    async () => {
+      // A name ZStack allows and the agent's parser does not: pods carry the switch's UUID instead.
+      const name = "ZStack 网络 1";
+      const [a] = await sim.writer.transact([
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name, other_config: ["map", [["subnet", "10.70.0.0/24"]]] },
+        },
+      ]);
+      assert.ok(a);
+      await createSubnet(api, "zs-bound", {
+        cidr: "10.70.0.0/24",
+        gateway: "10.70.0.1",
+        externalLogicalSwitch: name,
+        namespaces: [NS],
+      });
+      const ready = await untilReason(api, "zs-bound", "Ready");
+      assert.equal(ready.status?.logicalSwitch, name);
+      assert.equal(ready.status?.logicalSwitchUUID, a);
+      const names = ["b0", "b1", "b2"];
+      await createPods(
+        api,
+        names.map((n) => [NS, n] as const),
+      );
+      for (const p of (await annotated(api, names)).values()) {
+        // What the agent does with it (src/ovn/pod-port.ts): parse it, or refuse every CNI ADD of the pod.
+        const net = parsePodNetwork(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+        assert.equal(net?.logicalSwitch, a);
+        assert.match(podAddress(p) ?? "", /^10\.70\.0\.\d+$/);
+      }
+      const ours = await podPortUuids(sim, "b");
+      assert.equal(ours.size, names.length);
+      /** Each of our pod ports, with the switches whose `ports` hold it. */
+      const holders = async () => {
+        await sim.sync();
+        const dump = await sim.dump();
+        const out = new Map<string, string[]>([...ours].map((u) => [u, []]));
+        for (const [su, ls] of Object.entries(dump.Logical_Switch ?? {})) {
+          const ports = plain(ls.ports);
+          for (const pu of Array.isArray(ports) ? ports : [ports]) out.get(String(pu))?.push(su);
+        }
+        return out;
+      };
+      const onlyOn = async (sw: string, when: string) => {
+        for (const [pu, sws] of await holders())
+          assert.deepEqual(
+            sws,
+            [sw],
+            `${when}: pod port ${pu} is in the ports of ${sws.join(", ") || "no switch"}`,
+          );
+      };
+      await onlyOn(a, "bound");
+      // ZStack renames the network and creates another one under the old name.
+      const [, b] = await sim.writer.transact([
+        {
+          op: "update",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", a]]],
+          row: { name: `${name} old` },
+        },
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name, other_config: ["map", [["subnet", "10.70.0.0/24"]]] },
+        },
+      ]);
+      assert.ok(b);
+      const changed = await untilReason(api, "zs-bound", "ExternalSwitchChanged");
+      assert.equal(changed.status?.phase, "Failed");
+      assert.equal(changed.status?.logicalSwitchUUID, a, "the binding is kept");
+      const msg = readyCondition(changed)?.message ?? "";
+      assert.ok(msg.includes(a) && msg.includes(b), msg);
+      await onlyOn(a, "renamed");
+      // A restart reconciles every pod: the binding comes back from the status, and no port moves.
+      await ctl.stop();
+      ctl = await startController(t, api, sim);
+      await ctl.synced;
+      await onlyOn(a, "after a restart");
+      assert.equal(readyCondition(await getSubnet(api, "zs-bound"))?.reason, "ExternalSwitchChanged");
+      // ZStack puts it back: the Subnet is Ready on its switch again.
+      await sim.writer.transact([
+        { op: "delete", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", b]]] },
+        { op: "update", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", a]]], row: { name } },
+      ]);
+      const back = await untilReason(api, "zs-bound", "Ready");
+      assert.equal(back.status?.logicalSwitchUUID, a);
+      await onlyOn(a, "named back");
+      await deletePodsAndPorts(api, sim, names, "b");
+      await deleteSubnet(api, "zs-bound");
+      await sim.writer.transact([
+        { op: "delete", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", a]]] },
+      ]);
+    },
+  );
+
   await createSubnet(api, "zs-overlay", {
     cidr: "10.60.0.0/24",
     gateway: "10.60.0.1",
@@ -304,6 +407,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   });
   const ready = await untilReason(api, "zs-overlay", "Ready");
   assert.equal(ready.status?.logicalSwitch, "l3-vpc-network");
+  assert.equal(ready.status?.logicalSwitchUUID, overlay);
 
   await t.test(
     "pods on the overlay switch get free addresses, ZStack's router as gateway, ports on the switch",
@@ -325,7 +429,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         assert.ok(!seen.has(ip), `${ip} given twice`);
         seen.add(ip);
         assert.deepEqual(ann?.gateway_ips, ["10.60.0.1"]);
-        assert.equal(ann?.logical_switch, "l3-vpc-network");
+        assert.equal(ann?.logical_switch, overlay, "the switch's UUID, whatever ZStack names it");
         assert.match(ann?.ip_addresses[0] ?? "", /^10\.60\.0\.\d+\/24$/);
       }
       const ours = await podPortUuids(sim);
