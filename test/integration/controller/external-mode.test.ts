@@ -638,7 +638,16 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
             row: { other_config: ["map", Object.entries(m)] },
           },
         ]);
+      const free = (await getSubnet(api, "zs-overlay")).status?.availableIPs ?? 0;
       await setOc({ ...oc, exclude_ips: `${oc.exclude_ips} 10.60.0.13..10.60.0.60` });
+      // The pod is created once the controller has seen the range (its count of free addresses dropped): a pod
+      // allocated while ZStack's write is still on its way to the controller is a race no one can win.
+      await until(
+        "the controller counts the excluded range",
+        async () =>
+          ((await getSubnet(api, "zs-overlay")).status?.availableIPs ?? free) < free ? true : undefined,
+        60_000,
+      );
       await createPods(api, [[NS, "late"]]);
       const ip = podAddress((await annotated(api, ["late"])).get("late") as PodView) as string;
       const last = Number(ip.split(".")[3]);
