@@ -7,7 +7,7 @@ import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
-import { lookupExternalSwitch } from "../ovn/external-switch.ts";
+import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
 import { CONTROLLER, isOurs, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
@@ -165,7 +165,10 @@ export class SubnetReconciler implements Reconciler {
    */
   private boundSwitchOf(s: Subnet): { boundSwitch?: string } {
     if (!s.spec.externalLogicalSwitch) return {};
-    const bound = this.podPorts.externalSwitchOf(s.metadata.name)?.uuid ?? s.status?.logicalSwitchUUID;
+    const recorded = s.status?.logicalSwitchUUID;
+    const bound =
+      this.podPorts.externalSwitchOf(s.metadata.name)?.uuid ??
+      (typeof recorded === "string" && isOvnUuid(recorded) ? recorded : undefined);
     return bound ? { boundSwitch: bound } : {};
   }
 

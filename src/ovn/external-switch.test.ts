@@ -2,25 +2,28 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { Cache } from "../ovsdb/cache.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
-import { lookupExternalSwitch } from "./external-switch.ts";
+import { isOvnUuid, lookupExternalSwitch } from "./external-switch.ts";
 
 const u = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, "0")}`;
 
-function cacheOf(switches: Record<number, string>): Cache<NbTables> {
+/** A cache holding switches: uuid (or its number for u()) -> name. */
+function cacheOf(switches: Record<string, string>): Cache<NbTables> {
   const cache = new Cache(nbModel.schema);
   const rows: Record<string, unknown> = {};
-  for (const [n, name] of Object.entries(switches)) rows[u(Number(n))] = { initial: { name } };
+  for (const [k, name] of Object.entries(switches))
+    rows[/^\d+$/.test(k) ? u(Number(k)) : k] = { initial: { name } };
   cache.apply({ Logical_Switch: rows }, 2);
   return cache as unknown as Cache<NbTables>;
 }
 
 describe("lookupExternalSwitch", () => {
   test("a UUID finds its switch, in either case", () => {
-    const cache = cacheOf({ 1: "zstack-net" });
-    for (const ref of [u(1), u(1).toUpperCase()]) {
+    const id = "6b1f0000-0000-4000-8000-00000000abcd";
+    const cache = cacheOf({ [id]: "zstack-net" });
+    for (const ref of [id, id.toUpperCase()]) {
       const r = lookupExternalSwitch(cache, ref);
       assert.equal(r.kind, "found");
-      assert.equal(r.kind === "found" && r.facts.uuid, u(1));
+      assert.equal(r.kind === "found" && r.facts.uuid, id);
     }
   });
 
@@ -38,4 +41,11 @@ describe("lookupExternalSwitch", () => {
     assert.deepEqual(lookupExternalSwitch(cache, "twin"), { kind: "ambiguous", uuids: [u(2), u(3)] });
     assert.deepEqual(lookupExternalSwitch(cache, "none"), { kind: "missing" });
   });
+});
+
+test("isOvnUuid takes NB's lower-case UUID text only", () => {
+  const hex = "6b1f0000-0000-4000-8000-00000000abcd";
+  assert.equal(isOvnUuid(hex), true);
+  for (const t of [hex.toUpperCase(), `${u(1)} `, "6b1f0000000040008000000000000001", "", "ZStack 网络 1"])
+    assert.equal(isOvnUuid(t), false, t);
 });

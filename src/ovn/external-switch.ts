@@ -11,6 +11,11 @@ import { isOurs } from "./ownership.ts";
 /** OVN's UUID text (36 characters with dashes), as `ovn-nbctl` prints it. */
 const OVN_UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Whether `text` is an OVN UUID as NB prints it (lower case). */
+export function isOvnUuid(text: string): boolean {
+  return OVN_UUID_RE.test(text) && text === text.toLowerCase();
+}
+
 const NAME_INDEX = "zstack.io/switch-name";
 
 /** What the switch's own rows say about its addresses; every value is the text NB holds, unparsed. */
