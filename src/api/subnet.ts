@@ -49,6 +49,8 @@ export interface SubnetStatus {
   /** Addresses the subnet can hand out at most. */
   portCapacity?: number;
   logicalSwitch?: string;
+  /** External mode: the OVN UUID of ZStack's switch the Subnet is bound to (its pods' ports are there). */
+  logicalSwitchUUID?: string;
 }
 
 export interface Subnet extends KubeObject {

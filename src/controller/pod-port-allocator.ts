@@ -120,7 +120,9 @@ function foreignOwner(h: ForeignHolder): string {
 function addressingOf(sn: SubnetState, ips: readonly string[], mac: string) {
   return {
     subnet: sn.name,
-    logicalSwitch: sn.external?.name ?? subnetSwitchName(sn.name),
+    // On ZStack's switch its UUID: ZStack's names may hold what the agent's parser refuses (spaces, CJK), and a
+    // rename by ZStack leaves the pods' annotations as they are.
+    logicalSwitch: sn.external?.uuid ?? subnetSwitchName(sn.name),
     mac,
     ipsWithPrefix: ips.map((ip, i) => `${ip}/${sn.prefixes[i] ?? (ip.includes(":") ? "128" : "32")}`),
     gateways: sn.gateways,

@@ -3,10 +3,11 @@
 // while ports use it, and reports all of that in its status.
 
 import { SUBNET_PATH, type Subnet, type SubnetStatus } from "../api/subnet.ts";
+import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
-import { lookupExternalSwitch } from "../ovn/external-switch.ts";
+import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { findOwned, plan } from "../ovn/nb-diff.ts";
 import { CONTROLLER, isOurs, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
@@ -21,7 +22,7 @@ import { setSize } from "../ovsdb/live-set.ts";
 import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite, PodLite } from "./informers.ts";
-import type { Observation, PodPortAllocator } from "./pod-port-allocator.ts";
+import type { ExternalSwitchRef, Observation, PodPortAllocator } from "./pod-port-allocator.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
 
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
@@ -154,9 +155,23 @@ export class SubnetReconciler implements Reconciler {
         name: s.metadata.name,
         creationTimestamp: String((s.metadata as { creationTimestamp?: string }).creationTimestamp ?? ""),
         spec: s.spec as unknown as Record<string, unknown>,
+        ...this.boundSwitchOf(s),
       })),
       this.facts(),
     );
+  }
+
+  /**
+   * The switch a Subnet on ZStack's switch is bound to: the one its allocator is loaded with, else the one its
+   * status records (after a restart).
+   */
+  private boundSwitchOf(s: Subnet): { boundSwitch?: string } {
+    if (!s.spec.externalLogicalSwitch) return {};
+    const recorded = s.status?.logicalSwitchUUID;
+    const bound =
+      this.podPorts.externalSwitchOf(s.metadata.name)?.uuid ??
+      (typeof recorded === "string" && isOvnUuid(recorded) ? recorded : undefined);
+    return bound ? { boundSwitch: bound } : {};
   }
 
   /**
@@ -248,16 +263,7 @@ export class SubnetReconciler implements Reconciler {
     const ext = v?.externalSwitch;
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
-      if (this.ctx.loadedSpecs.get(name) !== specKey) {
-        const problems = this.podPorts.loadSubnet(name, v.definition, ext);
-        for (const p of problems)
-          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the external switch");
-        this.ctx.loadedSpecs.set(name, specKey);
-        for (const p of this.pods.list())
-          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
-            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
-        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
-      }
+      if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
     }
@@ -265,14 +271,7 @@ export class SubnetReconciler implements Reconciler {
       const specKey = JSON.stringify(subnet.spec);
       if (this.ctx.loadedSpecs.get(name) !== specKey) {
         await nb.echo(); // the switch we just wrote is in the cache before the allocator is rebuilt from it
-        const problems = this.podPorts.loadSubnet(name, v.definition);
-        for (const p of problems)
-          this.o.log.warn({ subnet: name, problem: p.message }, "address problem on the subnet's switch");
-        this.ctx.loadedSpecs.set(name, specKey);
-        for (const p of this.pods.list())
-          if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
-            this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
-        for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
+        this.loadAllocator(name, specKey, v.definition);
       }
     }
     const ref = {
@@ -292,6 +291,24 @@ export class SubnetReconciler implements Reconciler {
     }
     await this.writeSubnetStatus(subnet, v, holders);
     return undefined;
+  }
+
+  /**
+   * (Re)loads the Subnet's address allocator from its switch's rows (ZStack's switch `ext`, or ours), then gives
+   * the pods without an address, and those parked on this Subnet or on none, another go.
+   */
+  private loadAllocator(name: string, specKey: string, def: SubnetDefinition, ext?: ExternalSwitchRef): void {
+    const problems = this.podPorts.loadSubnet(name, def, ext);
+    for (const p of problems)
+      this.o.log.warn(
+        { subnet: name, problem: p.message },
+        ext ? "address problem on the external switch" : "address problem on the subnet's switch",
+      );
+    this.ctx.loadedSpecs.set(name, specKey);
+    for (const p of this.pods.list())
+      if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+        this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
+    for (const waiting of [name, ""]) this.ctx.wakeWaitingForSubnet(waiting);
   }
 
   /**
@@ -355,6 +372,8 @@ export class SubnetReconciler implements Reconciler {
       : findOwned(this.o.nb.cache as never, "Logical_Switch", `subnet/${name}`);
     const capacity = alloc?.capacity();
     const conflicts = ext ? this.podPorts.conflictsOf(name) : [];
+    // The binding, once made, is kept in the status: a restart judges the Subnet against it too.
+    const boundUuid = v.externalSwitch?.uuid ?? this.boundSwitchOf(subnet).boundSwitch;
     const body = statusFor(
       v,
       {
@@ -362,6 +381,7 @@ export class SubnetReconciler implements Reconciler {
         ports: ((ls?.ports as readonly string[] | undefined) ?? []).length,
         logicalSwitch:
           v.externalSwitch?.name ?? (subnet.spec.externalLogicalSwitch || subnetSwitchName(name)),
+        ...(boundUuid !== undefined ? { logicalSwitchUUID: boundUuid } : {}),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
         ...(ext ? { conflicts } : {}),
       },
@@ -384,6 +404,7 @@ export class SubnetReconciler implements Reconciler {
       cur.usedIPs === body.usedIPs &&
       cur.portCapacity === body.portCapacity &&
       cur.logicalSwitch === body.logicalSwitch &&
+      cur.logicalSwitchUUID === body.logicalSwitchUUID &&
       (cur.message ?? "") === body.message &&
       (cur.conditions ?? []).length === body.conditions.length &&
       body.conditions.every(

@@ -241,3 +241,49 @@ test("an external switch is checked against its other_config:subnet, router port
   const missing = judge({ cidr: "10.60.0.0/24", gateway: "10.60.0.1" }, { kind: "missing" });
   assert.equal(missing?.reason, "ExternalSwitchNotFound");
 });
+
+test("a Subnet bound to one switch whose name now resolves to another is Failed naming both; its own switch stays Ready", () => {
+  const bound = "6b1f0000-0000-4000-8000-000000000001";
+  const other = "7c2f0000-0000-4000-8000-000000000009";
+  const lookup = (uuid: string): ExternalSwitchLookup => ({
+    kind: "found",
+    facts: { uuid, name: "ZStack 网络 1", ours: false, routerPorts: [], dhcpOptions: [] },
+  });
+  const judge = (boundSwitch: string | undefined, found: ExternalSwitchLookup) =>
+    judgeSubnets(
+      [
+        {
+          ...sn("ext", "1", {
+            cidr: "10.60.0.0/24",
+            gateway: "10.60.0.1",
+            externalLogicalSwitch: "ZStack 网络 1",
+          }),
+          ...(boundSwitch ? { boundSwitch } : {}),
+        },
+      ],
+      { ...FACTS, externalSwitch: () => found },
+    ).get("ext");
+  const moved = judge(bound, lookup(other));
+  assert.equal(moved?.phase, "Failed");
+  assert.equal(moved?.reason, "ExternalSwitchChanged");
+  assert.equal(moved?.definition, undefined, "a Failed Subnet serves no new pod");
+  assert.ok(moved?.message.includes(bound) && moved.message.includes(other), moved?.message);
+  assert.match(moved?.message ?? "", /they are not moved/);
+  // Bound to the switch it resolves to, or not bound yet: Ready, bound to what it found.
+  for (const b of [bound, undefined]) {
+    const ok = judge(b, lookup(bound));
+    assert.equal(ok?.ready, true, ok?.message);
+    assert.deepEqual(ok?.externalSwitch, { uuid: bound, name: "ZStack 网络 1" });
+  }
+  // Its switch renamed away and no other taking the name: missing, not changed.
+  assert.equal(judge(bound, { kind: "missing" })?.reason, "ExternalSwitchNotFound");
+});
+
+test("the status records the switch UUID the Subnet is bound to", () => {
+  const v = judgeSubnets([sn("a", "1", { cidr: "10.9.0.0/24", gateway: "10.9.0.1" })], FACTS).get("a");
+  assert.ok(v);
+  const uuid = "6b1f0000-0000-4000-8000-000000000001";
+  const body = statusFor(v, { ports: 0, logicalSwitch: "ZStack 网络 1", logicalSwitchUUID: uuid }, FACTS);
+  assert.equal(body.logicalSwitchUUID, uuid);
+  assert.equal("logicalSwitchUUID" in statusFor(v, { ports: 0, logicalSwitch: "x" }, FACTS), false);
+});

@@ -18,6 +18,11 @@ export interface SubnetObject {
   readonly name: string;
   readonly creationTimestamp: string;
   readonly spec: Readonly<Record<string, unknown>>;
+  /**
+   * External mode: the UUID of the switch the Subnet is bound to (its pods' ports are there), once it has
+   * resolved spec.externalLogicalSwitch; a later resolution to another switch is refused, never followed.
+   */
+  readonly boundSwitch?: string;
 }
 
 export interface ClusterFacts {
@@ -84,7 +89,8 @@ export function judgeSubnets(subnets: readonly SubnetObject[], facts: ClusterFac
     let externalSwitch: Verdict["externalSwitch"];
     if (!problem && typeof ext === "string" && ext !== "" && facts.externalSwitch) {
       const found = facts.externalSwitch(ext);
-      const extProblem = externalSwitchProblem(def, ext, found);
+      const extProblem =
+        boundSwitchProblem(ext, s.boundSwitch, found) ?? externalSwitchProblem(def, ext, found);
       if (extProblem) {
         out.set(s.name, fail(s.name, extProblem.reason, extProblem.message));
         continue;
@@ -203,6 +209,26 @@ function clusterProblem(
     };
   }
   return undefined;
+}
+
+/**
+ * A Subnet bound to one switch whose spec.externalLogicalSwitch now resolves to another (ZStack renamed its switch
+ * and gave another one the name, or deleted and recreated it): following it would put the pods' ports on two
+ * switches, so the Subnet fails and names both.
+ */
+export function boundSwitchProblem(
+  ref: string,
+  bound: string | undefined,
+  found: ExternalSwitchLookup,
+): { reason: string; message: string } | undefined {
+  if (bound === undefined || found.kind !== "found" || found.facts.uuid === bound) return undefined;
+  return {
+    reason: "ExternalSwitchChanged",
+    message:
+      `spec.externalLogicalSwitch ${ref} now resolves to Logical_Switch ${found.facts.uuid} (${JSON.stringify(found.facts.name)}), ` +
+      `but the Subnet is bound to Logical_Switch ${bound}, where its pods' ports are; they are not moved. ` +
+      "Give ZStack's switch its name back, or create a new Subnet for the new switch and move the namespaces to it",
+  };
 }
 
 const notFound = (ext: string) => ({
@@ -325,6 +351,8 @@ export interface SubnetStatusBody {
   availableIPs: number;
   usedIPs: number;
   logicalSwitch: string;
+  /** External mode: the UUID of ZStack's switch the Subnet is bound to. */
+  logicalSwitchUUID?: string;
   portCapacity: number;
   message: string;
   conditions: {
@@ -360,6 +388,8 @@ export function statusFor(
     capacity?: Capacity;
     ports: number;
     logicalSwitch: string;
+    /** External mode: the UUID of the switch the Subnet is bound to. */
+    logicalSwitchUUID?: string;
     /** Set while the Subnet is being deleted: the ports (pods first) that hold it. */
     deleting?: { holders: readonly string[] };
     /**
@@ -423,6 +453,7 @@ export function statusFor(
     availableIPs: usage.capacity ? displayCount(usage.capacity.available) : 0,
     usedIPs: usage.capacity ? displayCount(usage.capacity.used) : 0,
     logicalSwitch: usage.logicalSwitch,
+    ...(usage.logicalSwitchUUID !== undefined ? { logicalSwitchUUID: usage.logicalSwitchUUID } : {}),
     portCapacity: portCap,
     message,
     conditions,

@@ -11,6 +11,11 @@ import { isOurs } from "./ownership.ts";
 /** OVN's UUID text (36 characters with dashes), as `ovn-nbctl` prints it. */
 const OVN_UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Whether `text` is an OVN UUID as NB prints it (lower case). */
+export function isOvnUuid(text: string): boolean {
+  return OVN_UUID_RE.test(text) && text === text.toLowerCase();
+}
+
 const NAME_INDEX = "zstack.io/switch-name";
 
 /** What the switch's own rows say about its addresses; every value is the text NB holds, unparsed. */
@@ -37,14 +42,15 @@ export type ExternalSwitchLookup =
   | { readonly kind: "ambiguous"; readonly uuids: readonly string[] };
 
 /**
- * The switch `ref` names: a 36-character OVN UUID names that row; anything else is a name, which must be
+ * The switch `ref` names: a 36-character OVN UUID names that row and only that row (once it is deleted, a switch
+ * that happens to be named with the same text is not taken in its place); anything else is a name, which must be
  * unique (two switches may share one; then neither is taken).
  */
 export function lookupExternalSwitch(cache: Cache<NbTables>, ref: string): ExternalSwitchLookup {
   const switches = cache.table("Logical_Switch");
   if (OVN_UUID_RE.test(ref)) {
     const row = switches.get(ref.toLowerCase());
-    if (row) return { kind: "found", facts: readFacts(cache, row._uuid) };
+    return row ? { kind: "found", facts: readFacts(cache, row._uuid) } : { kind: "missing" };
   }
   // Names are not unique in NB (no schema index): an index of our own, so a judge costs a lookup, not a scan.
   if (!switches.hasIndex(NAME_INDEX)) switches.addIndex(NAME_INDEX, "name");

@@ -126,6 +126,21 @@ describe("the pod-networks annotation", () => {
     refused(text({ logical_switch: "x".repeat(MAX_POD_NETWORKS_LENGTH) }), "k8s.ovn.org/pod-networks");
   });
 
+  test("a pod on ZStack's switch carries the switch's UUID, which the agent takes; ZStack's display names it refuses", () => {
+    const on = (logicalSwitch: string) =>
+      podNetworksAnnotation({
+        subnet: "zs",
+        logicalSwitch,
+        mac: "0a:58:0a:3c:00:05",
+        ipsWithPrefix: ["10.60.0.5/24"],
+        gateways: ["10.60.0.1"],
+      });
+    const uuid = "6b1f0000-0000-4000-8000-000000000001";
+    assert.equal(parsePodNetwork(on(uuid))?.logicalSwitch, uuid);
+    // Names ZStack allows: why the controller never writes them (docs/external-mode.md, "Addresses").
+    for (const name of ["ZStack 网络 1", "网络", "l3 vpc"]) refused(on(name), "default.logical_switch");
+  });
+
   test("any JSON value is either refused with an InvalidInputError or parsed into values without whitespace", () => {
     const hostileString = fc.oneof(
       fc.string(),

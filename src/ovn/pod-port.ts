@@ -21,6 +21,7 @@ export interface PodRef {
 
 export interface PodAddressing {
   readonly subnet: string;
+  /** Our switch's name, or the OVN UUID of ZStack's switch (its names may hold what the agent refuses). */
   readonly logicalSwitch: string;
   readonly mac: string;
   /** Addresses with the subnet prefix, e.g. ["10.244.0.5/16", "fd00::5/64"]. */

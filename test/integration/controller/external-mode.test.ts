@@ -14,7 +14,11 @@ import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { OvnController } from "../../../src/controller/controller.ts";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
-import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
+import {
+  POD_NETWORKS_ANNOTATION,
+  parsePodNetwork,
+  parsePodNetworksAnnotation,
+} from "../../../src/ovn/pod-port.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
@@ -192,6 +196,22 @@ async function podPortUuids(sim: ZStackSim, prefix = ""): Promise<Set<string>> {
   return out;
 }
 
+/**
+ * Deletes the pods of NS named, and waits until no pod port of ours is left whose pod's name starts with `prefix`
+ * (the names' common prefix; "" for every pod port).
+ */
+async function deletePodsAndPorts(api: Api, sim: ZStackSim, names: readonly string[], prefix: string) {
+  await deletePods(
+    api,
+    names.map((n) => [NS, n] as const),
+  );
+  await until(
+    `ports of pods ${prefix}* gone`,
+    async () => ((await podPortUuids(sim, prefix)).size === 0 ? true : undefined),
+    60_000,
+  );
+}
+
 async function annotated(api: Api, names: readonly string[]): Promise<Map<string, PodView>> {
   return until(
     `${names.length} pods annotated`,
@@ -280,6 +300,105 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await createNamespace(api, NS);
+
+  await t.test(
+    "a Subnet stays on the switch it was bound to: ZStack giving its name to another switch makes it Failed naming both, and no pod port joins the second switch",
+    async () => {
+      // A name ZStack allows and the agent's parser does not: pods carry the switch's UUID instead.
+      const name = "ZStack 网络 1";
+      const [a] = await sim.writer.transact([
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name, other_config: ["map", [["subnet", "10.70.0.0/24"]]] },
+        },
+      ]);
+      assert.ok(a);
+      await createSubnet(api, "zs-bound", {
+        cidr: "10.70.0.0/24",
+        gateway: "10.70.0.1",
+        externalLogicalSwitch: name,
+        namespaces: [NS],
+      });
+      const ready = await untilReason(api, "zs-bound", "Ready");
+      assert.equal(ready.status?.logicalSwitch, name);
+      assert.equal(ready.status?.logicalSwitchUUID, a);
+      const names = ["b0", "b1", "b2"];
+      await createPods(
+        api,
+        names.map((n) => [NS, n] as const),
+      );
+      for (const p of (await annotated(api, names)).values()) {
+        // What the agent does with it (src/ovn/pod-port.ts): parse it, or refuse every CNI ADD of the pod.
+        const net = parsePodNetwork(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+        assert.equal(net?.logicalSwitch, a);
+        assert.match(podAddress(p) ?? "", /^10\.70\.0\.\d+$/);
+      }
+      const ours = await podPortUuids(sim, "b");
+      assert.equal(ours.size, names.length);
+      /** Each of our pod ports, with the switches whose `ports` hold it. */
+      const holders = async () => {
+        await sim.sync();
+        const dump = await sim.dump();
+        const out = new Map<string, string[]>([...ours].map((u) => [u, []]));
+        for (const [su, ls] of Object.entries(dump.Logical_Switch ?? {})) {
+          const ports = plain(ls.ports);
+          for (const pu of Array.isArray(ports) ? ports : [ports]) out.get(String(pu))?.push(su);
+        }
+        return out;
+      };
+      const onlyOn = async (sw: string, when: string) => {
+        for (const [pu, sws] of await holders())
+          assert.deepEqual(
+            sws,
+            [sw],
+            `${when}: pod port ${pu} is in the ports of ${sws.join(", ") || "no switch"}`,
+          );
+      };
+      await onlyOn(a, "bound");
+      // ZStack renames the network and creates another one under the old name.
+      const [, b] = await sim.writer.transact([
+        {
+          op: "update",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", a]]],
+          row: { name: `${name} old` },
+        },
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name, other_config: ["map", [["subnet", "10.70.0.0/24"]]] },
+        },
+      ]);
+      assert.ok(b);
+      const changed = await untilReason(api, "zs-bound", "ExternalSwitchChanged");
+      assert.equal(changed.status?.phase, "Failed");
+      assert.equal(changed.status?.logicalSwitchUUID, a, "the binding is kept");
+      const msg = readyCondition(changed)?.message ?? "";
+      assert.ok(msg.includes(a) && msg.includes(b), msg);
+      await onlyOn(a, "renamed");
+      // A restart reconciles every pod: the binding comes back from the status, and no port moves.
+      await ctl.stop();
+      ctl = await startController(t, api, sim);
+      await ctl.synced;
+      await onlyOn(a, "after a restart");
+      assert.equal(readyCondition(await getSubnet(api, "zs-bound"))?.reason, "ExternalSwitchChanged");
+      // ZStack puts it back: the Subnet is Ready on its switch again.
+      await sim.writer.transact([
+        { op: "delete", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", b]]] },
+        { op: "update", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", a]]], row: { name } },
+      ]);
+      const back = await untilReason(api, "zs-bound", "Ready");
+      assert.equal(back.status?.logicalSwitchUUID, a);
+      await onlyOn(a, "named back");
+      await deletePodsAndPorts(api, sim, names, "b");
+      await deleteSubnet(api, "zs-bound");
+      await sim.writer.transact([
+        { op: "delete", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", a]]] },
+      ]);
+    },
+  );
+
   await createSubnet(api, "zs-overlay", {
     cidr: "10.60.0.0/24",
     gateway: "10.60.0.1",
@@ -288,6 +407,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   });
   const ready = await untilReason(api, "zs-overlay", "Ready");
   assert.equal(ready.status?.logicalSwitch, "l3-vpc-network");
+  assert.equal(ready.status?.logicalSwitchUUID, overlay);
 
   await t.test(
     "pods on the overlay switch get free addresses, ZStack's router as gateway, ports on the switch",
@@ -309,21 +429,13 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         assert.ok(!seen.has(ip), `${ip} given twice`);
         seen.add(ip);
         assert.deepEqual(ann?.gateway_ips, ["10.60.0.1"]);
-        assert.equal(ann?.logical_switch, "l3-vpc-network");
+        assert.equal(ann?.logical_switch, overlay, "the switch's UUID, whatever ZStack names it");
         assert.match(ann?.ip_addresses[0] ?? "", /^10\.60\.0\.\d+\/24$/);
       }
       const ours = await podPortUuids(sim);
       assert.equal(ours.size, names.length);
       assertOnlyOurPorts(before, foreignRows(dump), overlay, ours);
-      await deletePods(
-        api,
-        names.map((n) => [NS, n] as const),
-      );
-      await until(
-        "pod ports gone",
-        async () => ((await podPortUuids(sim, "p")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, names, "p");
     },
   );
 
@@ -373,12 +485,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         },
         60_000,
       );
-      await deletePods(api, [[NS, "held"]]);
-      await until(
-        "held's port gone",
-        async () => ((await podPortUuids(sim, "held")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["held"], "held");
     },
   );
 
@@ -420,16 +527,8 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const after = await sim.dump();
       assert.deepEqual(diffDumps(full, after), [], "the restarted controller wrote nothing to NB");
 
-      await deletePods(
-        api,
-        names.map((n) => [NS, n] as const),
-      );
+      await deletePodsAndPorts(api, sim, names, "w");
       for (const v of added) await sim.writer.removeVmPort(v);
-      await until(
-        "w ports gone",
-        async () => ((await podPortUuids(sim, "w")).size === 0 ? true : undefined),
-        60_000,
-      );
       // ZStack's last rewrite stays ZStack's: put the switch back as it was, as ZStack would on its own.
       await sim.writer.transact([
         {
@@ -443,12 +542,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   // Whatever an earlier subtest left (it failed midway) would hold addresses the property does not know of.
-  await deletePods(api, [...Array.from({ length: 12 }, (_, i) => [NS, `p${i}`] as const), [NS, "held"]]);
-  await until(
-    "earlier pods' ports gone",
-    async () => ((await podPortUuids(sim)).size === 0 ? true : undefined),
-    60_000,
-  );
+  await deletePodsAndPorts(api, sim, [...Array.from({ length: 12 }, (_, i) => `p${i}`), "held"], "");
   await t.test(
     "property: over interleavings of VM add/remove and pod create/delete, no pod gets an address a VM held first",
     async () => {
@@ -488,16 +582,8 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
               if (name) await deletePods(api, [[NS, name]]);
             }
           }
-          await deletePods(
-            api,
-            livePods.map((n) => [NS, n] as const),
-          );
+          await deletePodsAndPorts(api, sim, livePods, "q");
           for (const v of liveVms) await sim.writer.removeVmPort(v.port);
-          await until(
-            "ports of the run gone",
-            async () => ((await podPortUuids(sim, "q")).size === 0 ? true : undefined),
-            60_000,
-          );
         }),
         { numRuns: 6 },
       );
@@ -535,12 +621,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       await setOc(oc);
       await untilReason(api, "zs-overlay", "Ready");
       await annotated(api, ["waiter"]);
-      await deletePods(api, [[NS, "waiter"]]);
-      await until(
-        "waiter's port gone",
-        async () => ((await podPortUuids(sim, "waiter")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["waiter"], "waiter");
     },
   );
 
@@ -557,17 +638,21 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
             row: { other_config: ["map", Object.entries(m)] },
           },
         ]);
+      const free = (await getSubnet(api, "zs-overlay")).status?.availableIPs ?? 0;
       await setOc({ ...oc, exclude_ips: `${oc.exclude_ips} 10.60.0.13..10.60.0.60` });
+      // The pod is created once the controller has seen the range (its count of free addresses dropped): a pod
+      // allocated while ZStack's write is still on its way to the controller is a race no one can win.
+      await until(
+        "the controller counts the excluded range",
+        async () =>
+          ((await getSubnet(api, "zs-overlay")).status?.availableIPs ?? free) < free ? true : undefined,
+        60_000,
+      );
       await createPods(api, [[NS, "late"]]);
       const ip = podAddress((await annotated(api, ["late"])).get("late") as PodView) as string;
       const last = Number(ip.split(".")[3]);
       assert.ok(last > 60, `the pod got ${ip}, inside the range ZStack excluded`);
-      await deletePods(api, [[NS, "late"]]);
-      await until(
-        "late's port gone",
-        async () => ((await podPortUuids(sim, "late")).size === 0 ? true : undefined),
-        60_000,
-      );
+      await deletePodsAndPorts(api, sim, ["late"], "late");
       await setOc(oc);
     },
   );
@@ -656,15 +741,7 @@ test("External mode on ZStack's 3-member Raft NB: the leader killed while pods a
   assert.equal(perPod.size, names.length);
   assertOnlyOurPorts(before, foreignRows(dump), overlay, await podPortUuids(sim, "r"));
 
-  await deletePods(
-    api,
-    names.map((n) => [NS, n] as const),
-  );
-  await until(
-    "r ports gone",
-    async () => ((await podPortUuids(sim, "r")).size === 0 ? true : undefined),
-    60_000,
-  );
+  await deletePodsAndPorts(api, sim, names, "r");
   await deleteSubnet(api, "zs-overlay");
   await ctl.stop();
   await run("node", ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(",")], {

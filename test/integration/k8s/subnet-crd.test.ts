@@ -312,7 +312,7 @@ describe("Subnet CRD", () => {
     assert.match(tooMany, /spec.excludeIPs: Too many: 129: must have at most 128 items/);
   });
 
-  it("refuses changes to cidr, gateway and protocol, naming the field and the way out, and takes other edits", async () => {
+  it("refuses changes to cidr, gateway, protocol and externalLogicalSwitch, naming the field and the way out, and takes other edits", async () => {
     await subnets.create(
       newSubnet("immutable", { cidr: "10.81.0.0/24", gateway: "10.81.0.1", namespaces: ["a"] }),
     );
@@ -334,6 +334,34 @@ describe("Subnet CRD", () => {
         { protocol: "Dual", cidr: "10.81.0.0/24,fd00:81::/64", gateway: "10.81.0.1,fd00:81::1" },
         "protocol is immutable",
       );
+      // A Subnet of its own does not move onto ZStack's switch, nor one on ZStack's switch to another or off it.
+      await refused(
+        { externalLogicalSwitch: "zstack-l3" },
+        "externalLogicalSwitch cannot be added or removed",
+      );
+      await subnets.create(
+        newSubnet("immutable-ext", {
+          cidr: "10.82.0.0/24",
+          gateway: "10.82.0.1",
+          externalLogicalSwitch: "zs-a",
+        }),
+      );
+      const patchExt = (spec: Record<string, unknown>) =>
+        api.request(`${SUBNET_PATH}/immutable-ext`, { method: "PATCH", body: { spec } });
+      for (const [spec, text] of [
+        [
+          { externalLogicalSwitch: "zs-b" },
+          "spec.externalLogicalSwitch: .*externalLogicalSwitch is immutable: .*create a new Subnet",
+        ],
+        [{ externalLogicalSwitch: null }, "externalLogicalSwitch cannot be added or removed"],
+      ] as const)
+        await assert.rejects(patchExt(spec), (e: unknown) => {
+          assert.ok(e instanceof ApiError, String(e));
+          assert.equal(e.status, 422, e.message);
+          assert.match(e.message, new RegExp(text));
+          return true;
+        });
+      await api.request(`${SUBNET_PATH}/immutable-ext`, { method: "DELETE" });
       // Everything else stays editable: namespaces and excluded addresses change what new pods get.
       await patch({ namespaces: ["a", "b"], excludeIPs: ["10.81.0.10"] });
       const now = await api.request<Subnet>(`${SUBNET_PATH}/immutable`);
