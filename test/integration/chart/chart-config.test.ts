@@ -9,11 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { loadNodeConfig, NODE_SETTINGS } from "../../../src/agent/config.ts";
-import {
-  CONTROLLER_SETTINGS,
-  ConfigError,
-  loadControllerConfig,
-} from "../../../src/config/controller-config.ts";
+import { CONTROLLER_SETTINGS, loadControllerConfig } from "../../../src/config/controller-config.ts";
 import { NODE_FLAGS } from "../../../src/runtime-flags.ts";
 import { repoRoot } from "../../../src/sandbox/repo.ts";
 import { helmTemplate, objectsOf } from "../../rig/chart-tools.ts";
@@ -142,19 +138,14 @@ describe("the chart's environment for the programs", () => {
     assert.equal(loadNodeConfig(nodeEnv, []).sbdbAddress, "ssl:10.96.0.21:6642");
   });
 
-  it("external: the node agent accepts it; the controller of this release refuses external mode, and only that", async () => {
+  it("external: the node agent and the controller accept it, with ZStack's NB and SB remotes over ssl:", async () => {
     const nodeEnv = await containerEnv("values-external.yaml", "DaemonSet", "node");
     assert.match(loadNodeConfig(nodeEnv, []).sbdbAddress, /^ssl:172\.20\.0\.11:6642,/);
     const env = await containerEnv("values-external.yaml", "Deployment", "controller");
-    assert.throws(
-      () => loadControllerConfig({ env, argv: [] }),
-      (err: unknown) => {
-        assert.ok(err instanceof ConfigError);
-        assert.equal(err.problems.length, 1, err.message);
-        assert.match(err.problems[0] as string, /ZSTACK_OVN_MODE.*external is not supported yet/);
-        return true;
-      },
-    );
+    const { config } = loadControllerConfig({ env, argv: [] });
+    assert.equal(config.ovn.mode, "external");
+    assert.match(config.ovn.nbdbAddress, /^ssl:172\.20\.0\.11:6641,ssl:172\.20\.0\.12:6641,/);
+    assert.equal(config.ovn.ssl.enabled, true);
   });
 });
 
