@@ -234,6 +234,16 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   const overlay = sim.uuid("overlay-switch");
   const twin = sim.uuid("twin-switch");
   const before = await sim.snapshot();
+  // ZStack's writer replaces the overlay switch's other_config (as ZStack edits a network).
+  const setOc = (m: Record<string, string>) =>
+    sim.writer.transact([
+      {
+        op: "update",
+        table: "Logical_Switch",
+        where: [["_uuid", "==", ["uuid", overlay]]],
+        row: { other_config: ["map", Object.entries(m)] },
+      },
+    ]);
   let ctl = await startController(t, api, sim);
   const t0 = Date.now();
 
@@ -594,15 +604,6 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
     "ZStack changing the switch's subnet makes the Subnet Failed and new pods wait; changed back, they get addresses",
     async () => {
       const oc = plain(before.Logical_Switch?.[overlay]?.other_config) as Record<string, string>;
-      const setOc = (m: Record<string, string>) =>
-        sim.writer.transact([
-          {
-            op: "update",
-            table: "Logical_Switch",
-            where: [["_uuid", "==", ["uuid", overlay]]],
-            row: { other_config: ["map", Object.entries(m)] },
-          },
-        ]);
       await setOc({ ...oc, subnet: "10.60.0.0/23" });
       const failed = await untilReason(api, "zs-overlay", "ExternalSwitchMismatch");
       assert.match(readyCondition(failed)?.message ?? "", /other_config:subnet=10\.60\.0\.0\/23/);
@@ -629,15 +630,6 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
     "a range ZStack adds to exclude_ips while the controller runs is never handed out",
     async () => {
       const oc = plain(before.Logical_Switch?.[overlay]?.other_config) as Record<string, string>;
-      const setOc = (m: Record<string, string>) =>
-        sim.writer.transact([
-          {
-            op: "update",
-            table: "Logical_Switch",
-            where: [["_uuid", "==", ["uuid", overlay]]],
-            row: { other_config: ["map", Object.entries(m)] },
-          },
-        ]);
       const free = (await getSubnet(api, "zs-overlay")).status?.availableIPs ?? 0;
       await setOc({ ...oc, exclude_ips: `${oc.exclude_ips} 10.60.0.13..10.60.0.60` });
       // The pod is created once the controller has seen the range (its count of free addresses dropped): a pod
