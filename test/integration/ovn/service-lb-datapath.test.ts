@@ -245,6 +245,30 @@ describe("Service load balancers on a real OVN node", () => {
     assert.equal(r.client.code, 0, r.client.stderr);
     assert.equal(r.got.stdout, "hello\n");
   });
+  /**
+   * One UDP flow (a fixed source port) to `vip`:80: a datagram, then `change`, then five more (the upstream client
+   * sends one a second). The old listener must get only the first, the new one those after the change.
+   */
+  async function udpFlowFollows(
+    vip: string,
+    sport: number,
+    oldGot: { got: Promise<Exec> },
+    newGot: { got: Promise<Exec> },
+    change: () => Promise<unknown>,
+    what: string,
+  ): Promise<void> {
+    await udpSend(pa, vip, 80, sport, "one\n");
+    await change();
+    for (let i = 0; i < 5; i++) await udpSend(pa, vip, 80, sport, `two-${i}\n`);
+    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
+    assert.equal(o.stdout, "one\n", `the old ${what} got the first datagram only`);
+    assert.match(
+      n.stdout,
+      /^two-0\n/,
+      `the new ${what} got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    );
+  }
+
   // Upstream e2e "Conntrack should be able to preserve UDP traffic when server pod cycles" and "... cleanup
   // conntrack entries when UDP service target port changes": one UDP flow keeps sending while its backend
   // changes; the datagram after the change must reach the new backend, not follow the old conntrack entry.
@@ -253,16 +277,13 @@ describe("Service load balancers on a real OVN node", () => {
     await realize("udp-cycle", { clusterIP: "10.96.0.53" }, [{ ip: pb.ip, node: NODE }], "UDP");
     const oldGot = await udpListen(pb, 8080, 20);
     const newGot = await udpListen(pc, 8080, 20);
-    await udpSend(pa, "10.96.0.53", 80, 40_001, "one\n");
-    await realize("udp-cycle", { clusterIP: "10.96.0.53" }, [{ ip: pc.ip, node: NODE }], "UDP");
-    // The same flow again; a few tries, as the upstream client sends one a second.
-    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.53", 80, 40_001, `two-${i}\n`);
-    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
-    assert.equal(o.stdout, "one\n", "the old backend got the first datagram only");
-    assert.match(
-      n.stdout,
-      /^two-0\n/,
-      `the new backend got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    await udpFlowFollows(
+      "10.96.0.53",
+      40_001,
+      oldGot,
+      newGot,
+      () => realize("udp-cycle", { clusterIP: "10.96.0.53" }, [{ ip: pc.ip, node: NODE }], "UDP"),
+      "backend",
     );
   });
 
@@ -270,15 +291,13 @@ describe("Service load balancers on a real OVN node", () => {
     await realize("udp-port", { clusterIP: "10.96.0.54" }, [{ ip: pb.ip, node: NODE, port: 8081 }], "UDP");
     const oldGot = await udpListen(pb, 8081, 20);
     const newGot = await udpListen(pb, 8082, 20);
-    await udpSend(pa, "10.96.0.54", 80, 40_002, "one\n");
-    await realize("udp-port", { clusterIP: "10.96.0.54" }, [{ ip: pb.ip, node: NODE, port: 8082 }], "UDP");
-    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.54", 80, 40_002, `two-${i}\n`);
-    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
-    assert.equal(o.stdout, "one\n", "the old port got the first datagram only");
-    assert.match(
-      n.stdout,
-      /^two-0\n/,
-      `the new port got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    await udpFlowFollows(
+      "10.96.0.54",
+      40_002,
+      oldGot,
+      newGot,
+      () => realize("udp-port", { clusterIP: "10.96.0.54" }, [{ ip: pb.ip, node: NODE, port: 8082 }], "UDP"),
+      "port",
     );
   });
   test("internalTrafficPolicy Local: a UDP flow reaches the new backend once this chassis' variable changes", async () => {
@@ -287,15 +306,13 @@ describe("Service load balancers on a real OVN node", () => {
     const oldGot = await udpListen(pb, 8083, 20);
     const newGot = await udpListen(pd, 8083, 20);
     await realize("udp-local", spec, [{ ip: pb.ip, node: NODE, port: 8083 }], "UDP");
-    await udpSend(pa, "10.96.0.55", 80, 40_003, "one\n");
-    await realize("udp-local", spec, [{ ip: pd.ip, node: NODE, port: 8083 }], "UDP");
-    for (let i = 0; i < 5; i++) await udpSend(pa, "10.96.0.55", 80, 40_003, `two-${i}\n`);
-    const [o, n] = await Promise.all([oldGot.got, newGot.got]);
-    assert.equal(o.stdout, "one\n", "the old backend got the first datagram only");
-    assert.match(
-      n.stdout,
-      /^two-0\n/,
-      `the new backend got the datagrams after the change: ${JSON.stringify(n.stdout)}`,
+    await udpFlowFollows(
+      "10.96.0.55",
+      40_003,
+      oldGot,
+      newGot,
+      () => realize("udp-local", spec, [{ ip: pd.ip, node: NODE, port: 8083 }], "UDP"),
+      "backend",
     );
   });
   // Upstream e2e "Networking Granular Checks: Services should be able to handle large requests: udp" (known
