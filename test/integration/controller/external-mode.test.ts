@@ -3,8 +3,9 @@
 // the switches' rows (ambiguous name, missing switch, CIDR and gateway mismatches, following NB changes); pods get
 // ports on ZStack's overlay switch and never an address that a VM, a router, DHCP or exclude_ips holds, also while
 // VMs come and go (a property over random interleavings); a VM given a pod's address is reported; while the
-// controller runs ZStack's rows differ only by our ports in the switch's `ports`, and after the pods are deleted and
-// `zovn uninstall` every ZStack row is byte-identical to the dump taken before the controller first started.
+// controller runs ZStack's rows differ only by our ports in the switch's `ports`; and after 200 pod create/delete
+// cycles (ZStack's writer active), `zovn uninstall` and a restart of ZStack's NB from its database file, every ZStack
+// row is byte-identical to the dump taken before the controller first started.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { test } from "node:test";
@@ -650,7 +651,70 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await t.test(
-    "after the pods are gone and zovn uninstall, every ZStack row is byte-identical and nothing of ours is left",
+    "200 pod create/delete cycles with ZStack's writer active: every pod reaches its port on the switch, with a free address",
+    async () => {
+      // ZStack keeps working meanwhile: a VM comes and goes and the switch is rewritten, over and over.
+      const cycles = 200;
+      const batch = 20;
+      let writing = true;
+      let writes = 0;
+      const writer = (async () => {
+        for (let i = 0; writing; i++) {
+          const vm = await sim.writer.addVmPort({ ip4: `10.60.0.${240 + (i % 9)}` });
+          await sim.writer.rewriteSwitch(overlay, 1000 + i);
+          await sim.writer.removeVmPort(vm);
+          writes += 3;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+      writer.catch(() => {}); // awaited below; its failure fails the test there
+      const taken = zstackTaken(before, overlay);
+      const started = Date.now();
+      try {
+        for (let b = 0; b < cycles / batch; b++) {
+          const names = Array.from({ length: batch }, (_, i) => `c${b}-${i}`);
+          await createPods(
+            api,
+            names.map((n) => [NS, n] as const),
+            10,
+          );
+          const pods = await annotated(api, names);
+          const ips = [...pods.values()].map((p) => podAddress(p) as string);
+          assert.equal(new Set(ips).size, batch, `batch ${b}: no address given twice`);
+          for (const ip of ips) assert.ok(!taken.has(ip), `batch ${b}: ${ip} is held by a ZStack row`);
+          const ours = await until(
+            `batch ${b}: ${batch} pod ports`,
+            async () => {
+              const u = await podPortUuids(sim, `c${b}-`);
+              return u.size === batch ? u : undefined;
+            },
+            60_000,
+          );
+          const onSwitch = new Set(listOf((await sim.dump()).Logical_Switch?.[overlay]?.ports) as string[]);
+          for (const u of ours) assert.ok(onSwitch.has(u), `batch ${b}: pod port ${u} is on the switch`);
+          await deletePodsAndPorts(api, sim, names, `c${b}-`);
+        }
+      } finally {
+        writing = false;
+        await writer;
+      }
+      t.diagnostic(
+        `${cycles} cycles in batches of ${batch}: ${((Date.now() - started) / 1000).toFixed(1)} s, ZStack's writer made ${writes} writes meanwhile`,
+      );
+      // ZStack's last rewrite stays ZStack's: put the switch back as it was, as ZStack would on its own.
+      await sim.writer.transact([
+        {
+          op: "update",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", overlay]]],
+          row: { external_ids: before.Logical_Switch?.[overlay]?.external_ids },
+        },
+      ]);
+    },
+  );
+
+  await t.test(
+    "after the pods are gone, zovn uninstall and a restart of ZStack's NB from its database file, every ZStack row is byte-identical and nothing of ours is left",
     async () => {
       await deleteSubnet(api, "zs-overlay");
       await ctl.stop();
@@ -668,6 +732,18 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const dump = await sim.dump();
       assert.deepEqual(ownedRows(dump), [], "no row of ours is left");
       assert.deepEqual(diffDumps(before, await sim.snapshot()), [], "ZStack's rows are byte-identical");
+      // What is on disk, not only what the running server holds: ZStack's NB restarted from its database file.
+      const server = sim.nbServer;
+      assert.ok(server);
+      await server.restart();
+      await sim.sync();
+      const restarted = await sim.dump();
+      assert.deepEqual(ownedRows(restarted), [], "no row of ours is left after the restart");
+      assert.deepEqual(
+        diffDumps(before, restarted),
+        [],
+        "ZStack's rows are byte-identical after the restart",
+      );
     },
   );
   t.diagnostic(`whole run ${((Date.now() - t0) / 1000).toFixed(1)} s`);
