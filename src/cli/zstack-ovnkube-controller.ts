@@ -2,20 +2,21 @@
 // reconciles, one fresh controller per term of leadership (controller/supervisor.ts); the others stand by,
 // serving health and metrics.
 
-import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
+import { type ConnectionSettings, connectionProblem } from "../config/connection-problem.ts";
 import { ConfigError, controllerConfigHelp, loadControllerConfig } from "../config/controller-config.ts";
 import { OvnController } from "../controller/controller.ts";
 import { ControllerSupervisor } from "../controller/supervisor.ts";
 import { ApiClient } from "../k8s/api-client.ts";
 import { EventRecorder } from "../k8s/events.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
-import { HealthServer } from "../observability/health-server.ts";
+import { CONTROLLER_HEALTH_PORT, HealthServer } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { WatchTrace } from "../observability/watch-trace.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
+import { notReadyUntilStopped } from "./not-ready.ts";
 import { runMain } from "./process-exit.ts";
 
 /** A reconcile running this long is wedged (awaiting something that never settles): liveness fails. */
@@ -27,8 +28,15 @@ async function main(): Promise<number> {
     loaded = loadControllerConfig({ argv: process.argv.slice(2), env: process.env });
   } catch (e) {
     if (e instanceof ConfigError) {
+      // Not a crash loop: the pod stays up, not Ready, naming the problem, until it is restarted fixed.
       process.stderr.write(`zstack-ovnkube-controller: ${e.message}\n`);
-      return 2;
+      const port = Number.parseInt(process.env.ZSTACK_METRICS_PORT ?? "", 10);
+      return await notReadyUntilStopped({
+        program: "zstack-ovnkube-controller",
+        component: "controller",
+        port: port > 0 && port < 65536 ? port : CONTROLLER_HEALTH_PORT,
+        problem: e.message,
+      });
     }
     throw e;
   }
@@ -61,15 +69,25 @@ async function main(): Promise<number> {
   const api = new ApiClient(kc, { userAgent: "zstack-ovnkube-controller" });
 
   const ssl = cfg.ovn.ssl;
+  const nbSettings: ConnectionSettings = {
+    what: "the OVN northbound database",
+    addressSetting: "ovn.nbdbAddress (ZSTACK_OVN_NBDB_ADDRESS)",
+    remotes: cfg.ovn.nbdbAddress,
+    ...(ssl.enabled
+      ? { ssl: { caCert: ssl.caCert, clientCert: ssl.clientCert, clientKey: ssl.clientKey } }
+      : {}),
+  };
   const nb = new OvsdbClient<NbTables>({
     remotes: cfg.ovn.nbdbAddress,
     model: nbModel,
+    // File paths, read at every connection attempt: a fixed or renewed certificate Secret is used without a
+    // restart, and a file that cannot be read is a reason on /readyz, not a crash.
     ...(ssl.enabled
       ? {
           tls: {
-            ca: readFileSync(ssl.caCert),
-            cert: readFileSync(ssl.clientCert),
-            key: readFileSync(ssl.clientKey),
+            ca: ssl.caCert,
+            cert: ssl.clientCert,
+            key: ssl.clientKey,
             verifyHostname: ssl.verifyHostname,
           },
         }
@@ -78,7 +96,17 @@ async function main(): Promise<number> {
     // ovsdb-tool show-log names the replica behind each write.
     comment: `zstack-ovnkube-controller ${cfg.controller.identity}`,
   });
-  nb.on("connectFailed", (e) => log.warn({ err: e.message }, "cannot reach the OVN northbound database yet"));
+  let nbError: Error | undefined;
+  nb.on("connectFailed", (e) => {
+    nbError = e;
+    log.warn(
+      { err: e.message, problem: connectionProblem(nbSettings, e) },
+      "cannot reach the OVN northbound database yet",
+    );
+  });
+  nb.on("disconnected", (e) => {
+    if (e) nbError = e;
+  });
 
   const metrics = new Metrics({ defaultLabels: { component: "controller" } });
   // Never posts itself: each term's controller records through events.fenced(term), so a deposed term's
@@ -131,7 +159,7 @@ async function main(): Promise<number> {
     const stalled = supervisor.stalledReconciles(STALLED_RECONCILE_MS);
     return stalled.length === 0 || `reconciles wedged: ${stalled.slice(0, 5).join(", ")}`;
   });
-  health.addReadinessCheck("ovn-nb", () => (nb.connected ? true : `not connected to ${cfg.ovn.nbdbAddress}`));
+  health.addReadinessCheck("ovn-nb", () => (nb.connected ? true : connectionProblem(nbSettings, nbError)));
   health.addReadinessCheck("leadership", () => {
     const s = supervisor.status();
     return !s.holdsLease || s.synced || "holding the Lease, initial sync not finished";
