@@ -2,7 +2,6 @@
 // chassis settings, management port, egress SNAT), Services on the host path (nftables DNAT, healthCheckNodePort,
 // ServiceCIDR routes), pods' hostPorts (nftables DNAT), the CNI server and its handler, CNI install, health.
 
-import { readFileSync } from "node:fs";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Gauge } from "prom-client";
 import { AgentCniHandler } from "../agent/cni-handler.ts";
@@ -23,6 +22,7 @@ import { EventRecorder } from "../k8s/events.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import { type ChassisCheck, ChassisWatch } from "../node/external-chassis.ts";
+import { externalSb } from "../node/external-sb.ts";
 import { type HostAnchors, readHostAnchors } from "../node/host-network.ts";
 import { parseInterfaceName } from "../node/interface-name.ts";
 import { MGMT_IFNAME, MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../node/mgmt-port.ts";
@@ -37,7 +37,6 @@ import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-se
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
-import { type SbTables, sbModel } from "../ovsdb/models/sb.generated.ts";
 import { type VswitchTables, vswitchModel } from "../ovsdb/models/vswitch.generated.ts";
 import { runMain } from "./process-exit.ts";
 
@@ -60,30 +59,6 @@ async function main(): Promise<number> {
       return await notReadyUntilStopped(e.message);
     }
     throw e;
-  }
-  // The certificate files of the External mode SB check: one that cannot be read is a configuration problem.
-  let sslFiles = { ca: Buffer.alloc(0), cert: Buffer.alloc(0), key: Buffer.alloc(0) };
-  if (cfg.ovnMode === "external" && cfg.ssl.enabled) {
-    const problems: string[] = [];
-    const read = (path: string, setting: string) => {
-      try {
-        return readFileSync(path);
-      } catch (e) {
-        problems.push(
-          `${setting}=${path} cannot be read: ${(e as Error).message}; mount the certificate there`,
-        );
-        return Buffer.alloc(0);
-      }
-    };
-    sslFiles = {
-      ca: read(cfg.ssl.caCert, "ovn.ssl.caCert"),
-      cert: read(cfg.ssl.clientCert, "ovn.ssl.clientCert"),
-      key: read(cfg.ssl.clientKey, "ovn.ssl.clientKey"),
-    };
-    if (problems.length > 0) {
-      process.stderr.write(`zstack-ovnkube-node: ${problems.join("; ")}\n`);
-      return await notReadyUntilStopped(problems.join("; "));
-    }
   }
   const log = createLogger({ level: cfg.logLevel, format: "json", component: "zstack-ovnkube-node" });
   const kc = new KubeConfig();
@@ -154,26 +129,23 @@ async function main(): Promise<number> {
   // already this node's); the encapsulation of ZStack's chassis is compared with ours, following SB.
   const external = cfg.ovnMode === "external" ? startExternalChassis() : undefined;
   function startExternalChassis() {
-    const sb = new OvsdbClient<SbTables>({
+    // A wrong address or a bad certificate: not Ready naming the setting and the fix, retrying; the certificate
+    // files are read at every attempt (a missing or renewed Secret needs no restart).
+    const conn = externalSb({
       remotes: cfg.sbdbAddress,
-      model: sbModel,
-      leaderOnly: false,
-      monitor: { Chassis: { columns: ["name", "hostname", "encaps"] }, Encap: true },
       ...(cfg.ssl.enabled
         ? {
-            tls: {
-              ca: sslFiles.ca,
-              cert: sslFiles.cert,
-              key: sslFiles.key,
+            ssl: {
+              caCert: cfg.ssl.caCert,
+              clientCert: cfg.ssl.clientCert,
+              clientKey: cfg.ssl.clientKey,
               verifyHostname: cfg.ssl.verifyHostname,
             },
           }
         : {}),
       logger: log.child({ db: "sb" }),
     });
-    sb.on("connectFailed", (e) =>
-      log.warn({ err: e.message, sb: cfg.sbdbAddress }, "cannot reach ZStack's SB yet"),
-    );
+    const sb = conn.client;
     const problems = new Gauge({
       name: "zstack_ovn_node_external_problem",
       help: "1 while the External mode check finds the problem: chassis-name-conflict, encap-mismatch",
@@ -209,7 +181,7 @@ async function main(): Promise<number> {
       // Once cleared, the name stays: the chassis of that name is then ovn-controller's own.
       onCleared: () => setup.update({ chassis: chassisSettings }),
     });
-    return { sb, watch };
+    return { sb, watch, conn };
   }
   const setup = new NodeSetup({
     client: vswitch,
@@ -371,7 +343,10 @@ async function main(): Promise<number> {
     if (!vswitch.connected) return `not connected to the local OVS database ${cfg.ovsDb}`;
     if (external) {
       const check = external.watch.check;
-      if (!check) return `not connected to ZStack's SB ${cfg.sbdbAddress} yet (ovn.sbdbAddress, ovn.ssl.*)`;
+      if (!check)
+        return (
+          external.conn.problem() ?? `connected to ZStack's SB ${cfg.sbdbAddress}, chassis check pending`
+        );
       if (check.conflict) return check.conflict;
       if (check.encapMismatch) return check.encapMismatch;
     }

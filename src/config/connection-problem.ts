@@ -28,7 +28,7 @@ export function connectionProblem(s: ConnectionSettings, err: Error | undefined)
   const head = `not connected to ${s.what} at ${s.remotes} (${s.addressSetting})`;
   if (!err) return `${head} yet`;
   const e = err as NodeJS.ErrnoException;
-  const msg = e.message;
+  const msg = e.message.replace(/\s+/g, " ").trim();
   const code = e.code ?? (e.cause as NodeJS.ErrnoException | undefined)?.code ?? "";
   if (s.ssl && e.path !== undefined) {
     const file = FILE_SETTINGS.find(([k]) => s.ssl?.[k] === e.path);
