@@ -9,6 +9,7 @@ import { loadNodeConfig, NodeConfigError, nodeConfigHelp } from "../agent/config
 import { HealthCheckServers } from "../agent/health-check-server.ts";
 import { HostPorts } from "../agent/host-ports.ts";
 import { encapIpOf, NodeAddressError, nodeInternalIps } from "../agent/node-addresses.ts";
+import { NodeProviders } from "../agent/node-providers.ts";
 import { NodePods } from "../agent/pod-networks.ts";
 import { apiServerIp, routeGuardFor } from "../agent/route-guard.ts";
 import { ServiceProxy } from "../agent/service-proxy.ts";
@@ -30,7 +31,6 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
-import { bridgeMappingsValue } from "../node/provider-bridges.ts";
 import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
@@ -41,7 +41,7 @@ import { type VswitchTables, vswitchModel } from "../ovsdb/models/vswitch.genera
 import { runMain } from "./process-exit.ts";
 
 interface NodeObject extends KubeObject {
-  metadata: { name: string; annotations?: Record<string, string> };
+  metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
   status?: { addresses?: { type: string; address: string }[] };
 }
 
@@ -116,15 +116,27 @@ async function main(): Promise<number> {
       : undefined;
   let podAccessKey = "";
   let providerEvents: EventRecorder | undefined;
-  const chassisSettings = {
+  const nodeRef = { apiVersion: "v1", kind: "Node", name: cfg.nodeName };
+  // Provider mappings: node.bridgeMappings with the Node's provider labels applied, following the Node.
+  const providers = new NodeProviders({
+    node: cfg.nodeName,
+    configured: cfg.providers,
+    warn: (p) => providerEvents?.warning(nodeRef, "ProviderLabelInvalid", p),
+    log,
+  });
+  providers.update(node.metadata.labels);
+  const bridgeMappings = providers.bridgeMappings;
+  let chassisSettings = {
     ovnRemote: cfg.sbdbAddress,
     encapType: cfg.tunnel,
     encapIp,
     systemId: cfg.chassisName,
     bridgeDatapathType: cfg.datapathType,
     hostname: cfg.nodeName,
-    ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
+    ...(bridgeMappings === undefined ? {} : { bridgeMappings }),
   };
+  // In External mode ovn-controller gets its settings only once SB shows the chassis name is free.
+  let chassisHanded = cfg.ovnMode !== "external";
   // External mode: the SB is ZStack's. ovn-controller gets the chassis name only once SB shows it is free (or
   // already this node's); the encapsulation of ZStack's chassis is compared with ours, following SB.
   const external = cfg.ovnMode === "external" ? startExternalChassis() : undefined;
@@ -179,7 +191,10 @@ async function main(): Promise<number> {
       },
       vswitch,
       // Once cleared, the name stays: the chassis of that name is then ovn-controller's own.
-      onCleared: () => setup.update({ chassis: chassisSettings }),
+      onCleared: () => {
+        chassisHanded = true;
+        setup.update({ chassis: chassisSettings });
+      },
     });
     return { sb, watch, conn };
   }
@@ -187,7 +202,7 @@ async function main(): Promise<number> {
     client: vswitch,
     bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
     ...(external ? {} : { chassis: chassisSettings }),
-    providers: cfg.providers,
+    providers: providers.mappings,
     // A provider network problem is the node's: a Warning Event on it (the log has it on every pass).
     onProviderProblems: (problems) => {
       for (const p of problems)
@@ -282,6 +297,11 @@ async function main(): Promise<number> {
   await enableForwarding([...new Set([...cfg.clusterCIDRs.map((c) => c.family)])]);
   const onNode = (n: NodeObject) => {
     nodeNow = n;
+    if (providers.update(n.metadata.labels)) {
+      const value = providers.bridgeMappings;
+      chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
+      setup.update({ providers: providers.mappings, ...(chassisHanded ? { chassis: chassisSettings } : {}) });
+    }
     services.setNodeIps(nodeInternalIps(n));
     subnetRoutes.setGuard(guard());
     services.guardChanged();
@@ -325,6 +345,7 @@ async function main(): Promise<number> {
     logger: log,
   });
   providerEvents = events;
+  for (const p of providers.problems) events.warning(nodeRef, "ProviderLabelInvalid", p);
   // After the recorder exists, so that the first check's Events are not lost.
   if (external) {
     external.watch.start();
