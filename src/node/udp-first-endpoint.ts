@@ -35,11 +35,13 @@ export function unnatedTargetKey(t: UnnatedUdpTarget): string {
 }
 
 /**
- * Every UDP destination that has an endpoint for the clients it serves on this node, keyed per (tracker,
+ * Every UDP destination that has an endpoint for some client it serves on this node, keyed per (tracker,
  * address, port), each with the target whose deletion covers it. A cluster IP is served to pods by OVN and to
- * the node by nft: both trackers, with the endpoints of internalTrafficPolicy (this node's only, when Local); an
- * externalIP or LB IP likewise with the Cluster choice, and in the kernel also once this node has a local
- * endpoint (outside clients with externalTrafficPolicy Local); a NodePort on each node address, in the kernel.
+ * the node by nft: both trackers, with the endpoints of internalTrafficPolicy (this node's only, when Local). An
+ * externalIP or LB IP likewise with the Cluster choice (pods, the node), and in the kernel also when this node
+ * has a local endpoint (outside clients with externalTrafficPolicy Local). A NodePort on each node address, in
+ * the kernel. A client with no endpoint is rejected or dropped before its entry is confirmed, so a destination
+ * served to one client and not another needs nothing when the other gains one.
  */
 export function servedUdpDestinations(
   ports: readonly NatServicePort[],
@@ -47,8 +49,8 @@ export function servedUdpDestinations(
 ): Map<string, UnnatedUdpTarget> {
   const out = new Map<string, UnnatedUdpTarget>();
   const has = (eps: readonly NatEndpoint[], ip: IpAddress) => eps.some((e) => e.ip.family === ip.family);
-  const add = (tracker: Tracker, ip: IpAddress, port: number, choice: string, wholeAddress: boolean) =>
-    out.set(`${tracker}/${ip.family}/${ip.value}/${port}/${choice}`, {
+  const add = (tracker: Tracker, ip: IpAddress, port: number, wholeAddress: boolean) =>
+    out.set(`${tracker}/${ip.family}/${ip.value}/${port}`, {
       tracker,
       ip,
       port: wholeAddress ? undefined : port,
@@ -56,23 +58,17 @@ export function servedUdpDestinations(
   for (const p of ports) {
     if (p.protocol !== "udp") continue;
     for (const ip of p.clusterIPs) {
-      const eps = p.internalTrafficLocal ? p.localEndpoints : p.endpoints;
-      if (!has(eps, ip)) continue;
-      add("kernel", ip, p.port, "cluster", true);
-      add("ovs", ip, p.port, "cluster", true);
+      if (!has(p.internalTrafficLocal ? p.localEndpoints : p.endpoints, ip)) continue;
+      add("kernel", ip, p.port, true);
+      add("ovs", ip, p.port, true);
     }
+    const outside = (ip: IpAddress) => p.externalTrafficLocal && has(p.localEndpoints, ip);
     for (const ip of p.externalIPs) {
-      if (has(p.endpoints, ip)) {
-        add("kernel", ip, p.port, "cluster", false);
-        add("ovs", ip, p.port, "cluster", false);
-      }
-      if (p.externalTrafficLocal && has(p.localEndpoints, ip)) add("kernel", ip, p.port, "local", false);
+      if (has(p.endpoints, ip)) add("ovs", ip, p.port, false);
+      if (has(p.endpoints, ip) || outside(ip)) add("kernel", ip, p.port, false);
     }
     if (p.nodePort === undefined) continue;
-    for (const ip of nodeIps) {
-      if (has(p.endpoints, ip)) add("kernel", ip, p.nodePort, "cluster", false);
-      if (p.externalTrafficLocal && has(p.localEndpoints, ip)) add("kernel", ip, p.nodePort, "local", false);
-    }
+    for (const ip of nodeIps) if (has(p.endpoints, ip) || outside(ip)) add("kernel", ip, p.nodePort, false);
   }
   return out;
 }
