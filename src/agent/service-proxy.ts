@@ -4,7 +4,9 @@
 // port (reported to whoever owns the routes). Level-triggered: every event only schedules a recompute from the
 // informers' stores; a burst of events within the coalescing window becomes one nft transaction, and nothing is
 // written when the ruleset text is what was last applied. The first pass after start applies unconditionally,
-// so a restarted agent repairs a table that was changed or removed while it was down.
+// so a restarted agent repairs a table that was changed or removed while it was down. Beside the rules, the
+// conntrack entries rules cannot reach are deleted by a bounded worker: those of UDP flows whose endpoint went
+// away, and those a UDP client made towards a Service address before it had an endpoint.
 
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { IpAddress } from "../ipam/address.ts";
@@ -28,6 +30,12 @@ import {
   serviceRuleset,
   serviceTablePresent,
 } from "../node/service-nat.ts";
+import {
+  deleteUnnated,
+  newlyServedTargets,
+  servedUdpDestinations,
+  type UnnatedUdpTarget,
+} from "../node/udp-first-endpoint.ts";
 import type { Logger } from "../observability/log.ts";
 import { HEADLESS_LABEL, ZONE_LABEL } from "../services/endpoints.ts";
 import { API_SERVER_SERVICE, reservedAddresses } from "../services/reserved-addresses.ts";
@@ -66,6 +74,19 @@ export interface ServiceProxyOptions {
    * a target port changed); resolves with the number deleted. Default `conntrack -D` in the agent's netns.
    */
   forgetFlows?: (deletion: ConntrackDeletion) => Promise<number>;
+  /**
+   * Deletes the un-NATed entries of one UDP destination that got its first endpoint, in the kernel or OVS;
+   * resolves with the number deleted (0 when unknown). Default `conntrack -D` in the agent's netns, or
+   * `ovs-appctl dpctl/flush-conntrack` to `ovsTarget`.
+   */
+  forgetUnnated?: (target: UnnatedUdpTarget) => Promise<number>;
+  /** ovs-appctl's `-t` for the node's ovs-vswitchd; default "ovs-vswitchd" (its pid file in OVS's run directory). */
+  ovsTarget?: string;
+  /**
+   * OVS's deletions are queued once more after this long (default 5 s; 0: never): OVN's flows for the first
+   * endpoint may be installed after the agent saw it, and a datagram in between makes a new un-NATed entry.
+   */
+  unnatedRecheckMs?: number;
   /** Deletions (conntrack invocations) per round of the deletion worker; default FORGET_PER_ROUND (32). */
   forgetPerRound?: number;
   /** Stale flows kept for deletion at most, the oldest dropped beyond; default BACKLOG_CAP (16384). */
@@ -133,7 +154,9 @@ export class ServiceProxy {
   /**
    * plans: recomputes; applies: nft transactions; failures: failed applies; flowsForgotten: conntrack entries
    * of stale UDP flows deleted; forgetRounds: rounds of the deletion worker; forgetFailures: failed deletions
-   * (retried at the next recompute); flowsDropped: stale flows dropped, never deleted, because the backlog was full.
+   * (retried at the next recompute); flowsDropped: stale flows dropped, never deleted, because the backlog was full;
+   * unnatedDeletions: deletions of the un-NATed entries of a UDP destination that got its first endpoint (kernel
+   * and OVS), unnatedEntries: kernel entries they deleted.
    */
   readonly stats = {
     plans: 0,
@@ -143,6 +166,8 @@ export class ServiceProxy {
     forgetRounds: 0,
     forgetFailures: 0,
     flowsDropped: 0,
+    unnatedDeletions: 0,
+    unnatedEntries: 0,
   };
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
@@ -152,6 +177,10 @@ export class ServiceProxy {
   /** Stale UDP flows not deleted yet; the deletion worker takes them in bounded rounds. */
   private readonly backlog: ConntrackBacklog;
   private readonly forgetFlows: (deletion: ConntrackDeletion) => Promise<number>;
+  private readonly forgetUnnated: (target: UnnatedUdpTarget) => Promise<number>;
+  /** The UDP destinations with an endpoint in the last applied ruleset; undefined before the first. */
+  private served: ReadonlyMap<string, UnnatedUdpTarget> | undefined;
+  private readonly rechecks = new Set<NodeJS.Timeout>();
   private stopped = false;
   private readonly runner: CoalescedRunner;
   /** The deletion worker: single-flight, apart from the rules' runner so that rules never wait for it. */
@@ -186,6 +215,9 @@ export class ServiceProxy {
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
     this.forgetFlows = opts.forgetFlows ?? ((d) => deleteConntrack(d, where));
+    this.forgetUnnated =
+      opts.forgetUnnated ??
+      ((t) => deleteUnnated(t, { ...where, ...(opts.ovsTarget ? { ovsTarget: opts.ovsTarget } : {}) }));
     this.tablePresent = opts.tablePresent ?? (() => serviceTablePresent(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
@@ -270,6 +302,8 @@ export class ServiceProxy {
     this.stopped = true;
     const ended = Promise.all([this.runner.stop(), this.forgetRunner.stop()]);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
+    for (const t of this.rechecks) clearTimeout(t);
+    this.rechecks.clear();
     await Promise.all([
       this.services.stop(),
       this.slices.stop(),
@@ -360,11 +394,39 @@ export class ServiceProxy {
         }
       }
       this.appliedPorts = plan.ports;
+      // Level-triggered on the plan: a destination served now and not by the last ruleset got its first
+      // endpoint. After a restart every served destination counts (the filter spares DNATed entries).
+      const served = servedUdpDestinations(plan.ports, this.nodeIps);
+      this.queueUnnated(newlyServedTargets(this.served, served), true);
+      this.served = served;
     }
     // Not awaited: the deletions run in their own worker, and the next recompute never waits for them. A backlog
     // left by failures is tried again at each recompute.
     if (this.backlog.size > 0) this.forgetRunner.schedule(0);
     await this.opts.healthChecks?.sync(plan.healthChecks);
+  }
+
+  /** Queues un-NATed deletions; OVS's once more after unnatedRecheckMs (when `recheck`). */
+  private queueUnnated(targets: readonly UnnatedUdpTarget[], recheck: boolean): void {
+    if (targets.length === 0 || this.stopped) return;
+    const dropped = this.backlog.addUnnated(targets);
+    if (dropped > 0) {
+      this.stats.flowsDropped += dropped;
+      this.opts.log.warn(
+        { dropped, backlog: this.backlog.size },
+        "too many UDP destinations waiting for deletion of their un-NATed entries: dropped the oldest",
+      );
+    }
+    this.forgetRunner.schedule(0);
+    const ovs = targets.filter((t) => t.tracker === "ovs");
+    const after = this.opts.unnatedRecheckMs ?? 5_000;
+    if (!recheck || ovs.length === 0 || after <= 0) return;
+    const timer = setTimeout(() => {
+      this.rechecks.delete(timer);
+      this.queueUnnated(ovs, false);
+    }, after);
+    timer.unref();
+    this.rechecks.add(timer);
   }
 
   /**
@@ -375,12 +437,34 @@ export class ServiceProxy {
   private async forgetRound(): Promise<void> {
     if (this.stopped) return;
     const live = udpServiceFlows(this.appliedPorts ?? []);
-    const round = this.backlog.round(live, this.opts.forgetPerRound ?? FORGET_PER_ROUND);
-    if (round.length === 0) return;
+    const max = this.opts.forgetPerRound ?? FORGET_PER_ROUND;
+    // Clients wait on the first-endpoint deletions: they go first, within the same cap.
+    const targets = this.backlog.unnatedRound(max);
+    const round = this.backlog.round(live, max - targets.length);
+    if (round.length === 0 && targets.length === 0) return;
     this.stats.forgetRounds++;
     let deleted = 0;
     let entries = 0;
     let failed: { err: string; args: number } | undefined;
+    for (const t of targets) {
+      if (this.stopped) return;
+      try {
+        const n = await this.forgetUnnated(t);
+        this.backlog.unnatedDone(t);
+        this.stats.unnatedDeletions++;
+        this.stats.unnatedEntries += n;
+        deleted++;
+        if (n > 0)
+          this.opts.log.info(
+            { entries: n },
+            "deleted the un-NATed conntrack entries of a UDP Service address that got its first endpoint",
+          );
+      } catch (e) {
+        this.stats.forgetFailures++;
+        this.backlog.unnatedFailed(t);
+        failed = { err: (e as Error).message, args: 1 };
+      }
+    }
     for (const d of round) {
       if (this.stopped) return;
       try {
@@ -399,7 +483,7 @@ export class ServiceProxy {
     if (failed)
       this.opts.log.warn(
         { err: failed.err, backlog: this.backlog.size },
-        "cannot delete the conntrack entries of removed UDP endpoints; trying again at the next change",
+        "cannot delete stale UDP conntrack entries (removed endpoints, or made before a first endpoint); trying again at the next change",
       );
     if (deleted > 0 && this.backlog.size > 0) this.forgetRunner.schedule(0);
   }

@@ -1,7 +1,8 @@
 // The grouped `conntrack -D` filters against the real kernel: in a network namespace of its own, nft DNATs UDP
 // datagrams to two Service addresses, a NodePort and a direct flow to an endpoint; each grouped deletion removes
 // the entries of the stale flows it covers and leaves every other entry (other Service addresses, other endpoints,
-// the NodePort when still served, the un-NATed flow).
+// the NodePort when still served, the un-NATed flow). And the deletion of the entries made towards a Service
+// address before it had an endpoint: only the un-NATed ones go, never a DNATed one of the same address.
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -16,6 +17,7 @@ import {
   udpFlowKey,
 } from "../../../src/node/service-conntrack.ts";
 import { spawnedTools } from "../../../src/node/tool.ts";
+import { deleteUnnated, kernelUnnatedArgs } from "../../../src/node/udp-first-endpoint.ts";
 
 const run = promisify(execFile);
 const NETNS = `zovnct${process.pid}`;
@@ -60,17 +62,20 @@ async function entries(): Promise<number[]> {
     .sort((a, b) => a - b);
 }
 
-async function send(): Promise<void> {
+async function send(sent: [number, string, number][] = SENT): Promise<void> {
   await inNs("conntrack", ["-F"]).catch(() => undefined);
   // On a loaded machine `timeout` can end an nc before its datagram left: send again what has no entry yet.
-  let missing = SENT;
+  let missing = sent;
   for (let round = 0; round < 5 && missing.length > 0; round++) {
     for (const [sport, host, port] of missing)
       await inNs("timeout", ["2", "nc", "-n", "-u", "-w0", "-p", String(sport), host, String(port)], "x\n");
     const have = new Set(await entries());
-    missing = SENT.filter(([sport]) => !have.has(sport));
+    missing = sent.filter(([sport]) => !have.has(sport));
   }
-  assert.deepEqual(await entries(), [1000, 1001, 1002, 1003, 1004, 1005]);
+  assert.deepEqual(
+    await entries(),
+    sent.map(([sport]) => sport).sort((a, b) => a - b),
+  );
 }
 
 before(async () => {
@@ -152,5 +157,40 @@ describe("grouped conntrack deletions on the real kernel", () => {
     const live = new Map([flow(VIP_A, 53, EP5, 5353)].map((f) => [udpFlowKey(f), f] as const));
     assert.equal(await deleteUdpFlows(stale, live, where), 1);
     assert.deepEqual(await entries(), [1000, 1002, 1003, 1004, 1005]);
+  });
+});
+
+/** Besides SENT: datagrams to Service addresses and a NodePort no rule DNATs (made before an endpoint existed). */
+const UNNATED: [number, string, number][] = [
+  ...SENT,
+  [1006, VIP_A, 56],
+  [1007, VIP_A, 57],
+  [1008, "192.168.9.2", 30054],
+  [1009, VIP_B, 56],
+];
+
+describe("deleting the un-NATed entries of a UDP destination that got its first endpoint, on the real kernel", () => {
+  test("a cluster IP: every un-NATed entry to it goes, on every port; its DNATed entries, other addresses' and the direct flow stay", async () => {
+    await send(UNNATED);
+    const target = { tracker: "kernel", ip: ip(VIP_A), port: undefined } as const;
+    assert.deepEqual(kernelUnnatedArgs(target), [
+      ..."-D -f ipv4 -p udp --orig-dst 10.96.0.10 --reply-src 10.96.0.10".split(" "),
+    ]);
+    const spawned = spawnedTools();
+    assert.equal(await deleteUnnated(target, where), 2);
+    assert.equal(spawnedTools() - spawned, 1);
+    assert.deepEqual(await entries(), [1000, 1001, 1002, 1003, 1004, 1005, 1008, 1009]);
+    assert.equal(await deleteUnnated(target, where), 0, "a repeat deletes nothing");
+  });
+
+  test("a node address and NodePort: only that port's un-NATed entry goes, the DNATed NodePort flow stays", async () => {
+    await send(UNNATED);
+    assert.equal(await deleteUnnated({ tracker: "kernel", ip: ip("192.168.9.2"), port: 30054 }, where), 1);
+    assert.deepEqual(await entries(), [1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1009]);
+    assert.equal(
+      await deleteUnnated({ tracker: "kernel", ip: ip("192.168.9.2"), port: 30053 }, where),
+      0,
+      "the served NodePort's entry was DNATed: not touched",
+    );
   });
 });

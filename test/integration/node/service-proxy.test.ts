@@ -20,6 +20,7 @@ import { ApiClient, ApiError } from "../../../src/k8s/api-client.ts";
 import { parseInterfaceName } from "../../../src/node/interface-name.ts";
 import { conntrackDeletionArgs, deleteConntrack } from "../../../src/node/service-conntrack.ts";
 import { spawnedTools } from "../../../src/node/tool.ts";
+import { kernelUnnatedArgs, ovsUnnatedArgs } from "../../../src/node/udp-first-endpoint.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import {
   chartRbacObjects,
@@ -106,6 +107,8 @@ interface Rig {
   table: { present: boolean };
   /** The `conntrack -D` arguments of every deletion the proxy asked for. */
   forgotten: string[];
+  /** Every first-endpoint deletion asked for, as `<tracker> <args>`, with the number of scripts applied then. */
+  unnated: { args: string; scripts: number }[];
 }
 
 function startProxy(
@@ -119,6 +122,7 @@ function startProxy(
   const table = { present: true };
   const cidrs: Cidr[][] = [];
   const forgotten: string[] = [];
+  const unnated: Rig["unnated"] = [];
   const health = new HealthCheckServers(silentLogger, "127.0.0.1");
   let failApplies = faults.applies ?? 0;
   let failSyncs = faults.healthSyncs ?? 0;
@@ -152,6 +156,11 @@ function startProxy(
       forgotten.push(conntrackDeletionArgs(d).join(" "));
       return 1;
     },
+    forgetUnnated: async (target) => {
+      const args = target.tracker === "ovs" ? ovsUnnatedArgs(target) : kernelUnnatedArgs(target);
+      unnated.push({ args: `${target.tracker} ${args.join(" ")}`, scripts: scripts.length });
+      return 0;
+    },
     tablePresent: async () => table.present,
     resyncMs: 50,
     healthChecks: health,
@@ -171,7 +180,7 @@ function startProxy(
     await proxy.stop();
     api.close();
   });
-  return { proxy, scripts, cidrs, health, api, table, forgotten };
+  return { proxy, scripts, cidrs, health, api, table, forgotten, unnated };
 }
 
 before(async () => {
@@ -490,6 +499,93 @@ endpoints: [${eps.map((e) => `{addresses: ["${e.ip}"], nodeName: ${NODE}, condit
     assert.equal(rig.proxy.stats.forgetFailures, 1);
     await kubectl(["delete", "service", "dns"]);
     await kubectl(["delete", "endpointslice", "dns-manual"]);
+  });
+
+  test("a UDP Service's first endpoint: the proxy deletes the un-NATed entries of its cluster IP (kernel and OVS) and NodePort once the rules with it are in, OVS's again after the recheck; a TCP Service's none; a restart deletes for every served UDP destination", async (t) => {
+    t.after(async () => {
+      await kubectl(["delete", "service", "first", "first-tcp", "--ignore-not-found"]);
+      await kubectl(["delete", "endpointslice", "first-manual", "first-tcp-manual", "--ignore-not-found"]);
+    });
+    const rig = startProxy(t, 20, {}, { unnatedRecheckMs: 300 });
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await rig.proxy.settled();
+    const before = rig.unnated.length;
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: v1
+kind: Service
+metadata: {name: first, namespace: default}
+spec:
+  type: NodePort
+  selector: {app: first}
+  ports: [{name: dns, protocol: UDP, port: 53, targetPort: 5353}]
+---
+${serviceYaml("first-tcp")}`,
+    );
+    await until("the Services refused for want of endpoints", () =>
+      (rig.scripts.at(-1) ?? "").includes(" . 17 . 53"),
+    );
+    await rig.proxy.settled();
+    assert.equal(rig.unnated.length, before, "no endpoint yet: nothing to delete");
+    const svc = JSON.parse(await kubectl(["get", "service", "first", "-o", "json"])) as {
+      spec: { clusterIP: string; ports: { nodePort: number }[] };
+    };
+    const vip = svc.spec.clusterIP;
+    const nodePort = svc.spec.ports[0]?.nodePort;
+    await kubectl(
+      ["apply", "-f", "-"],
+      `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: first-manual, namespace: default, labels: {kubernetes.io/service-name: first}}
+addressType: IPv4
+ports: [{name: dns, protocol: UDP, port: 5353}]
+endpoints: [{addresses: ["10.244.0.20"], nodeName: ${NODE}, conditions: {ready: true}}]
+---
+${sliceYaml("first-tcp", [{ ip: "10.244.0.21", node: NODE }])}`,
+    );
+    const expected = [
+      `kernel -D -f ipv4 -p udp --orig-dst ${vip} --reply-src ${vip}`,
+      `ovs dpctl/flush-conntrack ct_nw_dst=${vip},ct_nw_proto=17 ct_nw_src=${vip},ct_nw_proto=17`,
+      `kernel -D -f ipv4 -p udp --orig-dst 192.168.200.11 --orig-port-dst ${nodePort} --reply-src 192.168.200.11 --reply-port-src ${nodePort}`,
+    ];
+    await until("the first endpoint's deletions", () => rig.unnated.length >= before + 3);
+    const first = rig.unnated.slice(before, before + 3);
+    assert.deepEqual(first.map((u) => u.args).sort(), [...expected].sort());
+    const withEndpoint = rig.scripts.findIndex((s) => s.includes("dnat ip to 10.244.0.20:5353"));
+    assert.ok(withEndpoint >= 0);
+    assert.ok(
+      first.every((u) => u.scripts > withEndpoint),
+      "deleted after the rules with the endpoint were applied",
+    );
+    await until("OVS's deletion again after the recheck", () => rig.unnated.length >= before + 4);
+    assert.deepEqual(rig.unnated[before + 3]?.args, expected[1]);
+    await sleep(600);
+    await rig.proxy.settled();
+    assert.equal(rig.unnated.length, before + 4, "nothing else: the TCP Service's endpoint deletes nothing");
+
+    // A second endpoint: the destination already had one.
+    await kubectl([
+      "patch",
+      "endpointslice",
+      "first-manual",
+      "--type=json",
+      "-p",
+      '[{"op":"add","path":"/endpoints/-","value":{"addresses":["10.244.0.22"],"nodeName":"node1","conditions":{"ready":true}}}]',
+    ]);
+    await until("DNAT to the second endpoint", () => (rig.scripts.at(-1) ?? "").includes("10.244.0.22:5353"));
+    await sleep(600);
+    await rig.proxy.settled();
+    assert.equal(rig.unnated.length, before + 4, "a second endpoint deletes nothing");
+    assert.equal(rig.proxy.stats.unnatedDeletions, before + 4);
+
+    // A restarted agent does not know what changed while it was down: every served UDP destination.
+    await rig.proxy.stop();
+    const again = startProxy(t, 20, {}, { unnatedRecheckMs: 0 });
+    await again.proxy.start();
+    await until("the restarted agent's deletions", () =>
+      expected.every((e) => again.unnated.some((u) => u.args === e)),
+    );
   });
 
   test("a UDP Service with many ports and endpoints emptied at once: another Service's rule is applied while the deletions are still running; real conntrack runs one call per removed endpoint, at most the cap per round", async (t) => {

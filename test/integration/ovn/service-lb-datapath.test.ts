@@ -6,10 +6,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { parseIp } from "../../../src/ipam/address.ts";
 import { parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { interfaceWithAddress, podMtu } from "../../../src/node/mtu.ts";
 import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { PodAttacher } from "../../../src/node/pod-attachment.ts";
+import { ovsUnnatedArgs } from "../../../src/node/udp-first-endpoint.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { serviceLoadBalancers } from "../../../src/ovn/service-lb.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
@@ -315,6 +317,110 @@ describe("Service load balancers on a real OVN node", () => {
       "backend",
     );
   });
+  /** The client's entries of `sport` in OVS's datapath conntrack (every zone). */
+  async function ovsEntries(sport: number): Promise<string[]> {
+    const ct = await c.node.appctl("dpctl/dump-conntrack");
+    return ct.split("\n").filter((l) => l.includes(`sport=${sport},`));
+  }
+
+  /**
+   * Upstream e2e "Conntrack should be able to preserve UDP traffic when server pod cycles" (its first backend):
+   * the client sends before the Service has an endpoint here; OVN commits that datagram's flow without DNAT in
+   * the client port's zone, and the flow's later datagrams stay on it after the first endpoint appears, until the
+   * node agent deletes the un-NATed entries of the address (what ServiceProxy runs when the destination goes
+   * from no endpoint to one; src/node/udp-first-endpoint.ts).
+   */
+  async function udpFirstEndpoint(
+    name: string,
+    spec: Record<string, unknown>,
+    vip: string,
+    port: number,
+    sport: number,
+    before: "empty" | "none",
+    stateful: boolean,
+  ): Promise<void> {
+    // `stateful`: as any allow-related ACL makes the switch (a NetworkPolicy's, a node's own allow): every new
+    // flow is committed.
+    const ls = findOwned(c.nb.cache as never, "Logical_Switch", "subnet/default");
+    assert.ok(ls);
+    const ACL_MATCH = "ip4.src == 192.0.2.1";
+    if (stateful)
+      await c.nb.transact((tx) => {
+        const a = tx.insert("ACL", {
+          direction: "to-lport",
+          priority: 1000,
+          action: "allow-related",
+          match: ACL_MATCH,
+        } as never);
+        tx.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["acls", "insert", [a]]]);
+      });
+    try {
+      if (before === "empty") await realize(name, spec, [], "UDP");
+      const got = await udpListen(pb, port, 25);
+      await udpSend(pa, vip, 80, sport, "before\n");
+      const stuck = await ovsEntries(sport);
+      assert.ok(
+        stuck.some((l) => l.includes(`reply=(src=${vip},`)),
+        `committed to the VIP itself, never DNATed: ${stuck.join("\n")}`,
+      );
+      await realize(name, spec, [{ ip: pb.ip, node: NODE, port }], "UDP");
+      await udpSend(pa, vip, 80, sport, "still\n");
+      assert.ok(
+        (await ovsEntries(sport)).some((l) => l.includes(`reply=(src=${vip},`)),
+        "with the first endpoint installed the flow's datagram stays on its un-NATed entry",
+      );
+      await c.node.appctl(...ovsUnnatedArgs({ tracker: "ovs", ip: parseIp(vip), port: undefined }));
+      for (let i = 0; i < 5; i++) await udpSend(pa, vip, 80, sport, `after-${i}\n`);
+      const r = await got.got;
+      assert.match(
+        r.stdout,
+        /after-0\n/,
+        `the first endpoint gets the flow's datagrams: ${JSON.stringify(r.stdout)}`,
+      );
+      assert.doesNotMatch(r.stdout, /before|still/);
+      // The deletion spares what was DNATed: repeated (as after a restart), the flow keeps its entry.
+      await c.node.appctl(...ovsUnnatedArgs({ tracker: "ovs", ip: parseIp(vip), port: undefined }));
+      assert.ok(
+        (await ovsEntries(sport)).some(
+          (l) => l.includes(`dst=${vip},`) && l.includes(`reply=(src=${pb.ip},`),
+        ),
+        "the DNATed entry is left",
+      );
+    } finally {
+      const acl = [...c.nb.cache.table("ACL").values()].find(
+        (r) => (r as { match: string }).match === ACL_MATCH,
+      ) as { _uuid: string } | undefined;
+      if (acl)
+        await c.nb.transact((tx) => {
+          tx.mutate("Logical_Switch", [["_uuid", "==", ls._uuid]], [["acls", "delete", [acl._uuid]]]);
+        });
+    }
+  }
+
+  test("internalTrafficPolicy Local, stateful switch: a UDP flow begun before this chassis had an endpoint reaches the first one once its un-NATed entry is deleted", async () => {
+    await udpFirstEndpoint(
+      "udp-first-local",
+      { clusterIP: "10.96.0.57", internalTrafficPolicy: "Local" },
+      "10.96.0.57",
+      8085,
+      40_004,
+      "empty",
+      true,
+    );
+  });
+
+  test("a UDP flow begun before the Service's load balancer was written (a switch with no ACL) reaches its first endpoint once its un-NATed entry is deleted", async () => {
+    await udpFirstEndpoint(
+      "udp-first-new",
+      { clusterIP: "10.96.0.58" },
+      "10.96.0.58",
+      8086,
+      40_005,
+      "none",
+      false,
+    );
+  });
+
   // Upstream e2e "Networking Granular Checks: Services should be able to handle large requests: udp" (known
   // limit, docs/services.md "Fragmented UDP through a cluster IP"): the datagram leaves the pod in two fragments.
   // OVN's load balancer flows match the UDP port; OVS's userspace datapath hands the fragments on one by one
