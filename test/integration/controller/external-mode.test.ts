@@ -171,13 +171,28 @@ function assertOnlyOurPorts(before: DatabaseDump, now: DatabaseDump, overlay: st
   const diff = diffDumps(before, now).filter(
     (l) => !groups.some(([u]) => l === `Load_Balancer_Group ${u}: added`),
   );
-  const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`));
-  assert.deepEqual(other, [], "no ZStack row other than the switch's ports changed");
+  // Our router port's switch makes the switch refer to our Service load-balancer group (docs/external-mode.md).
+  const lbLink = `Logical_Switch ${overlay} load_balancer_group: ["set",[]] -> ["uuid","${groups[0]?.[0]}"]`;
+  const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`) && l !== lbLink);
+  assert.deepEqual(other, [], "no ZStack row other than the switch's ports and load-balancer groups changed");
   const was = new Set(listOf(before.Logical_Switch?.[overlay]?.ports) as string[]);
   const is = new Set(listOf(now.Logical_Switch?.[overlay]?.ports) as string[]);
   for (const u of was) assert.ok(is.has(u), `ZStack's port ${u} is still on the switch`);
   for (const u of is)
-    if (!was.has(u)) assert.ok(ourPorts.has(u), `${u}, added to the switch, is a pod port of ours`);
+    if (!was.has(u)) assert.ok(ourPorts.has(u), `${u}, added to the switch, is a port of ours`);
+}
+
+/** Our router ports' switch-side ports (`zovn-etor-<subnet>`) in the full dump. */
+function routerPortUuids(dump: DatabaseDump): string[] {
+  return Object.entries(dump.Logical_Switch_Port ?? {})
+    .filter(([, r]) => {
+      const ids = plain(r.external_ids) as Record<string, string>;
+      return (
+        ids["zstack.io/owner"] === "zstack-ovnkube-controller" &&
+        /^subnet\/.+\/ext-etor$/.test(ids["zstack.io/id"] ?? "")
+      );
+    })
+    .map(([u]) => u);
 }
 
 /** Our pod ports in NB, of pods whose name starts with `prefix`. */
@@ -444,7 +459,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       }
       const ours = await podPortUuids(sim);
       assert.equal(ours.size, names.length);
-      assertOnlyOurPorts(before, foreignRows(dump), overlay, ours);
+      assertOnlyOurPorts(before, foreignRows(dump), overlay, new Set([...ours, ...routerPortUuids(dump)]));
       await deletePodsAndPorts(api, sim, names, "p");
     },
   );
@@ -731,7 +746,12 @@ test("External mode on ZStack's 3-member Raft NB: the leader killed while pods a
     "every pod has exactly one port",
   );
   assert.equal(perPod.size, names.length);
-  assertOnlyOurPorts(before, foreignRows(dump), overlay, await podPortUuids(sim, "r"));
+  assertOnlyOurPorts(
+    before,
+    foreignRows(dump),
+    overlay,
+    new Set([...(await podPortUuids(sim, "r")), ...routerPortUuids(dump)]),
+  );
 
   await deletePodsAndPorts(api, sim, names, "r");
   await deleteSubnet(api, "zs-overlay");
