@@ -665,6 +665,119 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await t.test(
+    "our router port on ZStack's switch: our rows, joined by mutate only, the pods' routes through it; a Subnet deleted takes its port and the group reference",
+    async () => {
+      await sim.sync();
+      const dump = await sim.dump();
+      const ownerIs = (r: Record<string, unknown>, id: string) => {
+        const ids = plain(r.external_ids) as Record<string, string>;
+        return ids["zstack.io/owner"] === "zstack-ovnkube-controller" && ids["zstack.io/id"] === id;
+      };
+      const find = (d: DatabaseDump, table: string, id: string) =>
+        Object.entries(d[table] ?? {}).filter(([, r]) => ownerIs(r, id));
+      const lrps = find(dump, "Logical_Router_Port", "subnet/zs-overlay/ext-rtoe");
+      const lsps = find(dump, "Logical_Switch_Port", "subnet/zs-overlay/ext-etor");
+      assert.equal(lrps.length, 1, "one router port of ours for the Subnet");
+      assert.equal(lsps.length, 1, "one switch-side port of ours for the Subnet");
+      const [lrpUuid, lrp] = lrps[0] as [string, Record<string, unknown>];
+      const [lspUuid, lsp] = lsps[0] as [string, Record<string, unknown>];
+      const networks = listOf(lrp.networks) as string[];
+      assert.equal(networks.length, 1);
+      const routerIp = (networks[0] as string).replace(/\/24$/, "");
+      assert.match(networks[0] as string, /^10\.60\.0\.\d+\/24$/);
+      assert.ok(!zstackTaken(before, overlay).has(routerIp), `${routerIp} is an address ZStack's rows held`);
+      // On the cluster router (ours), and the peer on ZStack's switch pointing at it.
+      const router = Object.entries(dump.Logical_Router ?? {}).find(([, r]) => ownerIs(r, "cluster-router"));
+      assert.ok(router && listOf(router[1].ports).includes(lrpUuid), "the port is on our cluster router");
+      assert.equal(lsp.type, "router");
+      assert.deepEqual(plain(lsp.options), { "router-port": lrp.name });
+      assert.ok(
+        listOf(dump.Logical_Switch?.[overlay]?.ports).includes(lspUuid),
+        "the peer is on ZStack's switch",
+      );
+      const group = Object.entries(dump.Load_Balancer_Group ?? {}).find(
+        ([, r]) => r.name === CLUSTER_LB_GROUP,
+      );
+      assert.ok(group);
+      assert.deepEqual(listOf(dump.Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+      // ZStack's rows differ only by those mutations (and our pods' ports).
+      assertOnlyOurPorts(
+        before,
+        foreignRows(dump),
+        overlay,
+        new Set([...(await podPortUuids(sim)), lspUuid]),
+      );
+
+      // A pod there: ZStack's router as its default gateway, the cluster's networks via our router port.
+      await createPods(api, [[NS, "routed"]]);
+      const pod = (await annotated(api, ["routed"])).get("routed") as PodView;
+      const ann = parsePodNetworksAnnotation(pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+      assert.deepEqual(ann?.gateway_ips, ["10.60.0.1"]);
+      assert.deepEqual(ann?.routes, [
+        { dest: "100.64.0.0/16", nextHop: routerIp },
+        { dest: "10.244.0.0/16", nextHop: routerIp },
+        { dest: "10.96.0.0/16", nextHop: routerIp },
+      ]);
+      assert.notEqual(podAddress(pod), routerIp);
+      await sim.sync();
+      const sets = Object.values((await sim.dump()).Address_Set ?? {}).filter(
+        (r) => r.name === "zovn_external_pods_v4",
+      );
+      assert.equal(sets.length, 1);
+      assert.ok(listOf(sets[0]?.addresses).includes(podAddress(pod)), "the pod is in the external pods' set");
+      await deletePodsAndPorts(api, sim, ["routed"], "routed");
+      await sim.sync();
+      const afterPod = Object.values((await sim.dump()).Address_Set ?? {}).find(
+        (r) => r.name === "zovn_external_pods_v4",
+      );
+      assert.ok(!listOf(afterPod?.addresses).includes(podAddress(pod)), "the deleted pod left the set");
+
+      // A Subnet on the flat switch gets a router port there too; deleted, it takes the port and the reference.
+      const flat = sim.uuid("flat-switch");
+      await createSubnet(api, "zs-flat", {
+        cidr: "192.168.100.0/24",
+        gateway: "192.168.100.1",
+        externalLogicalSwitch: "l2-flat-network",
+      });
+      await untilReason(api, "zs-flat", "Ready");
+      const onFlat = await until(
+        "our router port on the flat switch",
+        async () => {
+          const d = await sim.dump();
+          const p = find(d, "Logical_Switch_Port", "subnet/zs-flat/ext-etor")[0];
+          const ls = d.Logical_Switch?.[flat];
+          return p && listOf(ls?.ports).includes(p[0]) && listOf(ls?.load_balancer_group).length === 1
+            ? d
+            : undefined;
+        },
+        60_000,
+      );
+      const flatLrp = find(onFlat, "Logical_Router_Port", "subnet/zs-flat/ext-rtoe")[0];
+      assert.ok(flatLrp);
+      assert.match((listOf(flatLrp[1].networks) as string[])[0] ?? "", /^192\.168\.100\.\d+\/24$/);
+      assert.ok(
+        !(listOf(flatLrp[1].networks) as string[]).includes("192.168.100.21/24"),
+        "not the address of ZStack's VM on the switch",
+      );
+      await deleteSubnet(api, "zs-flat");
+      await until(
+        "the flat switch as ZStack left it",
+        async () => {
+          const d = await sim.snapshot();
+          const flatDiff = diffDumps(before, d).filter((l) => l.includes(flat));
+          return flatDiff.length === 0 &&
+            find(await sim.dump(), "Logical_Router_Port", "subnet/zs-flat/ext-rtoe").length === 0
+            ? true
+            : undefined;
+        },
+        60_000,
+      );
+      // The overlay Subnet's reference stays: its router port is still there.
+      assert.deepEqual(listOf((await sim.dump()).Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+    },
+  );
+
+  await t.test(
     "after the pods are gone and zovn uninstall, every ZStack row is byte-identical and nothing of ours is left",
     async () => {
       await deleteSubnet(api, "zs-overlay");
