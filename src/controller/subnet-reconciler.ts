@@ -300,10 +300,12 @@ export class SubnetReconciler implements Reconciler {
     // External mode: a Subnet on ZStack's switch loads its allocator from the switch's rows (every address they
     // show is taken), and loads it again when its spec or the switch it resolves to changes. One that stopped
     // matching its switch stays loaded for its pods, and the pod reconciler gives it no new one.
+    let routerPortProblem: string | undefined;
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
       if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
-      if (routerPort.length === 0) await this.ensureExternalRouterPort(name, ext.uuid, lbGroup);
+      if (routerPort.length === 0)
+        routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, lbGroup);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
     }
@@ -329,8 +331,10 @@ export class SubnetReconciler implements Reconciler {
     } else if (v && !v.ready) {
       this.o.events?.warning(ref, v.reason, v.message);
     }
+    // Its pods wait for the router port (their routes go through it); tried again as addresses free up.
+    if (routerPortProblem) this.o.events?.warning(ref, "RouterPortNotCreated", routerPortProblem);
     await this.writeSubnetStatus(subnet, v, holders);
-    return undefined;
+    return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
   }
 
   /** Our router port rows on the switch as NB holds them (its networks kept), or [] when there is none yet. */
@@ -376,19 +380,24 @@ export class SubnetReconciler implements Reconciler {
    * shows, re-checked against the live holdings), the router port, its peer joined to the switch by `mutate ports
    * insert`, and the switch's reference to our load-balancer group, in one transaction. Guarded: a retry after a
    * lost reply finds the rows there and fails instead of adding second ones, a pod port that took the address
-   * meanwhile makes it fail, and so does the switch gone. Once NB shows the row, its `networks` hold the address
-   * (the switch's holdings read it like any router port's), so the reservation is dropped.
+   * meanwhile makes it fail, and so does the switch gone. The address is held in the allocator under the name the
+   * switch's holdings give the port, so once NB shows the row its `networks` simply go on holding it. Returns why
+   * it could not be written when no address is free (the Subnet's pods wait; tried again later).
    */
-  private async ensureExternalRouterPort(name: string, switchUuid: string, lbGroup: string | undefined) {
+  private async ensureExternalRouterPort(
+    name: string,
+    switchUuid: string,
+    lbGroup: string | undefined,
+  ): Promise<string | undefined> {
     const { nb } = this.o;
     const cache = nb.cache as never;
-    if (findOwned(cache, "Logical_Router_Port", externalRouterPortId(name))) return;
+    if (findOwned(cache, "Logical_Router_Port", externalRouterPortId(name))) return undefined;
     const ls = nb.cache.table("Logical_Switch").get(switchUuid);
-    if (!ls) return;
+    if (!ls) return undefined;
     const lrpName = externalRouterPortName(name);
     const got = this.podPorts.reserveRouterAddresses(name, lrpName);
     if ("problem" in got)
-      throw new Error(`subnet ${name}: no address for the cluster router's port: ${got.problem}`);
+      return `no address for the cluster router's port ${lrpName} on ${ls.name} (${switchUuid}): ${got.problem}; the Subnet's pods wait for it`;
     const def = this.ctx.verdicts.get(name)?.definition;
     const networks = got.ips.map((ip) => {
       const fam = ip.includes(":") ? 6 : 4;
@@ -417,7 +426,8 @@ export class SubnetReconciler implements Reconciler {
         "the cluster router's port on the external switch is written",
       );
     } finally {
-      // A write whose outcome is unknown keeps the hold: the holdings settle it once NB shows the port or not.
+      // Not landed, or not known to: the hold goes unless the holdings show the port. Should it have landed after
+      // all, a pod insert given the address is refused by NB on the port's address key, and the view catches up.
       if (!landed) this.podPorts.dropRouterAddresses(name, lrpName, got.ips);
     }
     // Pods waiting for the router port (their routes go through it) go on.
@@ -425,6 +435,7 @@ export class SubnetReconciler implements Reconciler {
       if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
         this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
     this.ctx.wakeWaitingForSubnet(name);
+    return undefined;
   }
 
   /**
