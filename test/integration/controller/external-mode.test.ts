@@ -707,6 +707,26 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         overlay,
         new Set([...(await podPortUuids(sim)), lspUuid]),
       );
+      // zovn uninstall --dry-run plans to take both mutations back, and changes nothing.
+      const dry = await run(
+        "node",
+        ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(","), "--dry-run"],
+        { cwd: ROOT, timeout: 300_000 },
+      );
+      const unlinks = dry.stdout
+        .split("\n")
+        .filter((l) => l.startsWith(`unlink  Logical_Switch ${overlay} `));
+      assert.ok(
+        unlinks.some((l) => / ports -= /.test(l) && l.includes(lspUuid)),
+        `the dry run unlinks our router port's peer from the switch:\n${dry.stdout}`,
+      );
+      assert.ok(
+        unlinks.some((l) => l.endsWith(` load_balancer_group -= ${group[0]}`)),
+        `the dry run unlinks our group from the switch:\n${dry.stdout}`,
+      );
+      assert.match(dry.stdout, new RegExp(`delete  Logical_Router_Port ${lrpUuid} `));
+      await sim.sync();
+      assert.deepEqual(diffDumps(dump, await sim.dump()), [], "the dry run changed nothing");
 
       // A pod there: ZStack's router as its default gateway, the cluster's networks via our router port.
       await createPods(api, [[NS, "routed"]]);
