@@ -9,7 +9,7 @@ import { formatIp, ipFromValue } from "../ipam/address.ts";
 import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { isAlreadyExists } from "../k8s/api-client.ts";
 import { plan, type Scope } from "../ovn/nb-diff.ts";
-import { CLUSTER_LB_GROUP, type ClusterNetworks, coreRows } from "../ovn/topology.ts";
+import { CLUSTER_LB_GROUP, type ClusterNetworks, coreRows, externalPodsRows } from "../ovn/topology.ts";
 import { ControllerContext, type ControllerOptions } from "./context.ts";
 import { ReconcilerManager } from "./framework.ts";
 import { type ClusterInformers, clusterInformers } from "./informers.ts";
@@ -116,6 +116,8 @@ export class OvnController {
       onObservation: (x) => this.subnetReconciler.observed(x),
       // A freed address leaves the NetworkPolicy peer and named-port sets in the port's delete.
       addressHolders: policyAddressHolders(o.nb),
+      // Pods on ZStack's switches reach the cluster's networks through our router port there.
+      ...(o.ovnMode === "external" ? { externalRoutes: this.net } : {}),
     });
     // They follow NB until the term ends, however it ends (a start that fails included); a new term gets new ones.
     this.manager.term.addEventListener("abort", () => podPorts.close(), { once: true });
@@ -180,7 +182,11 @@ export class OvnController {
       nb.cache as never,
       nb.schema,
       txn as never,
-      coreRows(this.net, this.subnetReconciler.acceptedCidrs()),
+      [
+        ...coreRows(this.net, this.subnetReconciler.acceptedCidrs()),
+        // Pods on ZStack's switches are reached through the cluster router, not rerouted as egress.
+        ...(this.o.ovnMode === "external" ? externalPodsRows() : []),
+      ],
       core,
     );
     // The Service load-balancer group: its name is unique in NB, so a retried insert cannot make a second one.

@@ -5,6 +5,7 @@
 
 import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { SubnetAllocator } from "../ipam/allocator.ts";
+import { formatCidr } from "../ipam/cidr.ts";
 import type { ForeignHolder } from "../ipam/foreign-holdings.ts";
 import { describeHolders, type Holder } from "../ipam/holder.ts";
 import { heldIps } from "../ipam/lsp-addresses.ts";
@@ -12,6 +13,11 @@ import { macForAddresses, parseMac, parseRequestedMac, randomLocalMac } from "..
 import { formatRange } from "../ipam/range.ts";
 import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import type { Logger } from "../observability/log.ts";
+import {
+  type ClusterRouteTargets,
+  externalPodRoutes,
+  externalRouterPortId,
+} from "../ovn/external-router-port.ts";
 import { ForeignSwitchHoldings, type HoldingsChange } from "../ovn/foreign-switch-holdings.ts";
 import {
   type DesiredRow,
@@ -32,7 +38,7 @@ import {
   SUBNET_KEY,
 } from "../ovn/ownership.ts";
 import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
-import { nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
+import { EXTERNAL_PODS_ADDRESS_SET_V4, nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
 import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import { certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
@@ -117,7 +123,12 @@ function foreignOwner(h: ForeignHolder): string {
   return h.table === "Logical_Switch_Port" ? h.name : `${h.table} ${h.name}`;
 }
 
-function addressingOf(sn: SubnetState, ips: readonly string[], mac: string) {
+function addressingOf(
+  sn: SubnetState,
+  ips: readonly string[],
+  mac: string,
+  routes?: readonly { dest: string; nextHop: string }[],
+) {
   return {
     subnet: sn.name,
     // On ZStack's switch its UUID: ZStack's names may hold what the agent's parser refuses (spaces, CJK), and a
@@ -126,6 +137,7 @@ function addressingOf(sn: SubnetState, ips: readonly string[], mac: string) {
     mac,
     ipsWithPrefix: ips.map((ip, i) => `${ip}/${sn.prefixes[i] ?? (ip.includes(":") ? "128" : "32")}`),
     gateways: sn.gateways,
+    ...(routes && routes.length > 0 ? { routes } : {}),
   };
 }
 
@@ -200,6 +212,11 @@ export class PodPortAllocator {
        * pod never inherits a peer-set membership of the pod that had its address before.
        */
       addressHolders?: AddressHolders;
+      /**
+       * The cluster's networks a pod on ZStack's switch reaches through our router port there (its annotation's
+       * routes). When set, such a pod gets its port only once that router port is in NB (external-router-port.ts).
+       */
+      externalRoutes?: ClusterRouteTargets;
       log?: Logger;
     } = { tunnel: "vxlan" },
   ) {
@@ -516,7 +533,65 @@ export class PodPortAllocator {
     if (!p || p.external_ids[POD_UID_KEY] !== uid) return undefined;
     const sn = this.subnets.get((p.external_ids[SUBNET_KEY] as string | undefined) ?? "");
     if (!sn) return undefined;
-    return podNetworksAnnotation(addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? ""));
+    const routes = this.routesOf(sn);
+    if (routes === undefined) return undefined;
+    return podNetworksAnnotation(addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? "", routes));
+  }
+
+  /**
+   * The routes of a pod on the Subnet: [] on our own switches; on ZStack's switch, the cluster's networks via our
+   * router port there, or undefined while that port is not in NB (the pod waits for it: a pod wired without the
+   * routes would stay unreachable from its node, as the agent wires a pod once).
+   */
+  private routesOf(sn: SubnetState): readonly { dest: string; nextHop: string }[] | undefined {
+    const targets = this.opts.externalRoutes;
+    if (!sn.external || !targets) return [];
+    const lrp = findOwned(this.nb.cache as never, "Logical_Router_Port", externalRouterPortId(sn.name));
+    const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
+    if (networks.length === 0) return undefined;
+    return externalPodRoutes(
+      networks.map((n) => n.slice(0, n.indexOf("/"))),
+      sn.def.cidrs.map((c) => formatCidr(c)),
+      targets,
+    );
+  }
+
+  /**
+   * A free address per family of the Subnet on its foreign switch for our router port `lrpName` there. It is held
+   * at once under the name the switch's holdings will give the port once NB shows it (`Logical_Router_Port
+   * <name>`, a foreign holder like any router port on the switch), so no pod takes it meanwhile and no conflict is
+   * seen when the holdings report it. A write that did not land gives it back with dropRouterAddresses.
+   */
+  reserveRouterAddresses(subnet: string, lrpName: string): { ips: string[] } | { problem: string } {
+    const sn = this.subnets.get(subnet);
+    if (!sn?.external) return { problem: `subnet ${subnet} is not loaded on a foreign switch` };
+    const view = sn.external.holdings;
+    const picker = `\0router-port/${subnet}`;
+    for (let round = 0; round < 8; round++) {
+      const res = sn.allocator.allocate(picker);
+      if (!res.ok) return { problem: res.message };
+      for (const ip of res.ips) sn.allocator.release(ip, picker);
+      const seen = res.ips.filter((ip) => view.isTaken(ip));
+      if (seen.length === 0) {
+        for (const ip of res.ips)
+          sn.allocator.recordHolder(ip, { owner: `Logical_Router_Port ${lrpName}`, foreign: true });
+        return { ips: [...res.addresses] };
+      }
+      for (const ip of seen)
+        for (const h of view.holdersOf(ip))
+          if (h.source !== "other_config:exclude_ips")
+            sn.allocator.recordHolder(ip, { owner: foreignOwner(h), foreign: true });
+    }
+    return { problem: `no address on ${sn.external.name} stayed free long enough to take` };
+  }
+
+  /** Gives back what reserveRouterAddresses held, unless the switch's holdings show the port holding it. */
+  dropRouterAddresses(subnet: string, lrpName: string, ips: readonly string[]): void {
+    const sn = this.subnets.get(subnet);
+    if (!sn?.external) return;
+    for (const ip of ips)
+      if (!sn.external.holdings.isTaken(parseIp(ip)))
+        sn.allocator.forgetForeign(ip, `Logical_Router_Port ${lrpName}`);
   }
 
   /**
@@ -613,6 +688,14 @@ export class PodPortAllocator {
           : `the logical switch of subnet ${subnetName} does not exist yet`,
       };
     }
+    const routes = this.routesOf(sn);
+    if (routes === undefined) {
+      return {
+        ok: false,
+        reason: "SubnetNotReady",
+        message: `subnet ${subnetName}: the cluster router's port on ${sn.external?.name ?? "its switch"} is not in NB yet`,
+      };
+    }
     let ips: string[];
     let mac: string;
     let fresh = false;
@@ -642,7 +725,7 @@ export class PodPortAllocator {
       mac = res.mac;
       fresh = true;
     }
-    const addressing = { ...addressingOf(sn, ips, mac), ...(pod.node ? { node: pod.node } : {}) };
+    const addressing = { ...addressingOf(sn, ips, mac, routes), ...(pod.node ? { node: pod.node } : {}) };
     const txn = this.nb.transaction();
     let sent = false;
     /** Index of the wait guarding each fresh address, in txn. */
@@ -725,6 +808,8 @@ export class PodPortAllocator {
         unlinkAndDelete(cache, this.nb.schema, txn as never, "Logical_Switch_Port", extra._uuid);
       // The pod's address joins its node's address set, which the node's egress policy matches on.
       const v4 = ips.filter((ip) => !ip.includes(":"));
+      // On ZStack's switch it is in the external pods' set too (level-triggered: a port without it gets it).
+      if (sn.external) this.externalPodsMutation(txn, "insert", v4);
       if (prevNode !== pod.node && v4.length > 0) {
         if (prevNode) this.addressSetMutation(txn, prevNode, "delete", v4);
         if (pod.node) this.addressSetMutation(txn, pod.node, "insert", v4);
@@ -782,6 +867,21 @@ export class PodPortAllocator {
   ): void {
     const set = this.nb.cache.table("Address_Set").lookupOne("name", nodePodsAddressSet(node, 4));
     if (set) txn.mutate("Address_Set", [["_uuid", "==", set._uuid]], [["addresses", op, ips]]);
+  }
+
+  /**
+   * Adds to or removes from the external pods' set (topology.ts externalPodsRows) the addresses it lacks or holds;
+   * nothing when it already says so, or when the set does not exist (Standalone mode).
+   */
+  private externalPodsMutation(
+    txn: ReturnType<OvsdbClient<NbTables>["transaction"]>,
+    op: "insert" | "delete",
+    ips: readonly string[],
+  ): void {
+    const set = this.nb.cache.table("Address_Set").lookupOne("name", EXTERNAL_PODS_ADDRESS_SET_V4);
+    if (!set || !isOurs(set)) return;
+    const todo = ips.filter((ip) => setHas(set.addresses as readonly string[], ip) === (op === "delete"));
+    if (todo.length > 0) txn.mutate("Address_Set", [["_uuid", "==", set._uuid]], [["addresses", op, todo]]);
   }
 
   /** Who on the switch (or on the node side of the cluster) already uses the MAC, if anyone. O(1) by indexes. */
@@ -907,6 +1007,11 @@ export class PodPortAllocator {
       const node = p.options["requested-chassis"];
       const v4 = heldIps(p).filter((ip) => !ip.includes(":"));
       if (node && v4.length > 0) this.addressSetMutation(txn, node, "delete", v4);
+      this.externalPodsMutation(
+        txn,
+        "delete",
+        v4.filter((ip) => !keeps.has(ip)),
+      );
       this.withdraw(
         txn,
         heldIps(p).filter((ip) => !keeps.has(ip)),

@@ -7,9 +7,25 @@ import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
+import {
+  externalRouterPortId,
+  externalRouterPortName,
+  externalRouterPortRows,
+  externalSwitchPortId,
+} from "../ovn/external-router-port.ts";
 import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
-import { findOwned, plan } from "../ovn/nb-diff.ts";
-import { CONTROLLER, isOurs, KIND_KEY, OWNER_KEY, POD_KEY, SUBNET_KEY } from "../ovn/ownership.ts";
+import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
+import {
+  addressKey,
+  CONTROLLER,
+  ID_KEY,
+  idOf,
+  isOurs,
+  KIND_KEY,
+  OWNER_KEY,
+  POD_KEY,
+  SUBNET_KEY,
+} from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import {
   CLUSTER_LB_GROUP,
@@ -18,12 +34,18 @@ import {
   subnetScope,
   subnetSwitchName,
 } from "../ovn/topology.ts";
+import type { OvsdbClient } from "../ovsdb/client.ts";
 import { setSize } from "../ovsdb/live-set.ts";
+import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import { setHas } from "../ovsdb/set-index.ts";
+import { byUuid } from "../ovsdb/transaction.ts";
 import { type ControllerContext, type ControllerOptions, SUBNETS } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite, PodLite } from "./informers.ts";
 import type { ExternalSwitchRef, Observation, PodPortAllocator } from "./pod-port-allocator.ts";
 import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subnet-status.ts";
+
+type Txn = ReturnType<OvsdbClient<NbTables>["transaction"]>;
 
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
 export const SUBNET_FINALIZER = "network.zstack.io/subnet-protection";
@@ -119,6 +141,11 @@ export class SubnetReconciler implements Reconciler {
     for (const ls of this.o.nb.cache.table("Logical_Switch").values()) {
       const sn = ls.external_ids[SUBNET_KEY];
       if (ls.external_ids[KIND_KEY] === "subnet-switch" && sn && !this.subnets.get(sn)) yield sn;
+    }
+    // A Subnet on ZStack's switch has no switch of ours: its router port there stands for it.
+    for (const lrp of this.o.nb.cache.table("Logical_Router_Port").values()) {
+      const sn = lrp.external_ids[SUBNET_KEY];
+      if (sn && idOf(lrp) === externalRouterPortId(sn) && !this.subnets.get(sn)) yield sn;
     }
   }
 
@@ -216,6 +243,13 @@ export class SubnetReconciler implements Reconciler {
     const lbGroup = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP)?._uuid;
     if (subnet && v?.definition && !externalSwitch && !lbGroup)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
+    // Our router port on ZStack's switch, once written, stays as it is (its address never moves); it is written
+    // the first time by ensureExternalRouterPort below, once the Subnet's allocator is loaded.
+    const ext = v?.externalSwitch;
+    const routerPort =
+      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external"
+        ? this.existingExternalRouterPort(name, ext.uuid)
+        : [];
     const desired =
       subnet && v?.definition && !externalSwitch
         ? subnetRows(
@@ -229,7 +263,7 @@ export class SubnetReconciler implements Reconciler {
             },
             lbGroup,
           )
-        : [];
+        : routerPort;
     // A failed subnet keeps its switch (its pods keep working) unless the Subnet object is gone. The inside
     // set follows the accepted Subnets, in the same transaction as the switch it concerns.
     const txn = nb.transaction();
@@ -245,7 +279,13 @@ export class SubnetReconciler implements Reconciler {
       subnet === undefined || v?.definition
         ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
         : plan(nb.cache as never, nb.schema, txn as never, [this.insideSet()]);
-    if (!s.empty) await txn.commit();
+    // ZStack's switch refers to our Service load-balancer group while a router port of ours is on it, and no longer
+    // once none is (the last Subnet on it gone): one mutate of our own reference each way, never a rewrite.
+    let lbLinked = false;
+    if (routerPort.length > 0 && ext && lbGroup)
+      lbLinked = this.linkLbGroup(txn, ext.uuid, lbGroup, "insert");
+    if (!subnet) lbLinked = this.unlinkLbGroupOf(txn, name, lbGroup);
+    if (!s.empty || lbLinked) await txn.commit();
     if (!subnet) {
       this.ctx.loadedSpecs.delete(name);
       this.podPorts.unloadSubnet(name);
@@ -260,10 +300,12 @@ export class SubnetReconciler implements Reconciler {
     // External mode: a Subnet on ZStack's switch loads its allocator from the switch's rows (every address they
     // show is taken), and loads it again when its spec or the switch it resolves to changes. One that stopped
     // matching its switch stays loaded for its pods, and the pod reconciler gives it no new one.
-    const ext = v?.externalSwitch;
+    let routerPortProblem: string | undefined;
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
       if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
+      if (routerPort.length === 0)
+        routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, lbGroup);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
     }
@@ -289,7 +331,110 @@ export class SubnetReconciler implements Reconciler {
     } else if (v && !v.ready) {
       this.o.events?.warning(ref, v.reason, v.message);
     }
+    // Its pods wait for the router port (their routes go through it); tried again as addresses free up.
+    if (routerPortProblem) this.o.events?.warning(ref, "RouterPortNotCreated", routerPortProblem);
     await this.writeSubnetStatus(subnet, v, holders);
+    return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
+  }
+
+  /** Our router port rows on the switch as NB holds them (its networks kept), or [] when there is none yet. */
+  private existingExternalRouterPort(name: string, switchUuid: string): DesiredRow[] {
+    const lrp = findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name));
+    const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
+    return networks.length > 0 ? externalRouterPortRows({ subnet: name, switchUuid, networks }) : [];
+  }
+
+  /**
+   * Adds the mutate that makes ZStack's switch refer to our load-balancer group (insert) or no longer (delete),
+   * when it is needed; true when one was added.
+   */
+  private linkLbGroup(txn: Txn, switchUuid: string, lbGroup: string, op: "insert" | "delete"): boolean {
+    const ls = this.o.nb.cache.table("Logical_Switch").get(switchUuid);
+    if (!ls || setHas(ls.load_balancer_group as readonly string[], lbGroup) === (op === "insert"))
+      return false;
+    txn.mutate("Logical_Switch", byUuid(switchUuid), [["load_balancer_group", op, [lbGroup]]]);
+    return true;
+  }
+
+  /**
+   * The Subnet is gone: the foreign switch its router port is on stops referring to our load-balancer group,
+   * unless a router port of another Subnet of ours stays on it.
+   */
+  private unlinkLbGroupOf(txn: Txn, name: string, lbGroup: string | undefined): boolean {
+    const cache = this.o.nb.cache;
+    const lsp = findOwned(cache as never, "Logical_Switch_Port", externalSwitchPortId(name));
+    if (!lsp || !lbGroup) return false;
+    const ls = cache.table("Logical_Switch").findOne((r) => !isOurs(r) && setHas(r.ports, lsp._uuid));
+    if (!ls) return false;
+    const ports = cache.table("Logical_Switch_Port");
+    const othersStay = ls.ports.some((u) => {
+      const p = ports.get(u);
+      const id = p ? idOf(p) : undefined;
+      return u !== lsp._uuid && id !== undefined && /^subnet\/.+\/ext-etor$/.test(id);
+    });
+    return othersStay ? false : this.linkLbGroup(txn, ls._uuid, lbGroup, "delete");
+  }
+
+  /**
+   * Writes our router port on ZStack's switch the first time: an address from the Subnet's allocator (one no row
+   * shows, re-checked against the live holdings), the router port, its peer joined to the switch by `mutate ports
+   * insert`, and the switch's reference to our load-balancer group, in one transaction. Guarded: a retry after a
+   * lost reply finds the rows there and fails instead of adding second ones, a pod port that took the address
+   * meanwhile makes it fail, and so does the switch gone. The address is held in the allocator under the name the
+   * switch's holdings give the port, so once NB shows the row its `networks` simply go on holding it. Returns why
+   * it could not be written when no address is free (the Subnet's pods wait; tried again later).
+   */
+  private async ensureExternalRouterPort(
+    name: string,
+    switchUuid: string,
+    lbGroup: string | undefined,
+  ): Promise<string | undefined> {
+    const { nb } = this.o;
+    const cache = nb.cache as never;
+    if (findOwned(cache, "Logical_Router_Port", externalRouterPortId(name))) return undefined;
+    const ls = nb.cache.table("Logical_Switch").get(switchUuid);
+    if (!ls) return undefined;
+    const lrpName = externalRouterPortName(name);
+    const got = this.podPorts.reserveRouterAddresses(name, lrpName);
+    if ("problem" in got)
+      return `no address for the cluster router's port ${lrpName} on ${ls.name} (${switchUuid}): ${got.problem}; the Subnet's pods wait for it`;
+    const def = this.ctx.verdicts.get(name)?.definition;
+    const networks = got.ips.map((ip) => {
+      const fam = ip.includes(":") ? 6 : 4;
+      const c = def?.cidrs.find((x) => x.family === fam);
+      return `${ip}/${c?.prefix ?? (fam === 6 ? 128 : 32)}`;
+    });
+    let landed = false;
+    try {
+      const txn = nb.transaction();
+      txn.guardAbsent("Logical_Router_Port", [
+        ["external_ids", "includes", { [ID_KEY]: externalRouterPortId(name) }],
+      ]);
+      txn.guardAbsent("Logical_Switch_Port", [
+        ["external_ids", "includes", { [ID_KEY]: externalSwitchPortId(name) }],
+      ]);
+      for (const ip of got.ips)
+        txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [addressKey(ip)]: name }]]);
+      txn.wait("Logical_Switch", [["_uuid", "==", switchUuid]], ["name"], "==", [{ name: ls.name }]);
+      plan(cache, nb.schema, txn as never, externalRouterPortRows({ subnet: name, switchUuid, networks }));
+      if (lbGroup) this.linkLbGroup(txn, switchUuid, lbGroup, "insert");
+      await txn.commit();
+      landed = true;
+      await nb.echo();
+      this.o.log.info(
+        { subnet: name, networks },
+        "the cluster router's port on the external switch is written",
+      );
+    } finally {
+      // Not landed, or not known to: the hold goes unless the holdings show the port. Should it have landed after
+      // all, a pod insert given the address is refused by NB on the port's address key, and the view catches up.
+      if (!landed) this.podPorts.dropRouterAddresses(name, lrpName, got.ips);
+    }
+    // Pods waiting for the router port (their routes go through it) go on.
+    for (const p of this.pods.list())
+      if (!p.metadata.annotations?.[POD_NETWORKS_ANNOTATION])
+        this.ctx.requeuePod(`${p.metadata.namespace}/${p.metadata.name}`);
+    this.ctx.wakeWaitingForSubnet(name);
     return undefined;
   }
 

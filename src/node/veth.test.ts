@@ -64,7 +64,7 @@ describe("host veth names", () => {
 
 describe("pod-side ip lines", () => {
   test("set MAC and MTU, bring the link up, add each address and one default route per family", () => {
-    // The annotation carries no routes (the parse refuses any); a route given to podSideLines is still typed.
+    // Routes come from the annotation only for a pod on ZStack's switch; a route given to podSideLines is typed.
     const lines = podSideLines({
       ...spec(annotation([])),
       routes: [{ dest: parseCidr("10.96.0.0/16"), nextHop: parseIp("10.244.0.1") }],

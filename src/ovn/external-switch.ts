@@ -72,9 +72,10 @@ function readFacts(cache: Cache<NbTables>, uuid: string): ExternalSwitchFacts {
     const p = lsps.get(pu);
     if (!p) continue;
     const lrpName = attachedRouterPort(p);
+    // Our own router port on the switch (external-router-port.ts) is not what the Subnet is checked against.
     if (lrpName !== undefined)
       for (const lrp of lrps.lookup("name", lrpName))
-        routerPorts.push({ uuid: lrp._uuid, name: lrp.name, networks: lrp.networks });
+        if (!isOurs(lrp)) routerPorts.push({ uuid: lrp._uuid, name: lrp.name, networks: lrp.networks });
     if (p.dhcpv4_options) dhcpUuids.add(p.dhcpv4_options);
     if (p.dhcpv6_options) dhcpUuids.add(p.dhcpv6_options);
   }

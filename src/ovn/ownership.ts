@@ -49,6 +49,8 @@ export type Kind =
   | "egress-policy"
   | "egress-route"
   | "inside-set"
+  | "external-pods-set"
+  | "external-pods-policy"
   | "service-lb"
   | "chassis-vars"
   | "network-policy"

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
-import { formatIp } from "../ipam/address.ts";
+import { formatIp, parseIp } from "../ipam/address.ts";
 import { formatCidr } from "../ipam/cidr.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import {
@@ -67,23 +67,81 @@ describe("the pod-networks annotation", () => {
     assert.deepEqual(parsePodNetwork(text({ routes: undefined }))?.routes, []);
   });
 
-  test("well-formed routes are refused: the controller never writes any", () => {
-    for (const routes of [
-      [{ dest: "10.96.0.0/16", nextHop: "10.244.0.1" }],
-      [{ dest: "fd00:10::/64", nextHop: "fd00::1" }],
+  test("routes to the cluster's networks via an on-link next hop parse and print back the same", () => {
+    const routes = [
+      { dest: "100.64.0.0/16", nextHop: "10.244.0.2" },
+      { dest: "10.96.0.0/16", nextHop: "10.244.0.2" },
+      { dest: "fd98::/108", nextHop: "fd00::2" },
+    ];
+    const t = text({ ip_addresses: ["10.244.0.5/24", "fd00::5/64"], routes });
+    assert.deepEqual(parsePodNetworksAnnotation(t)?.routes, routes);
+    const written = podNetworksAnnotation({
+      subnet: "zs",
+      logicalSwitch: "subnet-default",
+      mac: "0a:58:0a:f4:00:05",
+      ipsWithPrefix: ["10.244.0.5/24", "fd00::5/64"],
+      gateways: ["10.244.0.1", "fd00::1"],
+      routes,
+    });
+    assert.deepEqual(parsePodNetworksAnnotation(written)?.routes, routes);
+  });
+
+  test("a route the controller would never write is refused: default, next hop off the pod's network, over its own network", () => {
+    const own = { ip_addresses: ["10.244.0.5/24", "fd00::5/64"] };
+    for (const [routes, field] of [
+      [[{ dest: "0.0.0.0/0", nextHop: "10.244.0.2" }], "default.routes[0].dest"],
+      [[{ dest: "::/0", nextHop: "fd00::2" }], "default.routes[0].dest"],
+      [[{ dest: "10.96.0.0/16", nextHop: "10.99.0.1" }], "default.routes[0].nextHop"],
+      [[{ dest: "fd98::/108", nextHop: "fd01::1" }], "default.routes[0].nextHop"],
+      [[{ dest: "10.244.0.0/16", nextHop: "10.244.0.2" }], "default.routes[0].dest"],
+      [[{ dest: "10.244.0.128/25", nextHop: "10.244.0.2" }], "default.routes[0].dest"],
       [
-        { dest: "0.0.0.0/1", nextHop: "10.244.0.1" },
-        { dest: "128.0.0.0/1", nextHop: "10.244.0.1" },
+        [
+          { dest: "100.64.0.0/16", nextHop: "10.244.0.2" },
+          { dest: "0.0.0.0/1", nextHop: "192.168.0.1" },
+        ],
+        "default.routes[1].nextHop",
       ],
-    ])
-      assert.throws(
-        () => parsePodNetwork(text({ routes })),
-        (e: unknown) =>
-          e instanceof InvalidInputError &&
-          e.problem.field === "default.routes" &&
-          /zstack-ovnkube-controller writes none/.test(e.message),
-        JSON.stringify(routes),
-      );
+    ] as const)
+      refused(text({ ...own, routes }), field);
+  });
+
+  test("every route that parses has an on-link next hop and leaves the pod's own network and default route alone", () => {
+    const v4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255)).map((b) => b.join("."));
+    fc.assert(
+      fc.property(
+        v4,
+        fc.integer({ min: 1, max: 32 }),
+        v4,
+        fc.integer({ min: 8, max: 30 }),
+        (dst, p, hop, ownP) => {
+          const ownNet = `10.60.0.5/${ownP}`;
+          let n: ReturnType<typeof parsePodNetwork>;
+          try {
+            n = parsePodNetwork(
+              text({
+                ip_addresses: [ownNet],
+                gateway_ips: ["10.60.0.1"],
+                routes: [{ dest: `${dst}/${p}`, nextHop: hop }],
+              }),
+            );
+          } catch (e) {
+            assert.ok(e instanceof InvalidInputError, String(e));
+            return;
+          }
+          const r = n?.routes[0];
+          assert.ok(r);
+          assert.ok(r.dest.prefix > 0);
+          const mask = (pre: number) =>
+            (((1n << 32n) - 1n) ^ ((1n << BigInt(32 - pre)) - 1n)) & ((1n << 32n) - 1n);
+          const own = parseIp("10.60.0.5").value;
+          assert.equal(r.nextHop.value & mask(ownP), own & mask(ownP), "the next hop is on-link");
+          const m = mask(Math.min(ownP, r.dest.prefix));
+          assert.notEqual(r.dest.network & m, own & m, "the destination is off the pod's own network");
+        },
+      ),
+      { numRuns: 3000 },
+    );
   });
 
   test("each bad value is refused with the field that holds it", () => {

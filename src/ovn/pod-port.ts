@@ -29,6 +29,11 @@ export interface PodAddressing {
   readonly gateways: readonly string[];
   /** Node the pod is scheduled to; its chassis is requested for the port. */
   readonly node?: string;
+  /**
+   * Routes besides the default one: only a pod on ZStack's switch has any (the cluster's networks via our router
+   * port on that switch, external-router-port.ts).
+   */
+  readonly routes?: readonly { readonly dest: string; readonly nextHop: string }[];
 }
 
 export function podPortName(namespace: string, name: string): string {
@@ -80,7 +85,7 @@ export function podNetworksAnnotation(a: PodAddressing): string {
       ip_addresses: a.ipsWithPrefix,
       mac_address: a.mac,
       gateway_ips: a.gateways,
-      routes: [],
+      routes: (a.routes ?? []).map((r) => ({ dest: r.dest, nextHop: r.nextHop })),
       logical_switch: a.logicalSwitch,
     },
   };
@@ -271,13 +276,30 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
     inFamily(nextHop, `${f}.nextHop`);
     return { dest, nextHop };
   });
-  // The controller always writes []: a route here was written by someone else, and would steer the pod's
-  // traffic (and, through the CNI result, what the runtime reports) wherever they chose.
-  if (routes.length > 0)
-    throw new InvalidInputError(
-      "default.routes",
-      `has ${routes.length} entr${routes.length === 1 ? "y" : "ies"}; zstack-ovnkube-controller writes none, so the annotation is not its own`,
-    );
+  // The controller writes routes only for a pod on ZStack's switch: the cluster's own networks via our router port
+  // there, a neighbour on the pod's own network. Anything else was not written by it: a default route (the gateway's
+  // job), a next hop off the pod's networks, or a destination covering the pod's own network (it would replace the
+  // on-link route) would steer the pod's traffic, and what the runtime reports, wherever its author chose.
+  for (const [i, r] of routes.entries()) {
+    const f = `default.routes[${i}]`;
+    if (r.dest.prefix === 0)
+      throw new InvalidInputError(
+        `${f}.dest`,
+        `${formatCidr(r.dest)} is a default route; the pod's default route is its gateway (gateway_ips)`,
+      );
+    const own = ips.filter((a) => a.ip.family === r.dest.family);
+    const onLink = own.some((a) => sameNetwork(a, r.nextHop));
+    if (!onLink)
+      throw new InvalidInputError(
+        `${f}.nextHop`,
+        `${formatIp(r.nextHop)} is not on the pod's own network (${own.map(formatInterfaceAddress).join(", ")}); zstack-ovnkube-controller writes only on-link next hops`,
+      );
+    if (own.some((a) => coversNetwork(r.dest, a)))
+      throw new InvalidInputError(
+        `${f}.dest`,
+        `${formatCidr(r.dest)} overlaps the pod's own network; the on-link route must stay`,
+      );
+  }
 
   const logicalSwitch = fieldText(o.logical_switch, "default.logical_switch", 253);
   if (!LOGICAL_SWITCH_RE.test(logicalSwitch))
@@ -286,6 +308,23 @@ export function parsePodNetwork(text: string | undefined): PodNetwork | undefine
       `${JSON.stringify(logicalSwitch)} must start with a letter or digit and hold only letters, digits, '_', '.', ':' and '-'`,
     );
   return { ips, mac: mac as MacAddress, gateways, routes, logicalSwitch };
+}
+
+function maskOf(bits: number, prefix: number): bigint {
+  return ((1n << BigInt(bits)) - 1n) ^ ((1n << BigInt(bits - prefix)) - 1n);
+}
+
+/** Whether `ip` is on the network of the interface address `a` (same family assumed). */
+function sameNetwork(a: InterfaceAddress, ip: IpAddress): boolean {
+  const mask = maskOf(familyBits(a.ip.family), a.prefix);
+  return (a.ip.value & mask) === (ip.value & mask);
+}
+
+/** Whether the route destination and the interface's network share an address (same family assumed). */
+function coversNetwork(dest: Cidr, a: InterfaceAddress): boolean {
+  const prefix = Math.min(dest.prefix, a.prefix);
+  const mask = maskOf(familyBits(a.ip.family), prefix);
+  return (dest.network & mask) === (a.ip.value & mask);
 }
 
 /** Whether two parsed networks configure the pod identically (canonical forms compared). */

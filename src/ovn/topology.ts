@@ -153,6 +153,42 @@ export function insideSetRow(net: ClusterNetworks, subnetCidrs: readonly string[
   };
 }
 
+/** The addresses of our pods on ZStack's switches (External mode); the allow policy below matches on it. */
+export const EXTERNAL_PODS_ADDRESS_SET_V4 = "zovn_external_pods_v4";
+/** Above the egress reroute policies: traffic to a pod on ZStack's switch stays on the cluster router. */
+export const EXTERNAL_PODS_POLICY_PRIORITY = 1005;
+
+/**
+ * External mode: the set of our pods' IPv4 addresses on ZStack's switches and the cluster router's policy that
+ * lets traffic to them be routed (through our router port on their switch) instead of rerouted to a node as
+ * egress. Their CIDRs are not in the inside set: a VM on the same network is outside the cluster, and a pod
+ * reaches it through its node, SNATed, as before. The set's `addresses` is never written here, only created
+ * empty: the pod writes change it by single-address mutations (pod-port-allocator.ts).
+ */
+export function externalPodsRows(): DesiredRow[] {
+  return [
+    {
+      table: "Address_Set",
+      id: "external-pods-v4",
+      row: {
+        name: EXTERNAL_PODS_ADDRESS_SET_V4,
+        external_ids: ownedIds("external-pods-set", "external-pods-v4"),
+      },
+    },
+    {
+      table: "Logical_Router_Policy",
+      id: "external-pods-v4",
+      row: {
+        priority: EXTERNAL_PODS_POLICY_PRIORITY,
+        match: `ip4.dst == $${EXTERNAL_PODS_ADDRESS_SET_V4}`,
+        action: "allow",
+        external_ids: ownedIds("external-pods-policy", "external-pods-v4"),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
+    },
+  ];
+}
+
 /** The cluster router, the join switch and their link, and the inside address set (with `subnetCidrs`). */
 export function coreRows(net: ClusterNetworks, subnetCidrs: readonly string[] = []): DesiredRow[] {
   const joinPrefix = prefixOf(net.joinCIDR);

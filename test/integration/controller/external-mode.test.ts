@@ -172,13 +172,28 @@ function assertOnlyOurPorts(before: DatabaseDump, now: DatabaseDump, overlay: st
   const diff = diffDumps(before, now).filter(
     (l) => !groups.some(([u]) => l === `Load_Balancer_Group ${u}: added`),
   );
-  const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`));
-  assert.deepEqual(other, [], "no ZStack row other than the switch's ports changed");
+  // Our router port's switch makes the switch refer to our Service load-balancer group (docs/external-mode.md).
+  const lbLink = `Logical_Switch ${overlay} load_balancer_group: ["set",[]] -> ["uuid","${groups[0]?.[0]}"]`;
+  const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`) && l !== lbLink);
+  assert.deepEqual(other, [], "no ZStack row other than the switch's ports and load-balancer groups changed");
   const was = new Set(listOf(before.Logical_Switch?.[overlay]?.ports) as string[]);
   const is = new Set(listOf(now.Logical_Switch?.[overlay]?.ports) as string[]);
   for (const u of was) assert.ok(is.has(u), `ZStack's port ${u} is still on the switch`);
   for (const u of is)
-    if (!was.has(u)) assert.ok(ourPorts.has(u), `${u}, added to the switch, is a pod port of ours`);
+    if (!was.has(u)) assert.ok(ourPorts.has(u), `${u}, added to the switch, is a port of ours`);
+}
+
+/** Our router ports' switch-side ports (`zovn-etor-<subnet>`) in the full dump. */
+function routerPortUuids(dump: DatabaseDump): string[] {
+  return Object.entries(dump.Logical_Switch_Port ?? {})
+    .filter(([, r]) => {
+      const ids = plain(r.external_ids) as Record<string, string>;
+      return (
+        ids["zstack.io/owner"] === "zstack-ovnkube-controller" &&
+        /^subnet\/.+\/ext-etor$/.test(ids["zstack.io/id"] ?? "")
+      );
+    })
+    .map(([u]) => u);
 }
 
 /** Our pod ports in NB, of pods whose name starts with `prefix`. */
@@ -445,7 +460,7 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       }
       const ours = await podPortUuids(sim);
       assert.equal(ours.size, names.length);
-      assertOnlyOurPorts(before, foreignRows(dump), overlay, ours);
+      assertOnlyOurPorts(before, foreignRows(dump), overlay, new Set([...ours, ...routerPortUuids(dump)]));
       await deletePodsAndPorts(api, sim, names, "p");
     },
   );
@@ -651,6 +666,139 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
   );
 
   await t.test(
+    "our router port on ZStack's switch: our rows, joined by mutate only, the pods' routes through it; a Subnet deleted takes its port and the group reference",
+    async () => {
+      await sim.sync();
+      const dump = await sim.dump();
+      const ownerIs = (r: Record<string, unknown>, id: string) => {
+        const ids = plain(r.external_ids) as Record<string, string>;
+        return ids["zstack.io/owner"] === "zstack-ovnkube-controller" && ids["zstack.io/id"] === id;
+      };
+      const find = (d: DatabaseDump, table: string, id: string) =>
+        Object.entries(d[table] ?? {}).filter(([, r]) => ownerIs(r, id));
+      const lrps = find(dump, "Logical_Router_Port", "subnet/zs-overlay/ext-rtoe");
+      const lsps = find(dump, "Logical_Switch_Port", "subnet/zs-overlay/ext-etor");
+      assert.equal(lrps.length, 1, "one router port of ours for the Subnet");
+      assert.equal(lsps.length, 1, "one switch-side port of ours for the Subnet");
+      const [lrpUuid, lrp] = lrps[0] as [string, Record<string, unknown>];
+      const [lspUuid, lsp] = lsps[0] as [string, Record<string, unknown>];
+      const networks = listOf(lrp.networks) as string[];
+      assert.equal(networks.length, 1);
+      const routerIp = (networks[0] as string).replace(/\/24$/, "");
+      assert.match(networks[0] as string, /^10\.60\.0\.\d+\/24$/);
+      assert.ok(!zstackTaken(before, overlay).has(routerIp), `${routerIp} is an address ZStack's rows held`);
+      // On the cluster router (ours), and the peer on ZStack's switch pointing at it.
+      const router = Object.entries(dump.Logical_Router ?? {}).find(([, r]) => ownerIs(r, "cluster-router"));
+      assert.ok(router && listOf(router[1].ports).includes(lrpUuid), "the port is on our cluster router");
+      assert.equal(lsp.type, "router");
+      assert.deepEqual(plain(lsp.options), { "router-port": lrp.name });
+      assert.ok(
+        listOf(dump.Logical_Switch?.[overlay]?.ports).includes(lspUuid),
+        "the peer is on ZStack's switch",
+      );
+      const group = Object.entries(dump.Load_Balancer_Group ?? {}).find(
+        ([, r]) => r.name === CLUSTER_LB_GROUP,
+      );
+      assert.ok(group);
+      assert.deepEqual(listOf(dump.Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+      // ZStack's rows differ only by those mutations (and our pods' ports).
+      assertOnlyOurPorts(
+        before,
+        foreignRows(dump),
+        overlay,
+        new Set([...(await podPortUuids(sim)), lspUuid]),
+      );
+      // zovn uninstall --dry-run plans to take both mutations back, and changes nothing.
+      const dry = await run(
+        "node",
+        ["--import", "tsx", "src/cli/zovn.ts", "uninstall", "--nb", sim.nbRemotes.join(","), "--dry-run"],
+        { cwd: ROOT, timeout: 300_000 },
+      );
+      const unlinks = dry.stdout
+        .split("\n")
+        .filter((l) => l.startsWith(`unlink  Logical_Switch ${overlay} `));
+      assert.ok(
+        unlinks.some((l) => / ports -= /.test(l) && l.includes(lspUuid)),
+        `the dry run unlinks our router port's peer from the switch:\n${dry.stdout}`,
+      );
+      assert.ok(
+        unlinks.some((l) => l.endsWith(` load_balancer_group -= ${group[0]}`)),
+        `the dry run unlinks our group from the switch:\n${dry.stdout}`,
+      );
+      assert.match(dry.stdout, new RegExp(`delete  Logical_Router_Port ${lrpUuid} `));
+      await sim.sync();
+      assert.deepEqual(diffDumps(dump, await sim.dump()), [], "the dry run changed nothing");
+
+      // A pod there: ZStack's router as its default gateway, the cluster's networks via our router port.
+      await createPods(api, [[NS, "routed"]]);
+      const pod = (await annotated(api, ["routed"])).get("routed") as PodView;
+      const ann = parsePodNetworksAnnotation(pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+      assert.deepEqual(ann?.gateway_ips, ["10.60.0.1"]);
+      assert.deepEqual(ann?.routes, [
+        { dest: "100.64.0.0/16", nextHop: routerIp },
+        { dest: "10.244.0.0/16", nextHop: routerIp },
+        { dest: "10.96.0.0/16", nextHop: routerIp },
+      ]);
+      assert.notEqual(podAddress(pod), routerIp);
+      await sim.sync();
+      const sets = Object.values((await sim.dump()).Address_Set ?? {}).filter(
+        (r) => r.name === "zovn_external_pods_v4",
+      );
+      assert.equal(sets.length, 1);
+      assert.ok(listOf(sets[0]?.addresses).includes(podAddress(pod)), "the pod is in the external pods' set");
+      await deletePodsAndPorts(api, sim, ["routed"], "routed");
+      await sim.sync();
+      const afterPod = Object.values((await sim.dump()).Address_Set ?? {}).find(
+        (r) => r.name === "zovn_external_pods_v4",
+      );
+      assert.ok(!listOf(afterPod?.addresses).includes(podAddress(pod)), "the deleted pod left the set");
+
+      // A Subnet on the flat switch gets a router port there too; deleted, it takes the port and the reference.
+      const flat = sim.uuid("flat-switch");
+      await createSubnet(api, "zs-flat", {
+        cidr: "192.168.100.0/24",
+        gateway: "192.168.100.1",
+        externalLogicalSwitch: "l2-flat-network",
+      });
+      await untilReason(api, "zs-flat", "Ready");
+      const onFlat = await until(
+        "our router port on the flat switch",
+        async () => {
+          const d = await sim.dump();
+          const p = find(d, "Logical_Switch_Port", "subnet/zs-flat/ext-etor")[0];
+          const ls = d.Logical_Switch?.[flat];
+          return p && listOf(ls?.ports).includes(p[0]) && listOf(ls?.load_balancer_group).length === 1
+            ? d
+            : undefined;
+        },
+        60_000,
+      );
+      const flatLrp = find(onFlat, "Logical_Router_Port", "subnet/zs-flat/ext-rtoe")[0];
+      assert.ok(flatLrp);
+      assert.match((listOf(flatLrp[1].networks) as string[])[0] ?? "", /^192\.168\.100\.\d+\/24$/);
+      assert.ok(
+        !(listOf(flatLrp[1].networks) as string[]).includes("192.168.100.21/24"),
+        "not the address of ZStack's VM on the switch",
+      );
+      await deleteSubnet(api, "zs-flat");
+      await until(
+        "the flat switch as ZStack left it",
+        async () => {
+          const d = await sim.snapshot();
+          const flatDiff = diffDumps(before, d).filter((l) => l.includes(flat));
+          return flatDiff.length === 0 &&
+            find(await sim.dump(), "Logical_Router_Port", "subnet/zs-flat/ext-rtoe").length === 0
+            ? true
+            : undefined;
+        },
+        60_000,
+      );
+      // The overlay Subnet's reference stays: its router port is still there.
+      assert.deepEqual(listOf((await sim.dump()).Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+    },
+  );
+
+  await t.test(
     "200 pod create/delete cycles with ZStack's writer active: every pod reaches its port on the switch, with a free address",
     async () => {
       // ZStack keeps working meanwhile: a VM comes and goes and the switch is rewritten, over and over.
@@ -807,7 +955,12 @@ test("External mode on ZStack's 3-member Raft NB: the leader killed while pods a
     "every pod has exactly one port",
   );
   assert.equal(perPod.size, names.length);
-  assertOnlyOurPorts(before, foreignRows(dump), overlay, await podPortUuids(sim, "r"));
+  assertOnlyOurPorts(
+    before,
+    foreignRows(dump),
+    overlay,
+    new Set([...(await podPortUuids(sim, "r")), ...routerPortUuids(dump)]),
+  );
 
   await deletePodsAndPorts(api, sim, names, "r");
   await deleteSubnet(api, "zs-overlay");

@@ -1,0 +1,137 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import fc from "fast-check";
+import { parseIp } from "../ipam/address.ts";
+import { overlaps, parseCidr } from "../ipam/cidr.ts";
+import {
+  externalPodRoutes,
+  externalRouterPortName,
+  externalRouterPortRows,
+  externalSwitchPortName,
+  onLink,
+} from "./external-router-port.ts";
+import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
+import { subnetScope } from "./topology.ts";
+
+const TARGETS = {
+  joinCIDR: "100.64.0.0/16",
+  clusterCIDRs: ["10.244.0.0/16"],
+  serviceCIDRs: ["10.96.0.0/16"],
+};
+
+describe("our router port on ZStack's switch", () => {
+  test("a router port on the cluster router and its router-type peer joined to ZStack's switch by UUID, both ours", () => {
+    const rows = externalRouterPortRows({
+      subnet: "zs",
+      switchUuid: "6b1f0000-0000-4000-8000-000000000001",
+      networks: ["10.60.0.2/24", "fd60::2/64"],
+    });
+    assert.equal(rows.length, 2);
+    const [lrp, lsp] = rows;
+    assert.equal(lrp?.table, "Logical_Router_Port");
+    assert.equal(lrp?.row.name, externalRouterPortName("zs"));
+    assert.deepEqual(lrp?.row.networks, ["10.60.0.2/24", "fd60::2/64"]);
+    assert.equal(lrp?.row.mac, "0a:58:0a:3c:00:02");
+    assert.deepEqual(lrp?.parent, { table: "Logical_Router", id: "cluster-router", column: "ports" });
+    assert.equal(lsp?.table, "Logical_Switch_Port");
+    assert.equal(lsp?.row.name, externalSwitchPortName("zs"));
+    assert.equal(lsp?.row.type, "router");
+    assert.deepEqual(lsp?.row.options, { "router-port": externalRouterPortName("zs") });
+    assert.deepEqual(lsp?.parent, {
+      table: "Logical_Switch",
+      uuid: "6b1f0000-0000-4000-8000-000000000001",
+      column: "ports",
+    });
+    for (const r of rows) {
+      const ids = r.row.external_ids as Record<string, string>;
+      assert.equal(ids["zstack.io/owner"], "zstack-ovnkube-controller");
+      assert.equal(ids["zstack.io/id"], r.id);
+      // The Subnet's scope removes them with it (and only them: pod ports are not in it).
+      assert.ok(subnetScope("zs").owns(r.id, r.row as never), r.id);
+      assert.ok(!subnetScope("zs2").owns(r.id, r.row as never), r.id);
+    }
+    const ids = lsp?.row.external_ids as Record<string, string>;
+    assert.equal(ids["zstack.io/ip/10.60.0.2"], "zs");
+    assert.equal(ids["zstack.io/ip/fd60::2"], "zs");
+  });
+
+  test("an IPv6-only router port gets the same MAC every time", () => {
+    const a = externalRouterPortRows({ subnet: "v6", switchUuid: "u", networks: ["fd60::2/64"] });
+    const b = externalRouterPortRows({ subnet: "v6", switchUuid: "u", networks: ["fd60::2/64"] });
+    assert.equal(a[0]?.row.mac, b[0]?.row.mac);
+    assert.match(String(a[0]?.row.mac), /^0a:58(:[0-9a-f]{2}){4}$/);
+  });
+});
+
+describe("routes of a pod on ZStack's switch", () => {
+  test("join, cluster and service CIDRs via our router port, per family, each once", () => {
+    assert.deepEqual(externalPodRoutes(["10.60.0.2"], ["10.60.0.0/24"], TARGETS), [
+      { dest: "100.64.0.0/16", nextHop: "10.60.0.2" },
+      { dest: "10.244.0.0/16", nextHop: "10.60.0.2" },
+      { dest: "10.96.0.0/16", nextHop: "10.60.0.2" },
+    ]);
+    assert.deepEqual(
+      externalPodRoutes(["10.60.0.2", "fd60::2"], ["10.60.0.0/24", "fd60::/64"], {
+        joinCIDR: "100.64.0.0/16",
+        clusterCIDRs: ["10.244.0.0/16", "fd00:10:244::/56", "10.244.0.0/16"],
+        serviceCIDRs: ["10.96.0.0/16", "fd98::/108"],
+      }),
+      [
+        { dest: "100.64.0.0/16", nextHop: "10.60.0.2" },
+        { dest: "10.244.0.0/16", nextHop: "10.60.0.2" },
+        { dest: "fd00:10:244::/56", nextHop: "fd60::2" },
+        { dest: "10.96.0.0/16", nextHop: "10.60.0.2" },
+        { dest: "fd98::/108", nextHop: "fd60::2" },
+      ],
+    );
+    // No IPv6 address on the router port: no IPv6 route.
+    assert.deepEqual(
+      externalPodRoutes(["10.60.0.2"], ["10.60.0.0/24"], { ...TARGETS, serviceCIDRs: ["fd98::/108"] }).map(
+        (r) => r.dest,
+      ),
+      ["100.64.0.0/16", "10.244.0.0/16"],
+    );
+  });
+
+  test("a cluster network overlapping the pod's own is left out (the on-link route stays)", () => {
+    assert.deepEqual(
+      externalPodRoutes(["10.244.7.2"], ["10.244.7.0/24"], TARGETS).map((r) => r.dest),
+      ["100.64.0.0/16", "10.96.0.0/16"],
+    );
+  });
+
+  test("the routes, in an annotation, are accepted by the node agent's parser; none overlaps the pod's network", () => {
+    const octet = fc.nat(255);
+    const cidr4 = fc.tuple(octet, octet, fc.integer({ min: 8, max: 24 })).map(([a, b, p]) => {
+      const c = parseCidr(`${a}.${b}.0.0/16`);
+      const mask = ((1n << 32n) - 1n) ^ ((1n << BigInt(32 - p)) - 1n);
+      const net = c.network & mask;
+      return `${Number(net >> 24n)}.${Number((net >> 16n) & 255n)}.${Number((net >> 8n) & 255n)}.0/${p}`;
+    });
+    fc.assert(
+      fc.property(fc.array(cidr4, { minLength: 1, maxLength: 3 }), cidr4, cidr4, (cluster, service, join) => {
+        const own = "10.60.0.0/24";
+        const routes = externalPodRoutes(["10.60.0.2"], [own], {
+          joinCIDR: join,
+          clusterCIDRs: cluster,
+          serviceCIDRs: [service],
+        });
+        for (const r of routes) {
+          assert.ok(!overlaps(r.dest, own), r.dest);
+          assert.ok(onLink(parseIp(r.nextHop), ["10.60.0.2/24"]));
+        }
+        assert.equal(new Set(routes.map((r) => r.dest)).size, routes.length);
+        const text = podNetworksAnnotation({
+          subnet: "zs",
+          logicalSwitch: "6b1f0000-0000-4000-8000-000000000001",
+          mac: "0a:58:0a:3c:00:05",
+          ipsWithPrefix: ["10.60.0.5/24"],
+          gateways: ["10.60.0.1"],
+          routes,
+        });
+        assert.equal(parsePodNetwork(text)?.routes.length, routes.length);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});

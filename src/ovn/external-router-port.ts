@@ -1,0 +1,132 @@
+// External mode: the cluster router's port on a ZStack switch, and the routes that send a pod on that switch to it.
+//
+//   pod on ZStack's switch ── default route ──> ZStack's router port (spec.gateway)
+//                          └─ join, cluster and service CIDRs ──> zovn-rtoe-<subnet> ── zovn-cluster-router
+//
+// The pod's default gateway stays ZStack's router; only the cluster's own networks go through ours, so the node
+// (via its management port on the join switch) reaches the pod, the pod answers it, reaches pods on our Subnet
+// switches and Services. Our router port's address comes from the Subnet's allocator like a pod's, and is then
+// held by the row itself (its `networks`), so it never moves; the switch-side port joins ZStack's switch only by a
+// `mutate ports insert` of its own reference, exactly as a pod port does.
+
+import { createHash } from "node:crypto";
+import { type IpAddress, parseIp } from "../ipam/address.ts";
+import { cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipam/cidr.ts";
+import { macFromIPv4 } from "../ipam/mac.ts";
+import type { DesiredRow } from "./nb-diff.ts";
+import { addressKey, ownedIds, SUBNET_KEY } from "./ownership.ts";
+
+export function externalRouterPortName(subnet: string): string {
+  return `zovn-rtoe-${subnet}`;
+}
+export function externalSwitchPortName(subnet: string): string {
+  return `zovn-etor-${subnet}`;
+}
+/** Ids of the two rows; under `subnet/<name>/`, so the Subnet's scope removes them with it. */
+export function externalRouterPortId(subnet: string): string {
+  return `subnet/${subnet}/ext-rtoe`;
+}
+export function externalSwitchPortId(subnet: string): string {
+  return `subnet/${subnet}/ext-etor`;
+}
+
+export interface ExternalRouterPort {
+  readonly subnet: string;
+  /** The OVN UUID of ZStack's switch the Subnet is bound to. */
+  readonly switchUuid: string;
+  /** Our addresses on the switch, one per family of the Subnet, with the Subnet's prefix, e.g. 10.60.0.2/24. */
+  readonly networks: readonly string[];
+}
+
+/**
+ * Our router port on the cluster router and its `router`-type peer on ZStack's switch. The peer carries one
+ * `zstack.io/ip/<address>` key per address, as pod ports do: a pod insert waiting on that key cannot take the
+ * router port's address, and the router port's insert waiting on it cannot take a pod's.
+ */
+export function externalRouterPortRows(p: ExternalRouterPort): DesiredRow[] {
+  const tag = { [SUBNET_KEY]: p.subnet };
+  const ips = p.networks.map((n) => n.slice(0, n.indexOf("/")));
+  const rtoe = externalRouterPortName(p.subnet);
+  return [
+    {
+      table: "Logical_Router_Port",
+      id: externalRouterPortId(p.subnet),
+      row: {
+        name: rtoe,
+        mac: routerPortMac(ips),
+        networks: [...p.networks],
+        external_ids: ownedIds("router-port", externalRouterPortId(p.subnet), tag),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "ports" },
+    },
+    {
+      table: "Logical_Switch_Port",
+      id: externalSwitchPortId(p.subnet),
+      row: {
+        name: externalSwitchPortName(p.subnet),
+        type: "router",
+        addresses: ["router"],
+        options: { "router-port": rtoe },
+        external_ids: ownedIds("switch-router-port", externalSwitchPortId(p.subnet), {
+          ...tag,
+          ...Object.fromEntries(ips.map((ip) => [addressKey(ip), p.subnet])),
+        }),
+      },
+      // ZStack's switch: joined by a mutate inserting this row's reference only, never a rewrite of its ports.
+      parent: { table: "Logical_Switch", uuid: p.switchUuid, column: "ports" },
+    },
+  ];
+}
+
+/** 0a:58 + the IPv4 address, as our other ports; without one, from a hash of the addresses (stable, not random). */
+function routerPortMac(ips: readonly string[]): string {
+  const v4 = ips.map((ip) => parseIp(ip)).find((ip) => ip.family === 4);
+  if (v4) return macFromIPv4(v4);
+  const h = createHash("sha256").update(ips.join(",")).digest();
+  return ["0a", "58", ...[...h.subarray(0, 4)].map((b) => b.toString(16).padStart(2, "0"))].join(":");
+}
+
+export interface ClusterRouteTargets {
+  readonly joinCIDR: string;
+  readonly clusterCIDRs: readonly string[];
+  readonly serviceCIDRs: readonly string[];
+}
+
+export interface PodRouteText {
+  readonly dest: string;
+  readonly nextHop: string;
+}
+
+/**
+ * The routes a pod on ZStack's switch gets: the join, cluster and service CIDRs via our router port's address of
+ * the same family. A CIDR overlapping the pod's own network is left out (the pod's on-link route must stay), as
+ * is a family the router port has no address in. Join first, then cluster, then service; each CIDR once.
+ */
+export function externalPodRoutes(
+  routerIps: readonly string[],
+  podCidrs: readonly string[],
+  targets: ClusterRouteTargets,
+): PodRouteText[] {
+  const hops = routerIps.map((ip) => parseIp(ip));
+  const own = podCidrs.map((c) => parseCidr(c));
+  const out: PodRouteText[] = [];
+  const seen = new Set<string>();
+  for (const text of [targets.joinCIDR, ...targets.clusterCIDRs, ...targets.serviceCIDRs]) {
+    const dest = parseCidr(text);
+    const key = formatCidr(dest);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const hop = hops.find((h) => h.family === dest.family);
+    if (!hop || own.some((c) => c.family === dest.family && overlaps(c, dest))) continue;
+    out.push({ dest: key, nextHop: routerIps[hops.indexOf(hop)] as string });
+  }
+  return out;
+}
+
+/** Whether `hop` is on one of the interface networks ("10.60.0.5/24"): on-link for a pod with those addresses. */
+export function onLink(hop: IpAddress, networks: readonly string[]): boolean {
+  return networks.some((n) => {
+    const c = networkOf(n);
+    return c.family === hop.family && cidrContains(c, hop);
+  });
+}
