@@ -2,7 +2,9 @@
 // ovs-node.ts) set up as ZStack sets up its hosts: br-phy carrying the management IP on the underlay link
 // (userspace tunnelling needs the tunnel endpoint on an OVS bridge), br-int with datapath_type=netdev,
 // ovn-controller bound to the simulator's SB with chassis hostname = the management IP, ovn-monitor-all=true and
-// ovn-bridge-mappings=flat:br-flat (br-flat's uplink is a second link between the hosts, the flat network).
+// ovn-bridge-mappings=flat:br-flat. The hosts' links (eth0 on br-phy: the management network; eth1 on br-flat: the
+// flat network) meet on a Linux bridge per network in a "wire" namespace, where further machines (nodes of ours)
+// can be plugged in.
 // VMs are network namespaces whose veth's host end (named like ZStack's tap, vnic<vm>.<dev>) is on br-int with
 // the VM port's name as iface-id. Everything is removed with the nodes.
 
@@ -36,7 +38,45 @@ export interface ZStackHosts {
   ): Promise<Vm>;
   /** Waits until ovn-controller on the VM's host installed the VM's port (ovn-installed). */
   waitInstalled(vm: Vm, tap: string): Promise<void>;
+  /**
+   * Plugs another machine (a node of ours) into one of the hosts' networks: a veth named `ifname` in the netns at
+   * `netnsPath`, its peer on that network's bridge. Removed with the hosts (or with that netns).
+   */
+  plug(netnsPath: string, ifname: string, network: Network): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** The hosts' two networks: management (the tunnels' underlay, br-phy) and flat (localnet, br-flat). */
+export type Network = "mgmt" | "flat";
+const NETWORKS: readonly Network[] = ["mgmt", "flat"];
+
+/**
+ * ovn-controller on a test node (its own run and log directory), bound to the node's OVS; it waits for its
+ * settings (ovn-remote, system-id, encapsulation) in the Open_vSwitch row.
+ */
+export async function spawnOvnController(node: OvsNode): Promise<Daemon> {
+  const dir = join(node.dir, "ovn-controller");
+  await runTool("mkdir", ["-p", dir]);
+  const env = {
+    ...process.env,
+    OVS_RUNDIR: node.ovs.dir,
+    OVS_LOGDIR: node.ovs.dir,
+    OVN_RUNDIR: dir,
+    OVN_LOGDIR: dir,
+  };
+  return spawnDaemon(
+    "nsenter",
+    [
+      `--net=${node.netns.path}`,
+      "--",
+      "ovn-controller",
+      node.ovs.unix,
+      "--no-chdir",
+      `--pidfile=${join(dir, "ovn-controller.pid")}`,
+      `--log-file=${join(dir, "ovn-controller.log")}`,
+    ],
+    { env, outputFile: join(dir, "ovn-controller.out") },
+  );
 }
 
 const MTU = 1400;
@@ -50,36 +90,36 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
   };
   try {
     for (let i = 0; i < HOSTS.length; i++) nodes.push(await startOvsNode());
-    const [a, b] = nodes as [OvsNode, OvsNode];
-    // The management network and the flat network: one link each between the two hosts.
-    await runTool("ip", [
-      "link",
-      "add",
-      "eth0",
-      "netns",
-      a.netns.name,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth0",
-      "netns",
-      b.netns.name,
-    ]);
-    await runTool("ip", [
-      "link",
-      "add",
-      "eth1",
-      "netns",
-      a.netns.name,
-      "type",
-      "veth",
-      "peer",
-      "name",
-      "eth1",
-      "netns",
-      b.netns.name,
-    ]);
+    // The management network and the flat network: a Linux bridge each in a "wire" namespace, one link per host
+    // (and per further machine plugged in: a node of ours).
+    const wire = await (nodes[0] as OvsNode).addNetns("wire");
+    for (const net of NETWORKS) {
+      await runTool("ip", ["-n", wire.name, "link", "add", net, "type", "bridge"]);
+      await runTool("ip", ["-n", wire.name, "link", "set", net, "up"]);
+    }
+    let plugged = 0;
+    const plug: ZStackHosts["plug"] = async (netnsPath, ifname, network) => {
+      const end = `p${plugged++}`;
+      await runTool("ip", [
+        "-n",
+        wire.name,
+        "link",
+        "add",
+        end,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        ifname,
+        "netns",
+        netnsPath,
+      ]);
+      await runTool("ip", ["-n", wire.name, "link", "set", end, "master", network, "up"]);
+    };
+    for (const node of nodes) {
+      await plug(node.netns.path, "eth0", "mgmt");
+      await plug(node.netns.path, "eth1", "flat");
+    }
     const hosts: Hypervisor[] = [];
     for (const [i, node] of nodes.entries()) {
       const ip = HOSTS[i] as string;
@@ -136,30 +176,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
         `external_ids:ovn-bridge-mappings=${FLAT.network}:br-flat`,
         "external_ids:ovn-bridge-datapath-type=netdev",
       );
-      const dir = join(node.dir, "ovn-controller");
-      await runTool("mkdir", ["-p", dir]);
-      const env = {
-        ...process.env,
-        OVS_RUNDIR: node.ovs.dir,
-        OVS_LOGDIR: node.ovs.dir,
-        OVN_RUNDIR: dir,
-        OVN_LOGDIR: dir,
-      };
-      daemons.push(
-        spawnDaemon(
-          "nsenter",
-          [
-            `--net=${node.netns.path}`,
-            "--",
-            "ovn-controller",
-            node.ovs.unix,
-            "--no-chdir",
-            `--pidfile=${join(dir, "ovn-controller.pid")}`,
-            `--log-file=${join(dir, "ovn-controller.log")}`,
-          ],
-          { env, outputFile: join(dir, "ovn-controller.out") },
-        ),
-      );
+      daemons.push(await spawnOvnController(node));
       hosts.push({ node, ip, systemId });
     }
 
@@ -211,7 +228,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
         await sleep(100);
       }
     };
-    return { hosts, startVm, waitInstalled, stop };
+    return { hosts, startVm, waitInstalled, plug, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -396,13 +396,15 @@ export interface InProcessController {
 /**
  * Runs OvnController in this process with its own NB client (cluster CIDR 10.244.0.0/16, VXLAN): for tests
  * that stop and start it, or read its cache, without a separate process. `nbRemote` puts something (a fault
- * proxy) between it and NB.
+ * proxy) between it and NB, or names another NB (ZStack's, with `external`: ovn.mode=external and Geneve).
  */
 export async function startInProcess(
-  c: Pick<Cluster, "api" | "srv">,
-  opts: { nbRemote?: string; events?: EventRecorder } = {},
+  c: Pick<Cluster, "api"> & Partial<Pick<Cluster, "srv">>,
+  opts: { nbRemote?: string; events?: EventRecorder; external?: boolean } = {},
 ): Promise<InProcessController> {
-  const nb = new OvsdbClient<NbTables>({ remotes: opts.nbRemote ?? c.srv.unix, model: nbModel });
+  const remotes = opts.nbRemote ?? c.srv?.unix;
+  if (!remotes) throw new Error("startInProcess needs the cluster's NB server or nbRemote");
+  const nb = new OvsdbClient<NbTables>({ remotes, model: nbModel });
   await nb.connect();
   const ctl = new OvnController({
     api: c.api,
@@ -410,7 +412,7 @@ export async function startInProcess(
     clusterCIDR: "10.244.0.0/16",
     serviceCIDRs: ["10.96.0.0/16"],
     joinCIDR: "100.64.0.0/16",
-    tunnel: "vxlan",
+    ...(opts.external ? { tunnel: "geneve", ovnMode: "external" } : { tunnel: "vxlan" }),
     log: silentLogger,
     ...(opts.events ? { events: opts.events } : {}),
   });
