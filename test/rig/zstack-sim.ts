@@ -466,6 +466,51 @@ export function diffDumps(
   return out;
 }
 
+/**
+ * The differences between two dumps (a snapshot taken before the plugin started, and a dump while it runs) that
+ * are not documented mutations (docs/external-mode.md, "What the plugin writes on ZStack's rows"): each must be a
+ * row of ours (`ours`: UUIDs), or a column of a ZStack row that only grew, by UUIDs of ours or `zsvc_` map entries.
+ */
+export function onlyDocumentedMutations(
+  before: DatabaseDump,
+  during: DatabaseDump,
+  ours: Set<string>,
+): string[] {
+  const bad: string[] = [];
+  for (const line of diffDumps(before, during)) {
+    const added = /^\S+ (\S+): added$/.exec(line);
+    if (added && ours.has(added[1] as string)) continue;
+    const m = /^(\S+) (\S+) (\S+): (.*) -> (.*)$/.exec(line);
+    if (!m) {
+      bad.push(line);
+      continue;
+    }
+    const [, table, uuid, column] = m as unknown as [string, string, string, string];
+    const a = before[table]?.[uuid]?.[column];
+    const b = during[table]?.[uuid]?.[column];
+    if (Array.isArray(b) && b[0] === "map") {
+      const was = new Map((a as ["map", [string, string][]])[1]);
+      const added = (b[1] as [string, string][]).filter(([k, v]) => was.get(k) !== v);
+      const kept = [...was].every(([k, v]) =>
+        (b[1] as [string, string][]).some(([k2, v2]) => k2 === k && v2 === v),
+      );
+      if (!kept || added.some(([k]) => !k.startsWith("zsvc_"))) bad.push(line);
+      continue;
+    }
+    const was = new Set(uuidsOf(a));
+    const now = uuidsOf(b);
+    const grew =
+      [...was].every((u) => now.includes(u)) && now.filter((u) => !was.has(u)).every((u) => ours.has(u));
+    if (!grew) bad.push(line);
+  }
+  return bad;
+}
+
+const uuidsOf = (v: unknown): string[] =>
+  (Array.isArray(v) && v[0] === "set" ? (v[1] as unknown[]) : v === undefined ? [] : [v]).map((u) =>
+    Array.isArray(u) ? (u[1] as string) : String(u),
+  );
+
 export async function startZStackSim(opts: ZStackSimOptions = {}): Promise<ZStackSim> {
   const stops: (() => Promise<unknown>)[] = [];
   const stopAll = async () => {

@@ -25,9 +25,14 @@ import { describePlan, planUninstall } from "../../../src/ovn/uninstall.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
-import type { DatabaseDump } from "../../rig/dump-format.ts";
 import { createPki, SCHEMAS, useOvsdbServer } from "../../rig/ovsdb-server.ts";
-import { diffDumps, ownedRows, useZStackSim, type ZStackSim } from "../../rig/zstack-sim.ts";
+import {
+  diffDumps,
+  onlyDocumentedMutations,
+  ownedRows,
+  useZStackSim,
+  type ZStackSim,
+} from "../../rig/zstack-sim.ts";
 
 const run = promisify(execFile);
 const ROOT = new URL("../../../", import.meta.url).pathname;
@@ -73,10 +78,6 @@ const owned = (id: string) => [
     [ID_KEY, id],
   ],
 ];
-const setOf = (v: unknown): unknown[] =>
-  Array.isArray(v) && v[0] === "set" ? (v[1] as unknown[]) : v === undefined ? [] : [v];
-const uuidsOf = (v: unknown): string[] =>
-  setOf(v).map((u) => (Array.isArray(u) ? (u[1] as string) : String(u)));
 
 /** Writes what the plugin would: its topology, pods on ZStack's switch, a Service, ACLs; links into ZStack's rows. */
 async function pluginWrites(nb: OvsdbClient<NbTables>, sim: ZStackSim, foreignVars: string): Promise<void> {
@@ -166,38 +167,6 @@ async function pluginWrites(nb: OvsdbClient<NbTables>, sim: ZStackSim, foreignVa
     ["variables", "insert", { [vipVar]: "10.96.0.10", [beVar]: "10.60.0.65:8080" }],
   ]);
   await txn.commit();
-}
-
-/** Each difference must be a row of ours, or a column of a ZStack row that only grew, by our UUIDs or map entries. */
-function onlyDocumentedMutations(before: DatabaseDump, during: DatabaseDump, ours: Set<string>): string[] {
-  const bad: string[] = [];
-  for (const line of diffDumps(before, during)) {
-    const added = /^\S+ (\S+): added$/.exec(line);
-    if (added && ours.has(added[1] as string)) continue;
-    const m = /^(\S+) (\S+) (\S+): (.*) -> (.*)$/.exec(line);
-    if (!m) {
-      bad.push(line);
-      continue;
-    }
-    const [, table, uuid, column] = m as unknown as [string, string, string, string];
-    const a = before[table]?.[uuid]?.[column];
-    const b = during[table]?.[uuid]?.[column];
-    if (Array.isArray(b) && b[0] === "map") {
-      const was = new Map((a as ["map", [string, string][]])[1]);
-      const added = (b[1] as [string, string][]).filter(([k, v]) => was.get(k) !== v);
-      const kept = [...was].every(([k, v]) =>
-        (b[1] as [string, string][]).some(([k2, v2]) => k2 === k && v2 === v),
-      );
-      if (!kept || added.some(([k]) => !k.startsWith("zsvc_"))) bad.push(line);
-      continue;
-    }
-    const was = new Set(uuidsOf(a));
-    const now = uuidsOf(b);
-    const grew =
-      [...was].every((u) => now.includes(u)) && now.filter((u) => !was.has(u)).every((u) => ours.has(u));
-    if (!grew) bad.push(line);
-  }
-  return bad;
 }
 
 describe("zovn uninstall", () => {
