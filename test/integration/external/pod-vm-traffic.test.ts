@@ -1,0 +1,182 @@
+// External mode end to end (issue 14's first acceptance point): pods of ours on ZStack's overlay switch and on its
+// flat switch, next to ZStack's VMs, talk TCP both ways with VMs on both of ZStack's hypervisors. The overlay
+// traffic crosses a Geneve tunnel between our node's chassis (k8s-node1) and ZStack's hosts' chassis; the flat
+// traffic leaves through the provider bridge the agent made for `flat` (localnet, no tunnel). Each side sees the
+// other's own address (no NAT between pods and VMs). While the plugin runs, and after the pods are gone, ZStack's
+// NB rows differ from the snapshot taken before the controller first started only in the documented mutations.
+// The rig: test/rig/external-cluster.ts (real apiserver, controller, node agent, OVS, OVN; the ZStack simulator).
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
+import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import type { DatabaseDump } from "../../rig/dump-format.ts";
+import { type ExternalPod, useExternalCluster, type ZStackVm } from "../../rig/external-cluster.ts";
+import { diffDumps, FLAT, OVERLAY, onlyDocumentedMutations, ownedRows } from "../../rig/zstack-sim.ts";
+import { createNamespace, createSubnet, readyCondition, until } from "../controller/harness.ts";
+import { execIn, tcpTransfer } from "../node/one-node-cluster.ts";
+
+const VMS = [
+  { network: "overlay", ip4: "10.60.0.21", host: 0 },
+  { network: "overlay", ip4: "10.60.0.22", host: 1 },
+  { network: "flat", ip4: "192.168.100.31", host: 0 },
+  { network: "flat", ip4: "192.168.100.32", host: 1 },
+] as const;
+const FLAT_GATEWAY = "192.168.100.1";
+
+/**
+ * TCP from one namespace to a listener in another, retried while OVN settles (the far chassis installs the new
+ * port's flows on its own time); returns the peer address the listener saw, after checking the payload arrived.
+ */
+async function tcp(from: string, to: string, ip: string, port: number, what: string): Promise<string> {
+  const start = Date.now();
+  let last = "";
+  for (let i = 0; i < 30; i++) {
+    const r = await tcpTransfer(from, to, ip, port, 64 * 1024);
+    if (r.client.code === 0 && r.received === r.sent && r.peer) {
+      console.log(`# ${what}: ${Date.now() - start} ms, ${i + 1} attempt(s), the listener saw ${r.peer}`);
+      return r.peer;
+    }
+    last = `client exit ${r.client.code} ${r.client.stderr.trim()}; payload ${r.received === r.sent ? "intact" : "missing"}`;
+    await sleep(500);
+  }
+  throw new Error(`${what}: no TCP exchange after 30 attempts: ${last}`);
+}
+
+/** Our rows in a full dump (owner key), and the Service load-balancer group, ours by its name. */
+function oursIn(dump: DatabaseDump): Set<string> {
+  const ours = new Set(ownedRows(dump).map((r) => r.split(" ")[1] as string));
+  for (const [u, r] of Object.entries(dump.Load_Balancer_Group ?? {}))
+    if (r.name === CLUSTER_LB_GROUP) ours.add(u);
+  return ours;
+}
+
+test("External mode: pods on ZStack's overlay and flat switches and ZStack's VMs on both hosts talk TCP both ways, without NAT, and ZStack's rows change only as documented", async (t) => {
+  const started = Date.now();
+  const c = await useExternalCluster(t, { nodes: 1, vms: VMS });
+  const { api, sim } = c;
+  const node = c.nodes[0];
+  assert.ok(node);
+  console.log(
+    `# simulator, 2 hosts, 4 VMs, apiserver, controller and node1 up in ${Date.now() - started} ms`,
+  );
+  assert.equal(node.chassis, "k8s-node1");
+  assert.equal(node.mtu, 1400, "Geneve over the 1500-byte management network");
+  // The provider bridge exists as the agent made it, with the uplink the configuration names.
+  assert.match(await node.node.vsctl("list-ports", "br-flat"), /^eth1$/m);
+
+  const overlay = sim.uuid("overlay-switch");
+  const flat = sim.uuid("flat-switch");
+  await createNamespace(api, "ovl");
+  await createNamespace(api, "flt");
+  await createSubnet(api, "zs-overlay", {
+    cidr: OVERLAY.cidr4,
+    gateway: OVERLAY.gateway4,
+    externalLogicalSwitch: overlay,
+    namespaces: ["ovl"],
+  });
+  await createSubnet(api, "zs-flat", {
+    cidr: FLAT.cidr4,
+    gateway: FLAT_GATEWAY,
+    externalLogicalSwitch: flat,
+    namespaces: ["flt"],
+  });
+  for (const name of ["zs-overlay", "zs-flat"])
+    await until(
+      `Subnet ${name} Ready`,
+      async () => {
+        const s = await api.request<Subnet>(`${SUBNET_PATH}/${name}`);
+        return readyCondition(s)?.reason === "Ready" ? s : undefined;
+      },
+      120_000,
+    );
+
+  const t0 = Date.now();
+  const podO = await c.addPod(node, "ovl", "web-ovl");
+  const podF = await c.addPod(node, "flt", "web-flat");
+  console.log(`# two pods attached through the agent's CNI path in ${Date.now() - t0} ms`);
+  const vmIps = new Set(c.vms.map((v) => v.ip));
+  assert.match(podO.ip, /^10\.60\.0\.\d+$/);
+  assert.match(podF.ip, /^192\.168\.100\.\d+$/);
+  assert.ok(!vmIps.has(podO.ip) && !vmIps.has(podF.ip), "no pod has a VM's address");
+  assert.equal(podO.gateway, OVERLAY.gateway4, "ZStack's router port is the overlay pod's gateway");
+
+  const pairs: [ExternalPod, ZStackVm][] = [];
+  for (const vm of c.vms) pairs.push([vm.network === "overlay" ? podO : podF, vm]);
+  let port = 7100;
+  // The node's links: eth0 (on br-phy) carries the tunnels, eth1 (the flat provider bridge's uplink) the flat
+  // network. Packets each sends while a pair talks say which way the pair's traffic went.
+  const sent = async (dev: string) => {
+    const [l] = JSON.parse(await node.node.exec("ip", ["-s", "-j", "link", "show", dev])) as {
+      stats64: { tx: { packets: number } };
+    }[];
+    return l?.stats64.tx.packets ?? 0;
+  };
+  for (const [pod, vm] of pairs) {
+    const links = [await sent("eth0"), await sent("eth1")];
+    const where = `${vm.network}, VM on ${vm.host.systemId}`;
+    // Pod -> VM: the VM sees the pod's own address.
+    assert.equal(
+      await tcp(pod.netns.path, vm.netns.path, vm.ip, port++, `pod ${pod.ip} -> VM ${vm.ip} (${where})`),
+      pod.ip,
+    );
+    // VM -> pod: the pod sees the VM's own address.
+    assert.equal(
+      await tcp(vm.netns.path, pod.netns.path, pod.ip, port++, `VM ${vm.ip} -> pod ${pod.ip} (${where})`),
+      vm.ip,
+    );
+    const [tunnel, flatLink] = [
+      (await sent("eth0")) - (links[0] ?? 0),
+      (await sent("eth1")) - (links[1] ?? 0),
+    ];
+    console.log(`# ${where}: the node sent ${tunnel} packets on eth0 (tunnels), ${flatLink} on eth1 (flat)`);
+    // Two exchanges of 64 KiB are dozens of packets each way; ARP and the other links' chatter a handful.
+    if (vm.network === "overlay")
+      assert.ok(tunnel >= 20 && flatLink < 10, `${where}: ${tunnel}, ${flatLink}`);
+    else assert.ok(flatLink >= 20 && tunnel < 10, `${where}: ${tunnel}, ${flatLink}`);
+  }
+
+  // The overlay traffic went through a tunnel to ZStack's hosts, the flat traffic did not: our node's OVS has
+  // Geneve tunnel ports to both hosts, and the flat pod's neighbour entries for the VMs are on its own link.
+  const tunnels = await node.node.vsctl("--columns=options", "find", "Interface", "type=geneve");
+  for (const h of c.zs.hosts) assert.match(tunnels, new RegExp(`remote_ip="${h.ip.replaceAll(".", "\\.")}"`));
+  const neigh = (await execIn(podF.netns.path, "ip", ["neigh", "show", "dev", "eth0"])).stdout;
+  for (const vm of c.vms.filter((v) => v.network === "flat"))
+    assert.match(neigh, new RegExp(`^${vm.ip.replaceAll(".", "\\.")} lladdr ${vm.port.mac}`, "m"));
+
+  // While the plugin runs: ZStack's rows differ only by the documented mutations, and both switches' ports
+  // gained our pods' ports.
+  await sim.sync();
+  const during = await sim.dump();
+  const ours = oursIn(during);
+  assert.deepEqual(onlyDocumentedMutations(c.zstackBefore, during, ours), []);
+  const changed = diffDumps(c.zstackBefore, during)
+    .filter((l) => !/^\S+ \S+: added$/.test(l))
+    .map((l) => l.split(":")[0]);
+  assert.deepEqual(
+    changed.sort(),
+    [`Logical_Switch ${flat} ports`, `Logical_Switch ${overlay} ports`].sort(),
+  );
+
+  // The pods go (CNI DEL is the runtime's; their ports leave with the pods): ZStack's rows are as before.
+  for (const p of [podO, podF])
+    await api.request(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
+      method: "DELETE",
+      query: { gracePeriodSeconds: 0 },
+    });
+  await until(
+    "the pods' ports gone from ZStack's switches",
+    async () => {
+      const d = await sim.dump();
+      return onlyDocumentedMutations(c.zstackBefore, d, oursIn(d)).length === 0 &&
+        diffDumps(c.zstackBefore, await sim.snapshot()).every((l) =>
+          /^Load_Balancer_Group \S+: added$/.test(l),
+        )
+        ? true
+        : undefined;
+    },
+    120_000,
+  );
+  console.log(`# done in ${Date.now() - started} ms`);
+});
