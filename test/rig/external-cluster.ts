@@ -59,11 +59,12 @@ export interface OurNode {
 /** A VM of ZStack's: its port (added by ZStack's writer) bound to a namespace on one of the hypervisors. */
 export interface ZStackVm extends Vm {
   readonly port: VmPort;
-  readonly network: "overlay" | "flat";
+  readonly network: VmSpec["network"];
 }
 
 export interface VmSpec {
-  readonly network: "overlay" | "flat";
+  /** ZStack's overlay switch, its flat switch, or the VLAN switch of `vlanTag` (on the flat provider). */
+  readonly network: "overlay" | "flat" | "vlan";
   readonly ip4: string;
   /** Index into the hypervisors (0 or 1). */
   readonly host: number;
@@ -85,6 +86,8 @@ export interface ExternalCluster {
   readonly zs: ZStackHosts;
   readonly nodes: readonly OurNode[];
   readonly vms: readonly ZStackVm[];
+  /** The UUID of the VLAN switch ZStack created (with `vlanTag`). */
+  readonly vlanSwitch: string | undefined;
   /** ZStack's NB (sim.snapshot()) after its VMs were created and before the controller first started. */
   readonly zstackBefore: DatabaseDump;
   /**
@@ -99,6 +102,8 @@ export interface ExternalClusterOptions {
   readonly nodes?: number;
   /** ZStack's VMs, created (port in NB, namespace on the host, installed) before the controller starts. */
   readonly vms?: readonly VmSpec[];
+  /** ZStack also has a VLAN network on the flat provider with this tag (created before the VMs). */
+  readonly vlanTag?: number;
 }
 
 export async function useExternalCluster(
@@ -112,11 +117,13 @@ export async function useExternalCluster(
 
   // ZStack's VMs, as ZStack creates them: the port in NB (requested-chassis = the host's management IP), the NIC
   // on the host's br-int.
+  const vlanSwitch = opts.vlanTag === undefined ? undefined : await sim.writer.addVlanNetwork(opts.vlanTag);
   const vms: ZStackVm[] = [];
   for (const [i, spec] of (opts.vms ?? []).entries()) {
     const host = zs.hosts[spec.host] as Hypervisor;
+    if (spec.network === "vlan" && !vlanSwitch) throw new Error("a VM on the VLAN network needs vlanTag");
     const port = await sim.writer.addVmPort({
-      network: spec.network,
+      network: spec.network === "vlan" ? (vlanSwitch as string) : spec.network,
       ip4: spec.ip4,
       chassis: [HOSTS[spec.host] as string],
     });
@@ -314,5 +321,5 @@ export async function useExternalCluster(
     return { name, chassis: cfg.chassisName, ip, node, mtu, setup };
   }
 
-  return { api, sim, zs, nodes, vms, zstackBefore, addPod };
+  return { api, sim, zs, nodes, vms, vlanSwitch, zstackBefore, addPod };
 }

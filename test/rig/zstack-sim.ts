@@ -366,6 +366,39 @@ export class ZStackWriter {
     return { uuid: uuid as string, name: row.name as string, mac: vmMac(vm), switchUuid };
   }
 
+  /**
+   * ZStack creates a VLAN L2 network on the flat provider: a switch (no other_config:subnet, ZStack's IPAM only)
+   * with a localnet port tagged `tag`. Returns the switch's UUID (VM ports join it with `network: <uuid>`).
+   */
+  async addVlanNetwork(tag: number): Promise<string> {
+    const [, ls] = await this.transact([
+      {
+        op: "insert",
+        table: "Logical_Switch_Port",
+        row: {
+          name: `provnet-${zstackUuid(`l2/vlan/${tag}`)}`,
+          type: "localnet",
+          addresses: setOf(["unknown"]),
+          options: mapOf({ network_name: FLAT.network }),
+          tag,
+          external_ids: ids(`vlan${tag}-localnet-port`),
+        },
+        "uuid-name": "ln",
+      },
+      {
+        op: "insert",
+        table: "Logical_Switch",
+        row: {
+          name: `l2-vlan-network-${tag}`,
+          ports: named("ln"),
+          external_ids: ids(`vlan${tag}-switch`, { [SIM_NAME_KEY]: `l2-vlan-network-${tag}` }),
+        },
+        "uuid-name": "ls",
+      },
+    ]);
+    return ls as string;
+  }
+
   /** A VM stops: its port leaves the switch (and NB with it). */
   async removeVmPort(port: VmPort): Promise<void> {
     await this.transact([

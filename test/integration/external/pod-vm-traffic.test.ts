@@ -12,16 +12,20 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
-import { type ExternalPod, useExternalCluster, type ZStackVm } from "../../rig/external-cluster.ts";
+import { type ExternalPod, type OurNode, useExternalCluster } from "../../rig/external-cluster.ts";
 import { diffDumps, FLAT, OVERLAY, onlyDocumentedMutations, ownedRows } from "../../rig/zstack-sim.ts";
 import { createNamespace, createSubnet, readyCondition, until } from "../controller/harness.ts";
 import { execIn, tcpTransfer } from "../node/one-node-cluster.ts";
 
+const VLAN_TAG = 100;
+const VLAN = { cidr4: "192.168.110.0/24", gateway4: "192.168.110.1" };
 const VMS = [
   { network: "overlay", ip4: "10.60.0.21", host: 0 },
   { network: "overlay", ip4: "10.60.0.22", host: 1 },
   { network: "flat", ip4: "192.168.100.31", host: 0 },
   { network: "flat", ip4: "192.168.100.32", host: 1 },
+  { network: "vlan", ip4: "192.168.110.41", host: 0 },
+  { network: "vlan", ip4: "192.168.110.42", host: 1 },
 ] as const;
 const FLAT_GATEWAY = "192.168.100.1";
 
@@ -52,37 +56,35 @@ function oursIn(dump: DatabaseDump): Set<string> {
   return ours;
 }
 
-test("External mode: pods on ZStack's overlay and flat switches and ZStack's VMs on both hosts talk TCP both ways, without NAT, and ZStack's rows change only as documented", async (t) => {
+test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack's VMs on both hosts talk TCP both ways, without NAT, and ZStack's rows change only as documented", async (t) => {
   const started = Date.now();
-  const c = await useExternalCluster(t, { nodes: 1, vms: VMS });
+  const c = await useExternalCluster(t, { nodes: 2, vms: VMS, vlanTag: VLAN_TAG });
   const { api, sim } = c;
-  const node = c.nodes[0];
-  assert.ok(node);
+  const [node1, node2] = c.nodes;
+  assert.ok(node1 && node2);
   console.log(
-    `# simulator, 2 hosts, 4 VMs, apiserver, controller and node1 up in ${Date.now() - started} ms`,
+    `# simulator, 2 hosts, ${c.vms.length} VMs, apiserver, controller and 2 nodes up in ${Date.now() - started} ms`,
   );
-  assert.equal(node.chassis, "k8s-node1");
-  assert.equal(node.mtu, 1400, "Geneve over the 1500-byte management network");
-  // The provider bridge exists as the agent made it, with the uplink the configuration names.
-  assert.match(await node.node.vsctl("list-ports", "br-flat"), /^eth1$/m);
+  for (const n of c.nodes) {
+    assert.equal(n.chassis, `k8s-${n.name}`);
+    assert.equal(n.mtu, 1400, "Geneve over the 1500-byte management network");
+    // The provider bridge exists as the agent made it, with the uplink the configuration names.
+    assert.match(await n.node.vsctl("list-ports", "br-flat"), /^eth1$/m);
+  }
 
   const overlay = sim.uuid("overlay-switch");
   const flat = sim.uuid("flat-switch");
-  await createNamespace(api, "ovl");
-  await createNamespace(api, "flt");
-  await createSubnet(api, "zs-overlay", {
-    cidr: OVERLAY.cidr4,
-    gateway: OVERLAY.gateway4,
-    externalLogicalSwitch: overlay,
-    namespaces: ["ovl"],
-  });
-  await createSubnet(api, "zs-flat", {
-    cidr: FLAT.cidr4,
-    gateway: FLAT_GATEWAY,
-    externalLogicalSwitch: flat,
-    namespaces: ["flt"],
-  });
-  for (const name of ["zs-overlay", "zs-flat"])
+  const vlan = c.vlanSwitch as string;
+  const subnets = [
+    ["zs-overlay", "ovl", { cidr: OVERLAY.cidr4, gateway: OVERLAY.gateway4, externalLogicalSwitch: overlay }],
+    ["zs-flat", "flt", { cidr: FLAT.cidr4, gateway: FLAT_GATEWAY, externalLogicalSwitch: flat }],
+    ["zs-vlan", "vln", { cidr: VLAN.cidr4, gateway: VLAN.gateway4, externalLogicalSwitch: vlan }],
+  ] as const;
+  for (const [name, ns, spec] of subnets) {
+    await createNamespace(api, ns);
+    await createSubnet(api, name, { ...spec, namespaces: [ns] });
+  }
+  for (const [name] of subnets)
     await until(
       `Subnet ${name} Ready`,
       async () => {
@@ -92,30 +94,34 @@ test("External mode: pods on ZStack's overlay and flat switches and ZStack's VMs
       120_000,
     );
 
+  // One pod per network; the flat one on the second node.
   const t0 = Date.now();
-  const podO = await c.addPod(node, "ovl", "web-ovl");
-  const podF = await c.addPod(node, "flt", "web-flat");
-  console.log(`# two pods attached through the agent's CNI path in ${Date.now() - t0} ms`);
+  const podO = await c.addPod(node1, "ovl", "web-ovl");
+  const podF = await c.addPod(node2, "flt", "web-flat");
+  const podV = await c.addPod(node1, "vln", "web-vlan");
+  console.log(`# three pods attached through the agent's CNI path in ${Date.now() - t0} ms`);
   const vmIps = new Set(c.vms.map((v) => v.ip));
   assert.match(podO.ip, /^10\.60\.0\.\d+$/);
   assert.match(podF.ip, /^192\.168\.100\.\d+$/);
-  assert.ok(!vmIps.has(podO.ip) && !vmIps.has(podF.ip), "no pod has a VM's address");
+  assert.match(podV.ip, /^192\.168\.110\.\d+$/);
+  for (const p of [podO, podF, podV]) assert.ok(!vmIps.has(p.ip), `${p.name} has a VM's address, ${p.ip}`);
   assert.equal(podO.gateway, OVERLAY.gateway4, "ZStack's router port is the overlay pod's gateway");
 
-  const pairs: [ExternalPod, ZStackVm][] = [];
-  for (const vm of c.vms) pairs.push([vm.network === "overlay" ? podO : podF, vm]);
+  const podOn = { overlay: podO, flat: podF, vlan: podV } as const;
   let port = 7100;
-  // The node's links: eth0 (on br-phy) carries the tunnels, eth1 (the flat provider bridge's uplink) the flat
-  // network. Packets each sends while a pair talks say which way the pair's traffic went.
-  const sent = async (dev: string) => {
-    const [l] = JSON.parse(await node.node.exec("ip", ["-s", "-j", "link", "show", dev])) as {
+  // A node's links: eth0 (on br-phy) carries the tunnels, eth1 (the flat provider bridge's uplink) the flat
+  // network and its VLANs. Packets each sends while a pair talks say which way the pair's traffic went.
+  const sent = async (n: OurNode, dev: string) => {
+    const [l] = JSON.parse(await n.node.exec("ip", ["-s", "-j", "link", "show", dev])) as {
       stats64: { tx: { packets: number } };
     }[];
     return l?.stats64.tx.packets ?? 0;
   };
-  for (const [pod, vm] of pairs) {
-    const links = [await sent("eth0"), await sent("eth1")];
-    const where = `${vm.network}, VM on ${vm.host.systemId}`;
+  for (const vm of c.vms) {
+    const pod: ExternalPod = podOn[vm.network];
+    const n = pod.node;
+    const links = [await sent(n, "eth0"), await sent(n, "eth1")];
+    const where = `${vm.network}, pod on ${n.name}, VM on ${vm.host.systemId}`;
     // Pod -> VM: the VM sees the pod's own address.
     assert.equal(
       await tcp(pod.netns.path, vm.netns.path, vm.ip, port++, `pod ${pod.ip} -> VM ${vm.ip} (${where})`),
@@ -127,25 +133,32 @@ test("External mode: pods on ZStack's overlay and flat switches and ZStack's VMs
       vm.ip,
     );
     const [tunnel, flatLink] = [
-      (await sent("eth0")) - (links[0] ?? 0),
-      (await sent("eth1")) - (links[1] ?? 0),
+      (await sent(n, "eth0")) - (links[0] ?? 0),
+      (await sent(n, "eth1")) - (links[1] ?? 0),
     ];
-    console.log(`# ${where}: the node sent ${tunnel} packets on eth0 (tunnels), ${flatLink} on eth1 (flat)`);
+    console.log(`# ${where}: ${n.name} sent ${tunnel} packets on eth0 (tunnels), ${flatLink} on eth1 (flat)`);
     // Two exchanges of 64 KiB are dozens of packets each way; ARP and the other links' chatter a handful.
     if (vm.network === "overlay")
       assert.ok(tunnel >= 20 && flatLink < 10, `${where}: ${tunnel}, ${flatLink}`);
     else assert.ok(flatLink >= 20 && tunnel < 10, `${where}: ${tunnel}, ${flatLink}`);
+    if (vm.network === "vlan") {
+      // Tagged on the wire: the node's datapath pushes the VLAN's tag towards the uplink.
+      const flows = await n.node.appctl("dpctl/dump-flows");
+      assert.match(flows, new RegExp(`push_vlan\\(vid=${VLAN_TAG},`), "the VLAN pod's frames leave tagged");
+    }
   }
 
-  // The overlay traffic went through a tunnel to ZStack's hosts, the flat traffic did not: our node's OVS has
-  // Geneve tunnel ports to both hosts, and the flat pod's neighbour entries for the VMs are on its own link.
-  const tunnels = await node.node.vsctl("--columns=options", "find", "Interface", "type=geneve");
+  // The overlay pod's node has Geneve tunnels to both of ZStack's hosts; the flat and VLAN pods found the VMs on
+  // their own link (ARP answered by the VMs' MACs: one L2 network, no router between).
+  const tunnels = await node1.node.vsctl("--columns=options", "find", "Interface", "type=geneve");
   for (const h of c.zs.hosts) assert.match(tunnels, new RegExp(`remote_ip="${h.ip.replaceAll(".", "\\.")}"`));
-  const neigh = (await execIn(podF.netns.path, "ip", ["neigh", "show", "dev", "eth0"])).stdout;
-  for (const vm of c.vms.filter((v) => v.network === "flat"))
-    assert.match(neigh, new RegExp(`^${vm.ip.replaceAll(".", "\\.")} lladdr ${vm.port.mac}`, "m"));
+  for (const pod of [podF, podV]) {
+    const neigh = (await execIn(pod.netns.path, "ip", ["neigh", "show", "dev", "eth0"])).stdout;
+    for (const vm of c.vms.filter((v) => podOn[v.network] === pod))
+      assert.match(neigh, new RegExp(`^${vm.ip.replaceAll(".", "\\.")} lladdr ${vm.port.mac}`, "m"));
+  }
 
-  // While the plugin runs: ZStack's rows differ only by the documented mutations, and both switches' ports
+  // While the plugin runs: ZStack's rows differ only by the documented mutations, and the three switches' ports
   // gained our pods' ports.
   await sim.sync();
   const during = await sim.dump();
@@ -154,13 +167,10 @@ test("External mode: pods on ZStack's overlay and flat switches and ZStack's VMs
   const changed = diffDumps(c.zstackBefore, during)
     .filter((l) => !/^\S+ \S+: added$/.test(l))
     .map((l) => l.split(":")[0]);
-  assert.deepEqual(
-    changed.sort(),
-    [`Logical_Switch ${flat} ports`, `Logical_Switch ${overlay} ports`].sort(),
-  );
+  assert.deepEqual(changed.sort(), [flat, overlay, vlan].map((u) => `Logical_Switch ${u} ports`).sort());
 
   // The pods go (CNI DEL is the runtime's; their ports leave with the pods): ZStack's rows are as before.
-  for (const p of [podO, podF])
+  for (const p of [podO, podF, podV])
     await api.request(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
       method: "DELETE",
       query: { gracePeriodSeconds: 0 },
