@@ -37,7 +37,7 @@ import {
   type Vm,
   type ZStackHosts,
 } from "./zstack-hosts.ts";
-import { FLAT, HOSTS, useZStackSim, type VmPort, type ZStackSim } from "./zstack-sim.ts";
+import { FLAT, HOSTS, useZStackSim, type VmPort, vmMac, vmPortName, type ZStackSim } from "./zstack-sim.ts";
 
 /** The nodes' management addresses (tunnel endpoints), next to ZStack's hosts (HOSTS) on 192.168.200.0/24. */
 const NODE_IPS = ["192.168.200.21", "192.168.200.22"] as const;
@@ -60,6 +60,7 @@ export interface OurNode {
 export interface ZStackVm extends Vm {
   readonly port: VmPort;
   readonly network: VmSpec["network"];
+  readonly spec: VmSpec;
 }
 
 export interface VmSpec {
@@ -68,6 +69,11 @@ export interface VmSpec {
   readonly ip4: string;
   /** Index into the hypervisors (0 or 1). */
   readonly host: number;
+  /**
+   * Start the simulator's own VM of this number (1: VM 1, on the overlay switch, in ZStack's security group)
+   * instead of adding a port: `network` and `ip4` must be that VM's.
+   */
+  readonly simVm?: number;
 }
 
 export interface ExternalPod {
@@ -122,12 +128,20 @@ export async function useExternalCluster(
   for (const [i, spec] of (opts.vms ?? []).entries()) {
     const host = zs.hosts[spec.host] as Hypervisor;
     if (spec.network === "vlan" && !vlanSwitch) throw new Error("a VM on the VLAN network needs vlanTag");
-    const port = await sim.writer.addVmPort({
-      network: spec.network === "vlan" ? (vlanSwitch as string) : spec.network,
-      ip4: spec.ip4,
-      chassis: [HOSTS[spec.host] as string],
-    });
-    const tap = `vnic${200 + i}.0`;
+    const port: VmPort =
+      spec.simVm === undefined
+        ? await sim.writer.addVmPort({
+            network: spec.network === "vlan" ? (vlanSwitch as string) : spec.network,
+            ip4: spec.ip4,
+            chassis: [HOSTS[spec.host] as string],
+          })
+        : {
+            uuid: sim.uuid(`vm${spec.simVm}`),
+            name: vmPortName(spec.simVm, 0),
+            mac: vmMac(spec.simVm),
+            switchUuid: sim.uuid(`${spec.network}-switch`),
+          };
+    const tap = `vnic${spec.simVm ?? 200 + i}.0`;
     const vm = await zs.startVm(host, {
       name: port.name,
       mac: port.mac,
@@ -136,7 +150,7 @@ export async function useExternalCluster(
       tap,
     });
     await zs.waitInstalled(vm, tap);
-    vms.push({ ...vm, port, network: spec.network });
+    vms.push({ ...vm, port, network: spec.network, spec });
   }
   const zstackBefore = await sim.snapshot();
 

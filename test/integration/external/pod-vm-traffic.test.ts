@@ -26,6 +26,8 @@ const VMS = [
   { network: "flat", ip4: "192.168.100.32", host: 1 },
   { network: "vlan", ip4: "192.168.110.41", host: 0 },
   { network: "vlan", ip4: "192.168.110.42", host: 1 },
+  // ZStack's VM 1, in its security group.
+  { network: "overlay", ip4: "10.60.0.11", host: 0, simVm: 1 },
 ] as const;
 const FLAT_GATEWAY = "192.168.100.1";
 
@@ -117,7 +119,7 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
     }[];
     return l?.stats64.tx.packets ?? 0;
   };
-  for (const vm of c.vms) {
+  for (const vm of c.vms.filter((v) => v.spec.simVm === undefined)) {
     const pod: ExternalPod = podOn[vm.network];
     const n = pod.node;
     const links = [await sent(n, "eth0"), await sent(n, "eth1")];
@@ -147,6 +149,25 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       assert.match(flows, new RegExp(`push_vlan\\(vid=${VLAN_TAG},`), "the VLAN pod's frames leave tagged");
     }
   }
+
+  // ZStack's security groups still hold for its VMs: VM 1 is in a group that admits only its members (TCP 22 from
+  // its address set), which pods are not; it reaches the pod (its egress is allowed, the reply is related), the
+  // pod does not reach it.
+  const sgVm = c.vms.find((v) => v.spec.simVm === 1);
+  assert.ok(sgVm);
+  assert.equal(
+    await tcp(
+      sgVm.netns.path,
+      podO.netns.path,
+      podO.ip,
+      port++,
+      `VM ${sgVm.ip} (security group) -> pod ${podO.ip}`,
+    ),
+    sgVm.ip,
+  );
+  const refused = await tcpTransfer(podO.netns.path, sgVm.netns.path, sgVm.ip, 22, 1024);
+  assert.notEqual(refused.client.code, 0, "ZStack's security group drops the pod's connection to VM 1");
+  assert.equal(refused.peer, undefined);
 
   // The overlay pod's node has Geneve tunnels to both of ZStack's hosts; the flat and VLAN pods found the VMs on
   // their own link (ARP answered by the VMs' MACs: one L2 network, no router between).
