@@ -11,6 +11,7 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
 import { type ExternalPod, type OurNode, useExternalCluster } from "../../rig/external-cluster.ts";
 import { diffDumps, FLAT, OVERLAY, onlyDocumentedMutations, ownedRows } from "../../rig/zstack-sim.ts";
@@ -108,6 +109,24 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
   assert.match(podV.ip, /^192\.168\.110\.\d+$/);
   for (const p of [podO, podF, podV]) assert.ok(!vmIps.has(p.ip), `${p.name} has a VM's address, ${p.ip}`);
   assert.equal(podO.gateway, OVERLAY.gateway4, "ZStack's router port is the overlay pod's gateway");
+
+  // Each pod's port is bound in ZStack's SB to its node's chassis (requested-chassis is the node name, which
+  // ovn-controller matches against our chassis' hostname).
+  const sb = new OvsdbClient({ remotes: sim.sbRemotes, database: "OVN_Southbound", monitor: {} });
+  t.after(() => sb.close());
+  await sb.connect({ retry: true });
+  const [bindings, chassis] = (await sb.transactRaw([
+    { op: "select", table: "Port_Binding", where: [], columns: ["logical_port", "chassis"] },
+    { op: "select", table: "Chassis", where: [], columns: ["_uuid", "name"] },
+  ])) as [
+    { rows: { logical_port: string; chassis: unknown }[] },
+    { rows: { _uuid: unknown; name: string }[] },
+  ];
+  const chassisName = new Map(chassis.rows.map((r) => [JSON.stringify(r._uuid), r.name]));
+  for (const p of [podO, podF, podV]) {
+    const b = bindings.rows.find((r) => r.logical_port === `${p.namespace}_${p.name}`);
+    assert.equal(chassisName.get(JSON.stringify(b?.chassis)), p.node.chassis, `${p.name}'s port binding`);
+  }
 
   const podOn = { overlay: podO, flat: podF, vlan: podV } as const;
   let port = 7100;
