@@ -1,10 +1,12 @@
-// External mode end to end (issue 14's first acceptance point): pods of ours on ZStack's overlay switch and on its
-// flat switch, next to ZStack's VMs, talk TCP both ways with VMs on both of ZStack's hypervisors. The overlay
-// traffic crosses a Geneve tunnel between our node's chassis (k8s-node1) and ZStack's hosts' chassis; the flat
-// traffic leaves through the provider bridge the agent made for `flat` (localnet, no tunnel). Each side sees the
-// other's own address (no NAT between pods and VMs). While the plugin runs, and after the pods are gone, ZStack's
-// NB rows differ from the snapshot taken before the controller first started only in the documented mutations.
-// The rig: test/rig/external-cluster.ts (real apiserver, controller, node agent, OVS, OVN; the ZStack simulator).
+// External mode end to end (issue 14's first acceptance point): pods of ours on ZStack's overlay switch, on its
+// flat switch and on a VLAN switch, next to ZStack's VMs, talk TCP both ways with VMs on both of ZStack's
+// hypervisors. The overlay traffic crosses a Geneve tunnel between our node's chassis (k8s-<node>) and ZStack's
+// hosts' chassis; the flat and VLAN traffic leaves through the provider bridge the agent made for `flat` (localnet,
+// no tunnel; the VLAN's frames tagged). Each side sees the other's own address (no NAT between pods and VMs). Two
+// overlay pods on our two nodes talk to each other; ZStack's security group still keeps pods out of its member VM.
+// While the plugin runs, and after the pods are gone, ZStack's NB rows differ from the snapshot taken before the
+// controller first started only in the documented mutations. The rig: test/rig/external-cluster.ts (real
+// apiserver, controller, node agent's pieces, OVS, OVN; the ZStack simulator and its hypervisors).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -102,12 +104,15 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
   const podO = await c.addPod(node1, "ovl", "web-ovl");
   const podF = await c.addPod(node2, "flt", "web-flat");
   const podV = await c.addPod(node1, "vln", "web-vlan");
-  console.log(`# three pods attached through the agent's CNI path in ${Date.now() - t0} ms`);
+  // A second overlay pod, on the other node: pods of ours on ZStack's switch talk across our nodes too.
+  const podO2 = await c.addPod(node2, "ovl", "web-ovl-2");
+  console.log(`# four pods attached through the agent's CNI path in ${Date.now() - t0} ms`);
   const vmIps = new Set(c.vms.map((v) => v.ip));
   assert.match(podO.ip, /^10\.60\.0\.\d+$/);
   assert.match(podF.ip, /^192\.168\.100\.\d+$/);
   assert.match(podV.ip, /^192\.168\.110\.\d+$/);
-  for (const p of [podO, podF, podV]) assert.ok(!vmIps.has(p.ip), `${p.name} has a VM's address, ${p.ip}`);
+  for (const p of [podO, podF, podV, podO2])
+    assert.ok(!vmIps.has(p.ip), `${p.name} has a VM's address, ${p.ip}`);
   assert.equal(podO.gateway, OVERLAY.gateway4, "ZStack's router port is the overlay pod's gateway");
 
   // Each pod's port is bound in ZStack's SB to its node's chassis (requested-chassis is the node name, which
@@ -123,7 +128,7 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
     { rows: { _uuid: unknown; name: string }[] },
   ];
   const chassisName = new Map(chassis.rows.map((r) => [JSON.stringify(r._uuid), r.name]));
-  for (const p of [podO, podF, podV]) {
+  for (const p of [podO, podF, podV, podO2]) {
     const b = bindings.rows.find((r) => r.logical_port === `${p.namespace}_${p.name}`);
     assert.equal(chassisName.get(JSON.stringify(b?.chassis)), p.node.chassis, `${p.name}'s port binding`);
   }
@@ -169,6 +174,16 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
     }
   }
 
+  // Pod <-> pod on ZStack's overlay switch, node1 <-> node2 (a Geneve tunnel between our two chassis).
+  assert.equal(
+    await tcp(podO.netns.path, podO2.netns.path, podO2.ip, port++, `pod ${podO.ip} -> pod ${podO2.ip}`),
+    podO.ip,
+  );
+  assert.equal(
+    await tcp(podO2.netns.path, podO.netns.path, podO.ip, port++, `pod ${podO2.ip} -> pod ${podO.ip}`),
+    podO2.ip,
+  );
+
   // ZStack's security groups still hold for its VMs: VM 1 is in a group that admits only its members (TCP 22 from
   // its address set), which pods are not; it reaches the pod (its egress is allowed, the reply is related), the
   // pod does not reach it.
@@ -210,7 +225,7 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
   assert.deepEqual(changed.sort(), [flat, overlay, vlan].map((u) => `Logical_Switch ${u} ports`).sort());
 
   // The pods go (CNI DEL is the runtime's; their ports leave with the pods): ZStack's rows are as before.
-  for (const p of [podO, podF, podV])
+  for (const p of [podO, podF, podV, podO2])
     await api.request(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
       method: "DELETE",
       query: { gracePeriodSeconds: 0 },
