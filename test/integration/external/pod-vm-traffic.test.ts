@@ -163,10 +163,10 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       (await sent(n, "eth1")) - (links[1] ?? 0),
     ];
     console.log(`# ${where}: ${n.name} sent ${tunnel} packets on eth0 (tunnels), ${flatLink} on eth1 (flat)`);
-    // Two exchanges of 64 KiB are dozens of packets each way; ARP and the other links' chatter a handful.
-    if (vm.network === "overlay")
-      assert.ok(tunnel >= 20 && flatLink < 10, `${where}: ${tunnel}, ${flatLink}`);
-    else assert.ok(flatLink >= 20 && tunnel < 10, `${where}: ${tunnel}, ${flatLink}`);
+    // Two exchanges of 64 KiB are dozens of packets each way; the other link carries only chatter (ARP, the
+    // pods' IPv6 router solicitations flooded on their switches), a small fraction of that.
+    const [via, other] = vm.network === "overlay" ? [tunnel, flatLink] : [flatLink, tunnel];
+    assert.ok(via >= 20 && other * 5 <= via, `${where}: ${tunnel} on eth0, ${flatLink} on eth1`);
     if (vm.network === "vlan") {
       // Tagged on the wire: the node's datapath pushes the VLAN's tag towards the uplink.
       const flows = await n.node.appctl("dpctl/dump-flows");
