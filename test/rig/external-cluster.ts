@@ -5,26 +5,28 @@
 // (br-phy holding the tunnel endpoint, as the hosts have it) and flat network (an uplink for the provider bridge),
 // with the node agent's pieces wired as zstack-ovnkube-node wires them in External mode: its configuration read by
 // the agent's own loader from the variables an operator sets (ZSTACK_OVN_MODE=external, ZSTACK_BRIDGE_MAPPINGS=
-// flat:br-flat:eth1, ...), NodeSetup (br-int, the provider bridge it creates, ovn-controller's settings), the SB
-// chassis check that hands the chassis name k8s-<node> to ovn-controller, and the CNI handler with the pod watch.
+// flat:br-flat:eth1 or the Node's provider labels, ...), the provider mappings, NodeSetup (br-int, the provider
+// bridge it creates, ovn-controller's settings), the SB chassis check that hands the chassis name k8s-<node> to
+// ovn-controller, and the CNI handler with the pod watch. Each node has its Node object.
 // Pods are created through the apiserver (spec.nodeName set: no scheduler runs) and attached by a CNI ADD through
 // the agent's request path (dispatch, handler, PodAttacher). Everything is stopped when the test ends, passed or
 // failed (teardownFor).
 
 import { AgentCniHandler } from "../../src/agent/cni-handler.ts";
 import { loadNodeConfig } from "../../src/agent/config.ts";
+import { NodeProviders } from "../../src/agent/node-providers.ts";
 import { NodePods } from "../../src/agent/pod-networks.ts";
 import { dispatch } from "../../src/cni/dispatch.ts";
 import type { ApiClient } from "../../src/k8s/api-client.ts";
 import { type ChassisCheck, ChassisWatch } from "../../src/node/external-chassis.ts";
+import { externalSb } from "../../src/node/external-sb.ts";
 import { interfaceWithAddress, podMtu } from "../../src/node/mtu.ts";
 import { NodeSetup } from "../../src/node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../../src/node/ovs-bridge.ts";
 import { PodAttacher } from "../../src/node/pod-attachment.ts";
-import { bridgeMappingsValue } from "../../src/node/provider-bridges.ts";
+import { PROVIDER_BRIDGE_LABEL, PROVIDER_UPLINK_LABEL } from "../../src/node/provider-labels.ts";
 import { silentLogger } from "../../src/observability/log.ts";
 import { OvsdbClient } from "../../src/ovsdb/client.ts";
-import { type SbTables, sbModel } from "../../src/ovsdb/models/sb.generated.ts";
 import { type VswitchTables, vswitchModel } from "../../src/ovsdb/models/vswitch.generated.ts";
 import { startInProcess, until, useApiserver } from "../integration/controller/harness.ts";
 import type { DatabaseDump } from "./dump-format.ts";
@@ -108,6 +110,11 @@ export interface ExternalClusterOptions {
   readonly nodes?: number;
   /** ZStack's VMs, created (port in NB, namespace on the host, installed) before the controller starts. */
   readonly vms?: readonly VmSpec[];
+  /**
+   * How each node (by index) maps ZStack's flat provider to br-flat with eth1: node.bridgeMappings
+   * ("setting", the default) or its Node's provider labels ("labels").
+   */
+  readonly flatMappingBy?: readonly ("setting" | "labels")[];
   /** ZStack also has a VLAN network on the flat provider with this tag (created before the VMs). */
   readonly vlanTag?: number;
 }
@@ -240,7 +247,26 @@ export async function useExternalCluster(
     const controller = await spawnOvnController(node);
     td.after(() => controller.terminate());
 
-    // What an operator sets for External mode (docs/external-mode.md, docs/node-agent.md).
+    // What an operator sets for External mode (docs/external-mode.md, docs/node-agent.md): ZStack's flat provider
+    // mapped to br-flat with eth1 as its uplink, by the agent's setting or by the Node's provider labels.
+    const byLabels = opts.flatMappingBy?.[i] === "labels";
+    const mapping = { bridge: FLAT_BRIDGE, uplink: FLAT_UPLINK };
+    const created = await api.request<{ metadata: { labels?: Record<string, string> } }>("/api/v1/nodes", {
+      method: "POST",
+      body: {
+        metadata: {
+          name,
+          ...(byLabels
+            ? {
+                labels: {
+                  [`${PROVIDER_BRIDGE_LABEL}${FLAT.network}`]: mapping.bridge,
+                  [`${PROVIDER_UPLINK_LABEL}${FLAT.network}`]: mapping.uplink,
+                },
+              }
+            : {}),
+        },
+      },
+    });
     const cfg = loadNodeConfig(
       {
         ZSTACK_NODE_NAME: name,
@@ -249,7 +275,9 @@ export async function useExternalCluster(
         ZSTACK_TUNNEL_TYPE: "geneve",
         ZSTACK_ENCAP_IP: ip,
         ZSTACK_DATAPATH_TYPE: "netdev",
-        ZSTACK_BRIDGE_MAPPINGS: `${FLAT.network}:${FLAT_BRIDGE}:${FLAT_UPLINK}`,
+        ...(byLabels
+          ? {}
+          : { ZSTACK_BRIDGE_MAPPINGS: `${FLAT.network}:${mapping.bridge}:${mapping.uplink}` }),
         ZSTACK_OVS_DB: node.ovsRemote,
       },
       [],
@@ -264,6 +292,9 @@ export async function useExternalCluster(
         encapType: cfg.tunnel,
       });
     // From here as zstack-ovnkube-node wires it (src/cli/zstack-ovnkube-node.ts), in External mode.
+    const providers = new NodeProviders({ node: name, configured: cfg.providers });
+    providers.update(created.metadata.labels);
+    const bridgeMappings = providers.bridgeMappings;
     const chassisSettings = {
       ovnRemote: cfg.sbdbAddress,
       encapType: cfg.tunnel,
@@ -271,22 +302,17 @@ export async function useExternalCluster(
       systemId: cfg.chassisName,
       bridgeDatapathType: cfg.datapathType,
       hostname: cfg.nodeName,
-      ...(cfg.providers.length > 0 ? { bridgeMappings: bridgeMappingsValue(cfg.providers) } : {}),
+      ...(bridgeMappings === undefined ? {} : { bridgeMappings }),
     };
     const setup = new NodeSetup({
       client: vswitch,
       hostNetns: node.netns.path,
       bridge: { name: INTEGRATION_BRIDGE, datapathType: cfg.datapathType },
-      providers: cfg.providers,
+      providers: providers.mappings,
       resyncIntervalMs: 0,
     });
     td.after(() => setup.stop());
-    const sb = new OvsdbClient<SbTables>({
-      remotes: cfg.sbdbAddress,
-      model: sbModel,
-      leaderOnly: false,
-      monitor: { Chassis: { columns: ["name", "hostname", "encaps"] }, Encap: true },
-    });
+    const sb = externalSb({ remotes: cfg.sbdbAddress }).client;
     td.after(() => sb.close());
     let check: ChassisCheck | undefined;
     const watch = new ChassisWatch({

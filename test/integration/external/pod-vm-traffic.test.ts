@@ -63,7 +63,12 @@ function oursIn(dump: DatabaseDump): Set<string> {
 
 test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack's VMs on both hosts talk TCP both ways, without NAT, and ZStack's rows change only as documented", async (t) => {
   const started = Date.now();
-  const c = await useExternalCluster(t, { nodes: 2, vms: VMS, vlanTag: VLAN_TAG });
+  const c = await useExternalCluster(t, {
+    nodes: 2,
+    flatMappingBy: ["setting", "labels"],
+    vms: VMS,
+    vlanTag: VLAN_TAG,
+  });
   const { api, sim } = c;
   const [node1, node2] = c.nodes;
   assert.ok(node1 && node2);
@@ -99,7 +104,7 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       120_000,
     );
 
-  // One pod per network; the flat one on the second node.
+  // One pod per network; the flat one on the second node, which maps `flat` by its Node labels.
   const t0 = Date.now();
   const podO = await c.addPod(node1, "ovl", "web-ovl");
   const podF = await c.addPod(node2, "flt", "web-flat");
