@@ -53,6 +53,13 @@ async function tcp(from: string, to: string, ip: string, port: number, what: str
   throw new Error(`${what}: no TCP exchange after 30 attempts: ${last}`);
 }
 
+/** Our pods' ports in a dump. */
+function podPorts(dump: DatabaseDump): unknown[] {
+  return Object.values(dump.Logical_Switch_Port ?? {}).filter((r) =>
+    JSON.stringify(r.external_ids).includes('["zstack.io/kind","pod-port"]'),
+  );
+}
+
 /** Our rows in a full dump (owner key), and the Service load-balancer group, ours by its name. */
 function oursIn(dump: DatabaseDump): Set<string> {
   const ours = new Set(ownedRows(dump).map((r) => r.split(" ")[1] as string));
@@ -218,34 +225,48 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       assert.match(neigh, new RegExp(`^${vm.ip.replaceAll(".", "\\.")} lladdr ${vm.port.mac}`, "m"));
   }
 
-  // While the plugin runs: ZStack's rows differ only by the documented mutations, and the three switches' ports
-  // gained our pods' ports.
+  // While the plugin runs: ZStack's rows differ only by the documented mutations: the three switches' `ports`
+  // grew by our pods' ports and our router port, their `load_balancer_group` by our Service group.
   await sim.sync();
   const during = await sim.dump();
   const ours = oursIn(during);
   assert.deepEqual(onlyDocumentedMutations(c.zstackBefore, during, ours), []);
+  assert.equal(podPorts(during).length, 4);
   const changed = diffDumps(c.zstackBefore, during)
     .filter((l) => !/^\S+ \S+: added$/.test(l))
     .map((l) => l.split(":")[0]);
-  assert.deepEqual(changed.sort(), [flat, overlay, vlan].map((u) => `Logical_Switch ${u} ports`).sort());
+  assert.deepEqual(
+    changed.sort(),
+    [flat, overlay, vlan]
+      .flatMap((u) => ["load_balancer_group", "ports"].map((col) => `Logical_Switch ${u} ${col}`))
+      .sort(),
+  );
 
-  // The pods go (CNI DEL is the runtime's; their ports leave with the pods): ZStack's rows are as before.
+  // The pods go (CNI DEL is the runtime's; their ports leave with the pods), then the Subnets (our router ports
+  // leave ZStack's switches): ZStack's rows are as they were before the controller started, but for the Service
+  // group, ours by its name.
   for (const p of [podO, podF, podV, podO2])
     await api.request(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
       method: "DELETE",
       query: { gracePeriodSeconds: 0 },
     });
   await until(
-    "the pods' ports gone from ZStack's switches",
+    "the pods' ports gone",
     async () => {
       const d = await sim.dump();
-      return onlyDocumentedMutations(c.zstackBefore, d, oursIn(d)).length === 0 &&
-        diffDumps(c.zstackBefore, await sim.snapshot()).every((l) =>
-          /^Load_Balancer_Group \S+: added$/.test(l),
-        )
+      return podPorts(d).length === 0 && onlyDocumentedMutations(c.zstackBefore, d, oursIn(d)).length === 0
         ? true
         : undefined;
     },
+    120_000,
+  );
+  for (const [name] of subnets) await api.request(`${SUBNET_PATH}/${name}`, { method: "DELETE" });
+  await until(
+    "ZStack's rows as before",
+    async () =>
+      diffDumps(c.zstackBefore, await sim.snapshot()).every((l) => /^Load_Balancer_Group \S+: added$/.test(l))
+        ? true
+        : undefined,
     120_000,
   );
   console.log(`# done in ${Date.now() - started} ms`);
