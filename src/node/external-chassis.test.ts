@@ -68,6 +68,25 @@ describe("the SB check of our chassis against ZStack's", () => {
     assert.equal(c.encapMismatch, undefined, "the conflicting row is not another chassis");
   });
 
+  test("another chassis whose name or hostname is the node name (pod ports request it) is a conflict", () => {
+    for (const other of [
+      { name: "zstack-host-9", hostname: SELF.hostname },
+      { name: SELF.hostname, hostname: "192.168.200.9" },
+    ]) {
+      const c = run([{ ...other, types: ["vxlan"] }]);
+      assert.match(c.conflict ?? "", /answers to this node's name "node1"/);
+      assert.match(c.conflict ?? "", /requested-chassis/);
+    }
+    // Ours (name and hostname) and a host with an unrelated hostname are no conflict.
+    assert.deepEqual(
+      run([
+        { name: SELF.name, hostname: SELF.hostname, types: ["vxlan"] },
+        { name: "zstack-host-1", hostname: "192.168.200.11", types: ["vxlan"] },
+      ]),
+      {},
+    );
+  });
+
   test("an OVS whose system-id names another chassis in SB (a ZStack host's own OVS) is a conflict; a stale id is not", () => {
     const { rows, encaps } = sb([{ name: "zstack-host-1", hostname: "192.168.200.11", types: ["vxlan"] }]);
     const c = checkChassis(SELF, rows, encaps, "zstack-host-1");

@@ -50,7 +50,10 @@ export interface SelfChassis {
 }
 
 export interface ChassisCheck {
-  /** Set when SB holds a chassis of our name that is not this node's: the name must not be given to ovn-controller. */
+  /**
+   * Set when SB holds a chassis of our name that is not this node's, or another chassis answering to the node name
+   * (which pod ports request): the name must not be given to ovn-controller.
+   */
   readonly conflict?: string;
   /** Set when other chassis use an encapsulation this node is not configured for. */
   readonly encapMismatch?: string;
@@ -83,6 +86,14 @@ export function checkChassis(
     conflict = `this node's Open_vSwitch already serves chassis ${describe(served)} in SB (its external_ids:system-id); the agent does not rename another chassis to ${self.name}. Give the node an OVS of its own (not a ZStack hypervisor's), or, if that chassis is a stale one of this node, delete it from SB and clear system-id`;
   else if (mine && mine.hostname !== self.hostname)
     conflict = `SB already holds a chassis named ${self.name} that is not this node's: its hostname is ${JSON.stringify(mine.hostname)}, this node (${self.hostname}) registers with hostname ${JSON.stringify(self.hostname)}; the agent does not hand that name to ovn-controller (it would take the chassis over). Set node.chassisPrefix so that the name is free, or remove the stale chassis if it is really this node's`;
+  // The controller asks for this node's pod ports by the node name (options:requested-chassis), which
+  // ovn-controller matches against a chassis' name or hostname: another chassis answering to the node name (a
+  // ZStack host whose hostname, its management IP, is also this node's name) would bind this node's pods.
+  const claimant = chassis.find(
+    (c) => c.name !== self.name && (c.name === self.hostname || c.hostname === self.hostname),
+  );
+  if (!conflict && claimant)
+    conflict = `SB holds chassis ${describe(claimant)}, which answers to this node's name ${JSON.stringify(self.hostname)}: pod ports request their node by that name (options:requested-chassis, matched against a chassis' name or hostname), so that chassis would bind this node's pods; the agent does not register beside it. Give the Kubernetes node a name that is not a ZStack host's name or hostname (its management IP), or remove that chassis if it is stale`;
   const others = chassis.filter((c) => c.name !== self.name).sort((a, b) => (a.name < b.name ? -1 : 1));
   const lacking: { c: ChassisRow; types: string[] }[] = [];
   for (const c of others) {
