@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { CniError, CniErrorCode } from "../cni/error.ts";
 import type { AddRequest, DelRequest } from "../cni/handler.ts";
+import { type Cidr, parseCidr } from "../ipam/cidr.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { StepError, StepTimeoutError } from "../node/errors.ts";
 import type { PodAttacher } from "../node/pod-attachment.ts";
@@ -48,6 +49,7 @@ function handler(o: {
   waitFor?: () => Promise<unknown>;
   fetch?: () => Promise<unknown>;
   notReady?: string;
+  routeDestinations?: readonly Cidr[];
 }): AgentCniHandler {
   const attacher = {
     add: o.add ?? (async () => ({ result: { interfaces: [], ips: [], routes: [] }, timings: {} })),
@@ -59,7 +61,13 @@ function handler(o: {
     fetch: o.fetch ?? (async () => ({ uid: "u1", info: network })),
     current: () => undefined,
   } as unknown as NodePods;
-  return new AgentCniHandler({ attacher, pods, log: silentLogger, notReady: () => o.notReady });
+  return new AgentCniHandler({
+    attacher,
+    pods,
+    log: silentLogger,
+    notReady: () => o.notReady,
+    ...(o.routeDestinations ? { routeDestinations: o.routeDestinations } : {}),
+  });
 }
 
 const add = (): AddRequest =>
@@ -130,6 +138,42 @@ test("ADD of a pod with an invalid annotation is 109, names the field, and never
       ),
   );
   assert.equal(attached, 0);
+});
+
+test("ADD of a pod whose annotation routes outside the cluster, service and join networks is 109 and configures nothing", async () => {
+  const ROUTED = [parseCidr("10.244.0.0/16"), parseCidr("10.96.0.0/16"), parseCidr("100.64.0.0/16")];
+  const own = { ...ANNOTATION, ip_addresses: ["10.60.0.5/24"], gateway_ips: ["10.60.0.1"] };
+  let attached = 0;
+  const make = (routes: { dest: string; nextHop: string }[]) =>
+    handler({
+      add: async () => {
+        attached++;
+        return { result: { interfaces: [], ips: [], routes: [] }, timings: {} };
+      },
+      waitFor: async () => podNetworkOf(podWith({ ...own, routes })),
+      fetch: async () => ({ uid: "u1", info: podNetworkOf(podWith({ ...own, routes })) }),
+      routeDestinations: ROUTED,
+    });
+  // What the controller writes for a pod on a ZStack switch: accepted.
+  await make([
+    { dest: "10.244.0.0/16", nextHop: "10.60.0.2" },
+    { dest: "10.96.0.0/16", nextHop: "10.60.0.2" },
+    { dest: "100.64.0.0/16", nextHop: "10.60.0.2" },
+  ]).add(add());
+  assert.equal(attached, 1);
+  // Half the Internet (the parser refuses only a default route), or a network wider than the cluster's: refused.
+  for (const dest of ["128.0.0.0/1", "10.244.0.0/15", "192.168.200.0/24"]) {
+    await assert.rejects(
+      make([{ dest, nextHop: "10.60.0.2" }]).add(add()),
+      (e: unknown) =>
+        e instanceof CniError &&
+        e.code === CniErrorCode.InvalidPodNetwork &&
+        e.message.includes(
+          `default.routes[0].dest ${dest} is outside the cluster, service and join networks`,
+        ),
+    );
+  }
+  assert.equal(attached, 1, "a refused annotation never reaches the attacher");
 });
 
 test("ADD with an interface name or netns path that cannot be an ip or nsenter argument is 4", async () => {

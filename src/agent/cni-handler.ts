@@ -12,6 +12,7 @@ import type {
   StatusRequest,
 } from "../cni/handler.ts";
 import type { CniResult } from "../cni/result.ts";
+import { type Cidr, cidrContainsCidr, formatCidr } from "../ipam/cidr.ts";
 import { CheckFailedError, StepError, StepTimeoutError } from "../node/errors.ts";
 import {
   type InterfaceName,
@@ -40,6 +41,12 @@ export interface AgentHandlerOptions {
   annotationBudgetMs?: number;
   /** Called with each ADD's per-step timings (ms). */
   onAddTimings?: (t: Record<string, number>) => void;
+  /**
+   * The networks an annotation's routes may lead to: the cluster, service and join CIDRs, the only ones the
+   * controller routes through its router port on a ZStack switch. A route to anything else was not written by
+   * the controller and is refused. Unset: routes are checked only by the annotation's parser.
+   */
+  routeDestinations?: readonly Cidr[];
 }
 
 /** The CNI inputs that become ip and nsenter arguments, checked again here: the handler is the agent's edge. */
@@ -52,23 +59,42 @@ function sandboxNames(req: AddRequest | CheckRequest): { ifname: InterfaceName; 
   }
 }
 
-function podNetwork(req: AddRequest | CheckRequest, info: PodNetworkInfo): PodNetwork {
-  if (info.network) return info.network;
+function podNetwork(
+  req: AddRequest | CheckRequest,
+  info: PodNetworkInfo,
+  routeDestinations: readonly Cidr[] | undefined,
+): PodNetwork {
   const { podNamespace: ns, podName: name } = req.k8s;
+  if (info.network) {
+    if (routeDestinations) {
+      for (const [i, r] of info.network.routes.entries()) {
+        if (routeDestinations.some((c) => cidrContainsCidr(c, r.dest))) continue;
+        throw new CniError(
+          CniErrorCode.InvalidPodNetwork,
+          `pod ${ns}/${name}: ${POD_NETWORKS_ANNOTATION} default.routes[${i}].dest ${formatCidr(r.dest)} is outside the cluster, service and join networks (${routeDestinations.map(formatCidr).join(", ")}), the only ones zstack-ovnkube-controller routes; nothing was configured`,
+        );
+      }
+    }
+    return info.network;
+  }
   throw new CniError(
     CniErrorCode.InvalidPodNetwork,
     `pod ${ns}/${name} has an invalid ${POD_NETWORKS_ANNOTATION} annotation, so nothing was configured: ${info.invalid.message}`,
   );
 }
 
-function attachRequest(req: AddRequest | CheckRequest, info: PodNetworkInfo): AttachRequest {
+function attachRequest(
+  req: AddRequest | CheckRequest,
+  info: PodNetworkInfo,
+  routeDestinations: readonly Cidr[] | undefined,
+): AttachRequest {
   return {
     containerId: req.containerId,
     ...sandboxNames(req),
     podNamespace: req.k8s.podNamespace,
     podName: req.k8s.podName,
     podUid: info.uid,
-    network: podNetwork(req, info),
+    network: podNetwork(req, info, routeDestinations),
   };
 }
 
@@ -135,7 +161,9 @@ export class AgentCniHandler implements CniHandler {
     const info = await this.network(ns, name, podUid, req.signal);
     let out: AddOutcome;
     try {
-      out = await this.o.attacher.add(attachRequest(req, info), { signal: req.signal });
+      out = await this.o.attacher.add(attachRequest(req, info, this.o.routeDestinations), {
+        signal: req.signal,
+      });
     } catch (e) {
       throw classify(e);
     }
@@ -200,7 +228,7 @@ export class AgentCniHandler implements CniHandler {
         `pod ${ns}/${name} or its network annotation is not known`,
       );
     try {
-      await this.o.attacher.check(attachRequest(req, info));
+      await this.o.attacher.check(attachRequest(req, info, this.o.routeDestinations));
     } catch (e) {
       throw classify(e);
     }

@@ -381,6 +381,7 @@ async function main(): Promise<number> {
     log,
     notReady,
     annotationBudgetMs: cfg.annotationBudgetMs,
+    routeDestinations: [...cfg.clusterCIDRs, ...cfg.serviceCIDRs, cfg.joinCIDR],
   });
   const server = new CniServer({
     socketPath: cfg.cniSocket,
