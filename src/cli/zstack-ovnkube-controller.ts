@@ -173,9 +173,17 @@ async function main(): Promise<number> {
   });
   await health.start();
 
-  // The first term waits for NB inside the controller; the connection attempt runs in the background.
-  connecting.catch((err: unknown) => log.error({ err }, "cannot connect to the OVN northbound database"));
-  supervisor.start();
+  // The connection attempt runs in the background, and a replica campaigns for the Lease only once it has
+  // reached NB: one that cannot (a wrong address, a bad certificate) would otherwise win the Lease when the
+  // leader restarts and hold it, reconciling nothing, until its term gives up. A leader that loses NB later
+  // keeps the term's own handling (it waits for NB inside the controller).
+  let stopping = false;
+  connecting.then(
+    () => {
+      if (!stopping) supervisor.start();
+    },
+    (err: unknown) => log.error({ err }, "cannot connect to the OVN northbound database"),
+  );
   log.info(
     { nb: cfg.ovn.nbdbAddress, port: cfg.controller.metricsPort, leaderElect: cfg.controller.leaderElect },
     "started",
@@ -185,6 +193,7 @@ async function main(): Promise<number> {
     for (const sig of ["SIGTERM", "SIGINT"] as const) process.once(sig, () => resolve());
   });
   log.info({}, "shutting down");
+  stopping = true;
   // Releasing the Lease lets another replica take over at once instead of after the lease duration.
   await supervisor.stop();
   loop.stop();

@@ -82,25 +82,35 @@ test("zstack-ovnkube-controller with a bad NB configuration stays up, not Ready,
   const pki: Pki = await createPki(join(dir, "pki"));
   const good = { ca: pki.caCert, cert: pki.clientCert, key: pki.clientKey };
   let n = 0;
-  const spawn = (env: Record<string, string>) =>
+  const spawn = (env: Record<string, string>, leaderElect = false) =>
     spawnController(t, cluster, {
       identity: `bad-${n++}`,
       nbAddress: env.ZSTACK_OVN_NBDB_ADDRESS ?? "",
       env,
+      leaderElect,
     });
+  const leaseHolder = () =>
+    cluster.api
+      .request<{ spec?: { holderIdentity?: string } }>(
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/zstack-ovnkube-controller",
+      )
+      .then((l) => l.spec?.holderIdentity || undefined)
+      .catch(() => undefined);
 
   await t.test(
-    "a wrong address: retrying, /readyz names ovn.nbdbAddress; Ready once the NB answers there",
+    "a wrong address: retrying, /readyz names ovn.nbdbAddress, no Lease taken; Ready and leading once the NB answers there",
     async () => {
       const port = await freePort();
       const remote = `ssl:127.0.0.1:${port}`;
-      const c = await spawn(sslEnv(remote, good));
+      const c = await spawn(sslEnv(remote, good), true);
       const r = await untilReadyz(c, 500, /ovn\.nbdbAddress/);
       assert.match(
         r.body,
         new RegExp(`${remote}.*ECONNREFUSED.*nothing answers there: check ovn\\.nbdbAddress`),
       );
       await assertAliveRetrying(c, 3);
+      // A replica that never reached NB does not campaign: holding the Lease it would reconcile nothing.
+      assert.equal(await leaseHolder(), undefined, "no Lease holder while NB is unreachable");
       // ZStack's NB comes up at that address (or the network is fixed): no restart needed.
       await useOvsdbServer(t, {
         schemas: [SCHEMAS.nb],
@@ -108,6 +118,7 @@ test("zstack-ovnkube-controller with a bad NB configuration stays up, not Ready,
         extraArgs: [`--remote=pssl:${port}:127.0.0.1`],
       });
       await untilReadyz(c, 200);
+      assert.equal(await until("the Lease holder", leaseHolder), c.identity);
       await c.stop();
     },
   );
