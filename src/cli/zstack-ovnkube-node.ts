@@ -32,6 +32,7 @@ import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
 import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
+import { ovsRunDir as ovsRunDirOf } from "../node/udp-first-endpoint.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
@@ -290,6 +291,8 @@ async function main(): Promise<number> {
       applyMgmt();
     },
     healthChecks: new HealthCheckServers(log.child({ component: "health-check-node-port" })),
+    // With DPDK the chart mounts OVS's run directory at dpdk.socketDir: ovs-appctl looks for ovs-vswitchd there.
+    ...(ovsRunDirOf(cfg.ovsDb) === undefined ? {} : { ovsRunDir: ovsRunDirOf(cfg.ovsDb) }),
     log: log.child({ component: "services" }),
   });
   services.setNodeIps(nodeInternalIps(node));
