@@ -31,6 +31,13 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
+import {
+  type ProviderGuard,
+  providerGuardFrom,
+  readHostInterfaces,
+  unknownProviderGuard,
+} from "../node/provider-guard.ts";
+import { configuredMappingProblems } from "../node/provider-labels.ts";
 import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
 import { ovsRunDir as ovsRunDirOf } from "../node/udp-first-endpoint.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
@@ -125,7 +132,27 @@ async function main(): Promise<number> {
     warn: (p) => providerEvents?.warning(nodeRef, "ProviderLabelInvalid", p),
     log,
   });
-  providers.update(node.metadata.labels);
+  // What a provider mapping must never take here: the interfaces holding the node's addresses and routes, br-int,
+  // the underlay bridge, a bridge's existing uplink. Read afresh before each use of the labels.
+  const readProviderGuard = async (): Promise<ProviderGuard> => {
+    try {
+      return providerGuardFrom(vswitch, await readHostInterfaces());
+    } catch (e) {
+      log.warn({ err: (e as Error).message }, "cannot read the node's addresses and routes");
+      return unknownProviderGuard((e as Error).message);
+    }
+  };
+  const startGuard = await readProviderGuard();
+  const badUplinks = configuredMappingProblems(cfg.providers, startGuard.hostInterfaces);
+  if (badUplinks.length > 0) {
+    const problem = badUplinks.join("; ");
+    log.error({ problem }, "bad configuration");
+    process.stderr.write(`zstack-ovnkube-node: ${problem}\n`);
+    await vswitch.close();
+    api.close();
+    return await notReadyUntilStopped(problem);
+  }
+  providers.update(node.metadata.labels, startGuard);
   const bridgeMappings = providers.bridgeMappings;
   let chassisSettings = {
     ovnRemote: cfg.sbdbAddress,
@@ -298,13 +325,22 @@ async function main(): Promise<number> {
   services.setNodeIps(nodeInternalIps(node));
   // External traffic to a NodePort is forwarded to pods whatever the gateway mode.
   await enableForwarding([...new Set([...cfg.clusterCIDRs.map((c) => c.family)])]);
+  let providerPass = Promise.resolve();
   const onNode = (n: NodeObject) => {
     nodeNow = n;
-    if (providers.update(n.metadata.labels)) {
-      const value = providers.bridgeMappings;
-      chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
-      setup.update({ providers: providers.mappings, ...(chassisHanded ? { chassis: chassisSettings } : {}) });
-    }
+    // One after another, each with the labels of the latest Node and a fresh guard.
+    providerPass = providerPass
+      .then(async () => {
+        const guard = await readProviderGuard();
+        if (!providers.update(nodeNow.metadata.labels, guard)) return;
+        const value = providers.bridgeMappings;
+        chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
+        setup.update({
+          providers: providers.mappings,
+          ...(chassisHanded ? { chassis: chassisSettings } : {}),
+        });
+      })
+      .catch((e) => log.error({ err: (e as Error).message }, "cannot apply the Node's provider labels"));
     services.setNodeIps(nodeInternalIps(n));
     subnetRoutes.setGuard(guard());
     services.guardChanged();
