@@ -37,7 +37,11 @@ import {
   readHostInterfaces,
   unknownProviderGuard,
 } from "../node/provider-guard.ts";
-import { configuredMappingProblems } from "../node/provider-labels.ts";
+import {
+  configuredMappingProblems,
+  PROVIDER_BRIDGE_LABEL,
+  PROVIDER_UPLINK_LABEL,
+} from "../node/provider-labels.ts";
 import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
 import { ovsRunDir as ovsRunDirOf } from "../node/udp-first-endpoint.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
@@ -331,8 +335,12 @@ async function main(): Promise<number> {
     // One after another, each with the labels of the latest Node and a fresh guard.
     providerPass = providerPass
       .then(async () => {
-        const guard = await readProviderGuard();
-        if (!providers.update(nodeNow.metadata.labels, guard)) return;
+        const labels = nodeNow.metadata.labels;
+        // The guard costs three processes; a Node without provider labels (most updates) does not need it.
+        const used = Object.keys(labels ?? {}).some(
+          (k) => k.startsWith(PROVIDER_BRIDGE_LABEL) || k.startsWith(PROVIDER_UPLINK_LABEL),
+        );
+        if (!providers.update(labels, used ? await readProviderGuard() : undefined)) return;
         const value = providers.bridgeMappings;
         chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
         setup.update({
