@@ -138,13 +138,17 @@ async function main(): Promise<number> {
   });
   // What a provider mapping must never take here: the interfaces holding the node's addresses and routes, br-int,
   // the underlay bridge, a bridge's existing uplink. Read afresh before each use of the labels.
+  // A failed read keeps the last one read (a passing hiccup must not take a working provider's bridge away); with
+  // none yet, no uplink label is taken.
+  let hostInterfaces: ReadonlyMap<string, string> | undefined;
   const readProviderGuard = async (): Promise<ProviderGuard> => {
     try {
-      return providerGuardFrom(vswitch, await readHostInterfaces());
+      hostInterfaces = await readHostInterfaces();
     } catch (e) {
       log.warn({ err: (e as Error).message }, "cannot read the node's addresses and routes");
-      return unknownProviderGuard((e as Error).message);
+      if (hostInterfaces === undefined) return unknownProviderGuard((e as Error).message);
     }
+    return providerGuardFrom(vswitch, hostInterfaces);
   };
   const startGuard = await readProviderGuard();
   const badUplinks = configuredMappingProblems(cfg.providers, startGuard.hostInterfaces);

@@ -74,9 +74,8 @@ export function hostInterfacesFrom(
     if (typeof r.type === "string" && SKIPPED_ROUTE_TYPES.has(r.type)) continue;
     const dst = typeof r.dst === "string" ? r.dst : "";
     if (/^(fe80|ff[0-9a-f]{2}):/i.test(dst)) continue;
-    const shown = /^[0-9a-zA-Z:./]+$/.test(dst) ? dst : "a";
-    for (const dev of [r.dev, ...(r.nexthops ?? []).map((n) => n.dev)])
-      note(nameOf(dev), `carries the node's route ${shown === "default" ? "default" : shown}`);
+    const what = /^[0-9a-zA-Z:./]+$/.test(dst) ? `the node's route ${dst}` : "a route of the node";
+    for (const dev of [r.dev, ...(r.nexthops ?? []).map((n) => n.dev)]) note(nameOf(dev), `carries ${what}`);
   }
   return out;
 }
