@@ -4,6 +4,7 @@
 // whatever the labels say.
 
 import { bridgeMappingsValue, type ProviderBridge } from "../node/provider-bridges.ts";
+import type { ProviderGuard } from "../node/provider-guard.ts";
 import { providerMappingsFromLabels } from "../node/provider-labels.ts";
 import type { Logger } from "../observability/log.ts";
 
@@ -22,6 +23,7 @@ export class NodeProviders {
   private labelsUsed = false;
   private reported = new Set<string>();
   private problemList: string[] = [];
+  private guard: ProviderGuard | undefined;
 
   constructor(private readonly opts: NodeProvidersOptions) {
     this.current = opts.configured;
@@ -44,9 +46,13 @@ export class NodeProviders {
     return this.problemList;
   }
 
-  /** Recomputes from the Node's labels; true when the mappings changed. */
-  update(labels: Readonly<Record<string, string>> | undefined): boolean {
-    const r = providerMappingsFromLabels(this.opts.node, labels, this.opts.configured);
+  /**
+   * Recomputes from the Node's labels, checked against `guard` (the node's interfaces and bridges, read just
+   * before; the last one given when absent); true when the mappings changed.
+   */
+  update(labels: Readonly<Record<string, string>> | undefined, guard?: ProviderGuard): boolean {
+    if (guard) this.guard = guard;
+    const r = providerMappingsFromLabels(this.opts.node, labels, this.opts.configured, this.guard);
     this.problemList = r.problems;
     const now = new Set(r.problems);
     for (const p of r.problems) {

@@ -14,7 +14,7 @@ import { type Cidr, formatCidr } from "../ipam/cidr.ts";
 import type { ApiClient } from "../k8s/api-client.ts";
 import { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
-import { ConntrackBacklog, FORGET_PER_ROUND } from "../node/conntrack-backlog.ts";
+import { ConntrackBacklog, FORGET_PER_ROUND, type UnnatedLimits } from "../node/conntrack-backlog.ts";
 import type { InterfaceName } from "../node/interface-name.ts";
 import {
   type ConntrackDeletion,
@@ -82,11 +82,15 @@ export interface ServiceProxyOptions {
   forgetUnnated?: (target: UnnatedUdpTarget) => Promise<number>;
   /** ovs-appctl's `-t` for the node's ovs-vswitchd; default "ovs-vswitchd" (its pid file in OVS's run directory). */
   ovsTarget?: string;
+  /** OVS's run directory (ovsRunDir of node.ovsDb): where ovs-appctl finds ovs-vswitchd's pid file. */
+  ovsRunDir?: string;
   /**
    * OVS's deletions are queued once more after this long (default 5 s; 0: never): OVN's flows for the first
    * endpoint may be installed after the agent saw it, and a datagram in between makes a new un-NATed entry.
    */
   unnatedRecheckMs?: number;
+  /** The rate limits of the first-endpoint deletions (per target, overall; for tests, a clock). */
+  unnatedLimits?: UnnatedLimits;
   /** Deletions (conntrack invocations) per round of the deletion worker; default FORGET_PER_ROUND (32). */
   forgetPerRound?: number;
   /** Stale flows kept for deletion at most, the oldest dropped beyond; default BACKLOG_CAP (16384). */
@@ -156,7 +160,8 @@ export class ServiceProxy {
    * of stale UDP flows deleted; forgetRounds: rounds of the deletion worker; forgetFailures: failed deletions
    * (retried at the next recompute); flowsDropped: stale flows dropped, never deleted, because the backlog was full;
    * unnatedDeletions: deletions of the un-NATed entries of a UDP destination that got its first endpoint (kernel
-   * and OVS), unnatedEntries: kernel entries they deleted.
+   * and OVS), unnatedEntries: kernel entries they deleted; unnatedFailures: those that failed (retried with
+   * backoff), unnatedGivenUp: destinations given up after repeated failures.
    */
   readonly stats = {
     plans: 0,
@@ -168,6 +173,8 @@ export class ServiceProxy {
     flowsDropped: 0,
     unnatedDeletions: 0,
     unnatedEntries: 0,
+    unnatedFailures: 0,
+    unnatedGivenUp: 0,
   };
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
@@ -181,6 +188,11 @@ export class ServiceProxy {
   /** The UDP destinations with an endpoint in the last applied ruleset; undefined before the first. */
   private served: ReadonlyMap<string, UnnatedUdpTarget> | undefined;
   private readonly rechecks = new Set<NodeJS.Timeout>();
+  /** The next round for deferred first-endpoint deletions, and when. */
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private wakeAt: number | undefined;
+  /** Trackers whose last un-NATed deletion failed (said once until one works again). */
+  private readonly unnatedFailing = new Set<string>();
   private stopped = false;
   private readonly runner: CoalescedRunner;
   /** The deletion worker: single-flight, apart from the rules' runner so that rules never wait for it. */
@@ -210,14 +222,19 @@ export class ServiceProxy {
       coalesceMs: 0,
       ...(opts.retryMs !== undefined ? { retryMs: opts.retryMs } : {}),
     });
-    this.backlog = new ConntrackBacklog(opts.forgetBacklog);
+    this.backlog = new ConntrackBacklog(opts.forgetBacklog, opts.unnatedLimits);
     const where = opts.netns ? { netns: opts.netns } : {};
     this.apply = opts.apply ?? ((script) => applyServiceNat(script, where));
     this.readAffinity = opts.readAffinity ?? (() => readAffinity(where));
     this.forgetFlows = opts.forgetFlows ?? ((d) => deleteConntrack(d, where));
     this.forgetUnnated =
       opts.forgetUnnated ??
-      ((t) => deleteUnnated(t, { ...where, ...(opts.ovsTarget ? { ovsTarget: opts.ovsTarget } : {}) }));
+      ((t) =>
+        deleteUnnated(t, {
+          ...where,
+          ...(opts.ovsTarget ? { ovsTarget: opts.ovsTarget } : {}),
+          ...(opts.ovsRunDir ? { ovsRunDir: opts.ovsRunDir } : {}),
+        }));
     this.tablePresent = opts.tablePresent ?? (() => serviceTablePresent(where));
     const log = opts.log;
     this.services = new Informer<V1Service & KubeObject>({
@@ -303,6 +320,7 @@ export class ServiceProxy {
     const ended = Promise.all([this.runner.stop(), this.forgetRunner.stop()]);
     if (this.resyncTimer) clearInterval(this.resyncTimer);
     for (const t of this.rechecks) clearTimeout(t);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.rechecks.clear();
     await Promise.all([
       this.services.stop(),
@@ -441,7 +459,10 @@ export class ServiceProxy {
     // Clients wait on the first-endpoint deletions: they go first, within the same cap.
     const targets = this.backlog.unnatedRound(max);
     const round = this.backlog.round(live, max - targets.length);
-    if (round.length === 0 && targets.length === 0) return;
+    if (round.length === 0 && targets.length === 0) {
+      this.wakeForUnnated();
+      return;
+    }
     this.stats.forgetRounds++;
     let deleted = 0;
     let entries = 0;
@@ -454,6 +475,8 @@ export class ServiceProxy {
         this.stats.unnatedDeletions++;
         this.stats.unnatedEntries += n;
         deleted++;
+        if (this.unnatedFailing.delete(t.tracker))
+          this.opts.log.info({ tracker: t.tracker }, "un-NATed conntrack entries can be deleted again");
         if (n > 0)
           this.opts.log.info(
             { entries: n },
@@ -461,8 +484,18 @@ export class ServiceProxy {
           );
       } catch (e) {
         this.stats.forgetFailures++;
-        this.backlog.unnatedFailed(t);
-        failed = { err: (e as Error).message, args: 1 };
+        this.stats.unnatedFailures++;
+        const gaveUp = this.backlog.unnatedFailed(t);
+        if (gaveUp) this.stats.unnatedGivenUp++;
+        // A tracker that cannot be reached (ovs-vswitchd's control socket not found, ...) fails every target
+        // alike: said once until it works again, not at every round.
+        if (!this.unnatedFailing.has(t.tracker)) {
+          this.unnatedFailing.add(t.tracker);
+          this.opts.log.warn(
+            { tracker: t.tracker, err: (e as Error).message },
+            "cannot delete the un-NATed conntrack entries of UDP Service addresses; retrying with backoff, each address given up after a few failures",
+          );
+        }
       }
     }
     for (const d of round) {
@@ -483,9 +516,28 @@ export class ServiceProxy {
     if (failed)
       this.opts.log.warn(
         { err: failed.err, backlog: this.backlog.size },
-        "cannot delete stale UDP conntrack entries (removed endpoints, or made before a first endpoint); trying again at the next change",
+        "cannot delete the conntrack entries of removed UDP endpoints; trying again at the next change",
       );
     if (deleted > 0 && this.backlog.size > 0) this.forgetRunner.schedule(0);
+    this.wakeForUnnated();
+  }
+
+  /** A round when the next deferred first-endpoint deletion is due (rate limit, backoff). */
+  private wakeForUnnated(): void {
+    const at = this.backlog.nextUnnatedAt();
+    if (at === undefined || this.stopped) return;
+    if (this.wakeTimer && this.wakeAt !== undefined && this.wakeAt <= at) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeTimer = undefined;
+        this.wakeAt = undefined;
+        this.forgetRunner.schedule(0);
+      },
+      Math.max(0, at - (this.opts.unnatedLimits?.clock ?? Date.now)()),
+    );
+    this.wakeTimer.unref();
   }
 
   /** A table removed by hand (or by a ruleset flush) is applied again; a table edited in place is not noticed. */

@@ -31,7 +31,19 @@ import { interfaceWithAddress, podMtu } from "../node/mtu.ts";
 import { NodeSetup } from "../node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../node/ovs-bridge.ts";
 import { PodAttacher } from "../node/pod-attachment.ts";
+import {
+  type ProviderGuard,
+  providerGuardFrom,
+  readHostInterfaces,
+  unknownProviderGuard,
+} from "../node/provider-guard.ts";
+import {
+  configuredMappingProblems,
+  PROVIDER_BRIDGE_LABEL,
+  PROVIDER_UPLINK_LABEL,
+} from "../node/provider-labels.ts";
 import { type EgressSnatSpec, enableForwarding } from "../node/snat.ts";
+import { ovsRunDir as ovsRunDirOf } from "../node/udp-first-endpoint.ts";
 import { EventLoopWatch } from "../observability/event-loop-watch.ts";
 import { HealthServer, NODE_AGENT_HEALTH_PORT } from "../observability/health-server.ts";
 import { createLogger } from "../observability/log.ts";
@@ -124,7 +136,31 @@ async function main(): Promise<number> {
     warn: (p) => providerEvents?.warning(nodeRef, "ProviderLabelInvalid", p),
     log,
   });
-  providers.update(node.metadata.labels);
+  // What a provider mapping must never take here: the interfaces holding the node's addresses and routes, br-int,
+  // the underlay bridge, a bridge's existing uplink. Read afresh before each use of the labels.
+  // A failed read keeps the last one read (a passing hiccup must not take a working provider's bridge away); with
+  // none yet, no uplink label is taken.
+  let hostInterfaces: ReadonlyMap<string, string> | undefined;
+  const readProviderGuard = async (): Promise<ProviderGuard> => {
+    try {
+      hostInterfaces = await readHostInterfaces();
+    } catch (e) {
+      log.warn({ err: (e as Error).message }, "cannot read the node's addresses and routes");
+      if (hostInterfaces === undefined) return unknownProviderGuard((e as Error).message);
+    }
+    return providerGuardFrom(vswitch, hostInterfaces);
+  };
+  const startGuard = await readProviderGuard();
+  const badUplinks = configuredMappingProblems(cfg.providers, startGuard.hostInterfaces);
+  if (badUplinks.length > 0) {
+    const problem = badUplinks.join("; ");
+    log.error({ problem }, "bad configuration");
+    process.stderr.write(`zstack-ovnkube-node: ${problem}\n`);
+    await vswitch.close();
+    api.close();
+    return await notReadyUntilStopped(problem);
+  }
+  providers.update(node.metadata.labels, startGuard);
   const bridgeMappings = providers.bridgeMappings;
   let chassisSettings = {
     ovnRemote: cfg.sbdbAddress,
@@ -290,18 +326,33 @@ async function main(): Promise<number> {
       applyMgmt();
     },
     healthChecks: new HealthCheckServers(log.child({ component: "health-check-node-port" })),
+    // With DPDK the chart mounts OVS's run directory at dpdk.socketDir: ovs-appctl looks for ovs-vswitchd there.
+    ...(ovsRunDirOf(cfg.ovsDb) === undefined ? {} : { ovsRunDir: ovsRunDirOf(cfg.ovsDb) }),
     log: log.child({ component: "services" }),
   });
   services.setNodeIps(nodeInternalIps(node));
   // External traffic to a NodePort is forwarded to pods whatever the gateway mode.
   await enableForwarding([...new Set([...cfg.clusterCIDRs.map((c) => c.family)])]);
+  let providerPass = Promise.resolve();
   const onNode = (n: NodeObject) => {
     nodeNow = n;
-    if (providers.update(n.metadata.labels)) {
-      const value = providers.bridgeMappings;
-      chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
-      setup.update({ providers: providers.mappings, ...(chassisHanded ? { chassis: chassisSettings } : {}) });
-    }
+    // One after another, each with the labels of the latest Node and a fresh guard.
+    providerPass = providerPass
+      .then(async () => {
+        const labels = nodeNow.metadata.labels;
+        // The guard costs three processes; a Node without provider labels (most updates) does not need it.
+        const used = Object.keys(labels ?? {}).some(
+          (k) => k.startsWith(PROVIDER_BRIDGE_LABEL) || k.startsWith(PROVIDER_UPLINK_LABEL),
+        );
+        if (!providers.update(labels, used ? await readProviderGuard() : undefined)) return;
+        const value = providers.bridgeMappings;
+        chassisSettings = { ...chassisSettings, ...(value === undefined ? {} : { bridgeMappings: value }) };
+        setup.update({
+          providers: providers.mappings,
+          ...(chassisHanded ? { chassis: chassisSettings } : {}),
+        });
+      })
+      .catch((e) => log.error({ err: (e as Error).message }, "cannot apply the Node's provider labels"));
     services.setNodeIps(nodeInternalIps(n));
     subnetRoutes.setGuard(guard());
     services.guardChanged();

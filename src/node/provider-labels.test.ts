@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { bridgeMappingsValue, parseBridgeMappings } from "./provider-bridges.ts";
+import { hostInterfacesFrom, type ProviderGuard, unknownProviderGuard } from "./provider-guard.ts";
 import {
+  configuredMappingProblems,
   PROVIDER_BRIDGE_LABEL,
   PROVIDER_UPLINK_LABEL,
   providerMappingsFromLabels,
@@ -98,6 +100,101 @@ describe("provider mappings from Node labels", () => {
         }
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe("provider labels against the node's interfaces and bridges", () => {
+  const guard: ProviderGuard = {
+    hostInterfaces: hostInterfacesFrom(
+      [
+        { ifname: "lo", addr_info: [{ local: "127.0.0.1", prefixlen: 8, scope: "host" }] },
+        {
+          ifname: "eth0",
+          addr_info: [
+            { local: "192.168.200.11", prefixlen: 24, scope: "global" },
+            { local: "fe80::1", prefixlen: 64, scope: "link" },
+          ],
+        },
+        { ifname: "eth1", addr_info: [{ local: "fe80::2", prefixlen: 64, scope: "link" }] },
+        { ifname: "br-phy", addr_info: [{ local: "10.0.0.11", prefixlen: 24, scope: "global" }] },
+      ],
+      [
+        { dst: "default", dev: "eth0" },
+        { dst: "fe80::/64", dev: "eth1" },
+        { dst: "ff00::/8", dev: "eth1", type: "multicast" },
+        { dst: "10.9.0.0/16", nexthops: [{ dev: "eth3" }] },
+      ],
+    ),
+    reservedBridges: new Map([
+      ["br-int", "is OVN's integration bridge"],
+      ["br-phy", "is the node's underlay bridge (it holds the node's address 10.0.0.11/24)"],
+    ]),
+    bridgeUplinks: new Map([["br-admin", ["eth2"]]]),
+  };
+  const withGuard = (labels: Record<string, string>) =>
+    providerMappingsFromLabels("w1", labels, configured, guard);
+
+  test("the interfaces holding an address or a route, never the loopback nor a link-local address or route", () => {
+    assert.deepEqual([...guard.hostInterfaces.keys()].sort(), ["br-phy", "eth0", "eth3"]);
+    assert.equal(guard.hostInterfaces.get("eth0"), "holds the node's address 192.168.200.11/24");
+    assert.equal(guard.hostInterfaces.get("eth3"), "carries the node's route 10.9.0.0/16");
+  });
+
+  test("an uplink holding the node's address or route is refused with its bridge label; the configured entry stays", () => {
+    for (const nic of ["eth0", "eth3"]) {
+      const r = withGuard({ [`${B}physnet1`]: "br-p1", [`${U}physnet1`]: nic });
+      assert.deepEqual(r.mappings, configured);
+      assert.equal(r.fromLabels, false);
+      assert.equal(r.problems.length, 1);
+      assert.match(
+        r.problems[0] as string,
+        new RegExp(
+          `^Node label ${U.replace(/\./g, "\\.")}physnet1="${nic}": ${nic} .*cut the node off.*node\\.bridgeMappings' entry applies$`,
+        ),
+      );
+    }
+    const ok = withGuard({ [`${B}physnet1`]: "br-p1", [`${U}physnet1`]: "eth1" });
+    assert.deepEqual(ok.problems, []);
+    assert.equal(bridgeMappingsValue(ok.mappings), "physnet1:br-p1,flat:br-flat");
+  });
+
+  test("the underlay bridge is refused; a bridge with its own uplink is used as it is, never given a second", () => {
+    const under = withGuard({ [`${B}vlan9`]: "br-phy" });
+    assert.deepEqual(under.mappings, configured);
+    assert.match(under.problems[0] as string, /br-phy is the node's underlay bridge/);
+    const asIs = withGuard({ [`${B}vlan9`]: "br-admin" });
+    assert.deepEqual(asIs.problems, []);
+    assert.equal(bridgeMappingsValue(asIs.mappings), "physnet1:br-admin,flat:br-flat,vlan9:br-admin");
+    const second = withGuard({ [`${B}vlan9`]: "br-admin", [`${U}vlan9`]: "eth1" });
+    assert.deepEqual(second.mappings, configured);
+    assert.match(
+      second.problems[0] as string,
+      /bridge br-admin already has the uplink eth2; a second one would loop/,
+    );
+    assert.deepEqual(withGuard({ [`${B}vlan9`]: "br-admin", [`${U}vlan9`]: "eth2" }).problems, []);
+  });
+
+  test("the node's addresses unknown: no uplink is taken from a label", () => {
+    const r = providerMappingsFromLabels(
+      "w1",
+      { [`${B}vlan9`]: "br-v9", [`${U}vlan9`]: "eth1" },
+      configured,
+      unknownProviderGuard("ip: permission denied"),
+    );
+    assert.deepEqual(r.mappings, configured);
+    assert.match(r.problems[0] as string, /cannot be read \(ip: permission denied\)/);
+  });
+
+  test("node.bridgeMappings: an uplink holding the node's address is an error naming the setting", () => {
+    assert.deepEqual(
+      configuredMappingProblems(parseBridgeMappings("physnet1:br-p:eth1"), guard.hostInterfaces),
+      [],
+    );
+    const [p] = configuredMappingProblems(parseBridgeMappings("physnet1:br-p:eth0"), guard.hostInterfaces);
+    assert.match(
+      p as string,
+      /^node\.bridgeMappings entry physnet1:br-p:eth0: uplink eth0 holds the node's address/,
     );
   });
 });

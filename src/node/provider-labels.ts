@@ -7,12 +7,16 @@
 // A label's entry replaces node.bridgeMappings' entry for that provider, or adds one. Label values are hostile input
 // (anyone who may label Nodes writes them): each is checked as node.bridgeMappings' entries are, a bad one is left
 // out with a problem naming the label and the fix, and the mappings as a whole must pass node.bridgeMappings' rules
-// (an uplink on one bridge only, ...), or the labels are left out altogether.
+// (an uplink on one bridge only, ...), or the labels are left out altogether. With the node's guard
+// (provider-guard.ts), a provider whose uplink holds an address or route of the node, whose bridge is br-int or the
+// node's underlay bridge, or whose uplink would be a second one on an existing bridge is left out too, both of its
+// labels: node.bridgeMappings' entry for it stays.
 
 import { PROVIDER_NAME_RE } from "../ipam/subnet-spec.ts";
 import { interfaceNameProblem } from "./interface-name.ts";
 import { INTEGRATION_BRIDGE } from "./ovs-bridge.ts";
 import { BridgeMappingError, type ProviderBridge, parseBridgeMappings } from "./provider-bridges.ts";
+import type { ProviderGuard } from "./provider-guard.ts";
 
 export const PROVIDER_BRIDGE_LABEL = "provider.network.zstack.io/";
 export const PROVIDER_UPLINK_LABEL = "uplink.provider.network.zstack.io/";
@@ -26,11 +30,16 @@ export interface LabelMappings {
   readonly problems: string[];
 }
 
-/** The node's provider mappings: `configured` (node.bridgeMappings) with the Node's provider labels applied. */
+/**
+ * The node's provider mappings: `configured` (node.bridgeMappings) with the Node's provider labels applied;
+ * `guard` (the node's interfaces and bridges) refuses the labels that would cut the node off or misplace a
+ * provider network.
+ */
 export function providerMappingsFromLabels(
   node: string,
   labels: Readonly<Record<string, string>> | undefined,
   configured: readonly ProviderBridge[],
+  guard?: ProviderGuard,
 ): LabelMappings {
   const problems: string[] = [];
   const bridges = new Map<string, string>();
@@ -69,6 +78,44 @@ export function providerMappingsFromLabels(
       `Node label ${PROVIDER_UPLINK_LABEL}${provider}=${JSON.stringify(uplink)}: names the uplink of provider ${provider}, but no label ${PROVIDER_BRIDGE_LABEL}${provider} names its bridge; add it (kubectl label node ${node} ${PROVIDER_BRIDGE_LABEL}${provider}=br-provider)`,
     );
   }
+  if (guard) {
+    for (const [provider, bridge] of [...bridges]) {
+      const uplink = uplinks.get(provider);
+      const bridgeAt = `Node label ${PROVIDER_BRIDGE_LABEL}${provider}=${JSON.stringify(bridge)}`;
+      const uplinkAt = `Node label ${PROVIDER_UPLINK_LABEL}${provider}=${JSON.stringify(uplink)}`;
+      const refused: string[] = [];
+      const reserved = guard.reservedBridges.get(bridge);
+      if (reserved !== undefined)
+        refused.push(
+          `${bridgeAt}: ${bridge} ${reserved}, which a provider network must not share; name a bridge of its own (with an uplink label the agent creates it)`,
+        );
+      if (uplink !== undefined) {
+        const held = guard.hostInterfaces.get(uplink);
+        const others = (guard.bridgeUplinks.get(bridge) ?? []).filter((u) => u !== uplink);
+        if (guard.unknown !== undefined)
+          refused.push(
+            `${uplinkAt}: the node's addresses cannot be read (${guard.unknown}), so no uplink is attached`,
+          );
+        else if (held !== undefined)
+          refused.push(
+            `${uplinkAt}: ${uplink} ${held}; as a port of an OVS bridge it would lose it and cut the node off; name an interface without the node's addresses and routes`,
+          );
+        if (others.length > 0)
+          refused.push(
+            `${uplinkAt}: bridge ${bridge} already has the uplink ${others.join(", ")}; a second one would loop the network; remove the uplink label to use ${bridge} as it is`,
+          );
+      }
+      if (refused.length === 0) continue;
+      problems.push(
+        ...refused.map(
+          (r) =>
+            `${r}; the labels of provider ${provider} are left out${configured.some((m) => m.provider === provider) ? ", node.bridgeMappings' entry applies" : ""}`,
+        ),
+      );
+      bridges.delete(provider);
+      uplinks.delete(provider);
+    }
+  }
   if (bridges.size === 0) return { mappings: [...configured], fromLabels: false, problems };
   const merged = new Map(configured.map((m) => [m.provider, m]));
   for (const [provider, bridge] of [...bridges].sort(([a], [b]) => (a < b ? -1 : 1))) {
@@ -91,4 +138,23 @@ export function providerMappingsFromLabels(
     );
     return { mappings: [...configured], fromLabels: false, problems };
   }
+}
+
+/**
+ * node.bridgeMappings' entries the node must refuse: an uplink holding an address or route of the node (the
+ * bridges are the admin's choice: the sandbox maps its provider onto the underlay bridge on purpose).
+ */
+export function configuredMappingProblems(
+  configured: readonly ProviderBridge[],
+  hostInterfaces: ReadonlyMap<string, string>,
+): string[] {
+  const out: string[] = [];
+  for (const m of configured) {
+    const held = m.uplink === undefined ? undefined : hostInterfaces.get(m.uplink);
+    if (held !== undefined)
+      out.push(
+        `node.bridgeMappings entry ${m.provider}:${m.bridge}:${m.uplink}: uplink ${m.uplink} ${held}; as a port of an OVS bridge it would lose it and cut the node off; name an interface without the node's addresses and routes`,
+      );
+  }
+  return out;
 }

@@ -11,6 +11,8 @@ export interface ToolOptions {
   input?: string;
   /** Default 30 s; the tool is killed when it passes. */
   timeoutMs?: number;
+  /** Variables set for the tool on top of the agent's environment (e.g. OVS_RUNDIR). */
+  env?: Readonly<Record<string, string>>;
 }
 
 export interface ToolResult {
@@ -171,7 +173,7 @@ export async function runTool(
   const r = await pool.run({
     argv,
     timeoutMs,
-    env: toolEnv(),
+    env: { ...toolEnv(), ...opts.env },
     ...(opts.input !== undefined ? { input: opts.input } : {}),
   });
   const result: ToolResult = { code: r.code, stdout: r.stdout, stderr: r.stderr };

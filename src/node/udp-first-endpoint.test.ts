@@ -2,12 +2,19 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
 import { type IpAddress, parseIp } from "../ipam/address.ts";
-import { ConntrackBacklog } from "./conntrack-backlog.ts";
+import {
+  ConntrackBacklog,
+  FORGET_PER_ROUND,
+  UNNATED_MIN_INTERVAL_MS,
+  UNNATED_PER_SECOND,
+} from "./conntrack-backlog.ts";
 import type { NatEndpoint, NatServicePort } from "./service-nat.ts";
 import {
   kernelUnnatedArgs,
   newlyServedTargets,
+  ovsRunDir,
   ovsUnnatedArgs,
+  ovsUnnatedInvocation,
   servedUdpDestinations,
   type UnnatedUdpTarget,
   unnatedTargetKey,
@@ -227,14 +234,17 @@ describe("the arguments of the deletions", () => {
 describe("the backlog of first-endpoint deletions", () => {
   const t = (n: number): UnnatedUdpTarget => ({ tracker: "kernel", ip: ip(`10.96.0.${n}`), port: undefined });
 
-  test("oldest first within the cap; a repeat keeps its place; a failed one goes to the back; a done one leaves", () => {
-    const b = new ConntrackBacklog(3);
+  test("oldest first within the cap; a repeat keeps its place; a failed one goes to the back after a backoff; a done one leaves", () => {
+    let now = 0;
+    const b = new ConntrackBacklog(3, { clock: () => now });
     b.addUnnated([t(1), t(2), t(1)]);
     assert.equal(b.size, 2);
     assert.deepEqual(keys(b.unnatedRound(1)), keys([t(1)]));
-    b.unnatedFailed(t(1));
-    assert.deepEqual(b.unnatedRound().map(unnatedTargetKey), [t(2), t(1)].map(unnatedTargetKey));
+    assert.equal(b.unnatedFailed(t(1)), false);
+    assert.deepEqual(b.unnatedRound().map(unnatedTargetKey), [unnatedTargetKey(t(2))], "t1 backs off");
     b.unnatedDone(t(2));
+    assert.equal(b.nextUnnatedAt(), 5_000);
+    now = 5_000;
     assert.deepEqual(b.unnatedRound().map(unnatedTargetKey), [unnatedTargetKey(t(1))]);
   });
 
@@ -243,5 +253,126 @@ describe("the backlog of first-endpoint deletions", () => {
     assert.equal(b.addUnnated([t(1), t(2), t(3)]), 1);
     assert.equal(b.dropped, 1);
     assert.deepEqual(b.unnatedRound().map(unnatedTargetKey), [t(2), t(3)].map(unnatedTargetKey));
+  });
+
+  test("a target that keeps failing is retried with a doubling backoff and given up after a few failures", () => {
+    let now = 0;
+    const b = new ConntrackBacklog(10, { clock: () => now, maxFailures: 3 });
+    b.addUnnated([t(1)]);
+    const attempts: number[] = [];
+    for (; now < 120_000; now += 100) {
+      for (const x of b.unnatedRound()) {
+        attempts.push(now);
+        b.unnatedFailed(x);
+      }
+    }
+    assert.deepEqual(attempts, [0, 5_000, 15_000]);
+    assert.equal(b.givenUp, 1);
+    assert.equal(b.size, 0);
+  });
+
+  test("queued again while its deletion runs: deleted once more after the interval, since the running one may have missed it", () => {
+    let now = 0;
+    const b = new ConntrackBacklog(10, { clock: () => now });
+    b.addUnnated([t(1)]);
+    const [x] = b.unnatedRound();
+    now = 30;
+    b.addUnnated([t(1)]);
+    b.unnatedDone(x as UnnatedUdpTarget);
+    assert.equal(b.size, 1);
+    assert.equal(b.nextUnnatedAt(), 5_000);
+  });
+
+  // An EndpointSlice written by hand flaps between no endpoint and one every 100 ms for 10 s, on a Service with
+  // 50 UDP externalIPs: each 0->1 makes 100 targets (kernel and OVS per address), OVS's queued again 5 s later.
+  // The worker runs a round whenever one is due (every 10 ms of fake time here), as the agent's wake timer does.
+  test("100 flaps in 10 s of a Service with 50 externalIPs: a bounded number of deletions, and each address is still deleted after its last first endpoint", (tc) => {
+    let now = 0;
+    const b = new ConntrackBacklog(undefined, { clock: () => now });
+    const externalIPs = Array.from({ length: 50 }, (_, i) => ip(`192.168.251.${i + 1}`));
+    const svc = (endpoints: NatEndpoint[]) =>
+      udpPort({ clusterIPs: [], externalIPs, endpoints, key: "tenant/flap/udp/53" });
+    let served: ReturnType<typeof servedUdpDestinations> | undefined = servedUdpDestinations(
+      [svc([])],
+      NODE_IPS,
+    );
+    const rechecks: { at: number; targets: UnnatedUdpTarget[] }[] = [];
+    const deletions = new Map<string, number[]>();
+    let total = 0;
+    const lastGained = new Map<string, number>();
+    const END = 10_000;
+    for (; now <= END + 60_000; now += 10) {
+      if (now < END && now % 100 === 0) {
+        const up = (now / 100) % 2 === 0;
+        const after = servedUdpDestinations([svc(up ? [ep("10.244.1.5")] : [])], NODE_IPS);
+        const gained = newlyServedTargets(served, after);
+        served = after;
+        for (const g of gained) lastGained.set(unnatedTargetKey(g), now);
+        b.addUnnated(gained);
+        rechecks.push({ at: now + 5_000, targets: gained.filter((g) => g.tracker === "ovs") });
+      }
+      for (const r of rechecks.filter((r) => r.at === now)) {
+        for (const g of r.targets) lastGained.set(unnatedTargetKey(g), now);
+        b.addUnnated(r.targets);
+      }
+      for (const x of b.unnatedRound()) {
+        total++;
+        const k = unnatedTargetKey(x);
+        deletions.set(k, [...(deletions.get(k) ?? []), now]);
+        b.unnatedDone(x);
+      }
+    }
+    assert.equal(lastGained.size, 100);
+    // Without the limits: 50 transitions x 100 targets, and 50 x 50 rechecks, 7,500 invocations.
+    // Spread over the time the deletions took (fake time: the requests end at 15 s, the last deferred ones later).
+    const span = Math.max(...[...deletions.values()].map((d) => d.at(-1) as number));
+    const perTarget = Math.floor(span / UNNATED_MIN_INTERVAL_MS) + 1;
+    assert.ok(total <= 100 * perTarget, `${total} deletions, at most ${perTarget} per target`);
+    assert.ok(total <= FORGET_PER_ROUND + (span * UNNATED_PER_SECOND) / 1000, `${total} over ${span} ms`);
+    assert.ok(span < 30_000, `the last deferred deletion at ${span} ms`);
+    const most = Math.max(...[...deletions.values()].map((d) => d.length));
+    tc.diagnostic(`${total} deletions (7,500 unlimited), at most ${most} per target, the last at ${span} ms`);
+    for (const [k, times] of deletions) {
+      for (let i = 1; i < times.length; i++)
+        assert.ok(
+          (times[i] as number) - (times[i - 1] as number) >= UNNATED_MIN_INTERVAL_MS,
+          `${k} at ${times.join(",")}`,
+        );
+      // The deferred deletion happened: after the last time the address was (re)queued, it was deleted again.
+      assert.ok(
+        (times.at(-1) as number) >= (lastGained.get(k) as number),
+        `${k} last deleted before its last request`,
+      );
+    }
+    assert.equal(deletions.size, 100);
+    assert.equal(b.size, 0);
+    assert.equal(b.nextUnnatedAt(), undefined);
+  });
+
+  test("with no flapping, a first endpoint's deletion is not delayed", () => {
+    const now = 1_000;
+    const b = new ConntrackBacklog(undefined, { clock: () => now });
+    b.addUnnated([t(1), t(2)]);
+    assert.equal(b.unnatedRound().length, 2);
+  });
+});
+
+describe("reaching ovs-vswitchd", () => {
+  test("OVS's run directory comes from the agent's OVS database address (dpdk.socketDir in the chart)", () => {
+    assert.equal(ovsRunDir("unix:/var/run/openvswitch/db.sock"), "/var/run/openvswitch");
+    assert.equal(ovsRunDir("unix:/run/ovs-dpdk/db.sock"), "/run/ovs-dpdk");
+    assert.equal(ovsRunDir("tcp:127.0.0.1:6640,unix:/run/ovs-dpdk/db.sock"), "/run/ovs-dpdk");
+    assert.equal(ovsRunDir("tcp:127.0.0.1:6640"), undefined);
+    assert.equal(ovsRunDir("unix:db.sock"), undefined);
+    assert.equal(ovsRunDir("unix:/run/../etc/db.sock"), undefined);
+    assert.equal(ovsRunDir("unix:/run/a b/db.sock"), undefined);
+  });
+
+  test("the flush goes to ovs-vswitchd through OVS_RUNDIR, the target daemon named, never a path from input", () => {
+    const target: UnnatedUdpTarget = { tracker: "ovs", ip: ip("10.96.0.10"), port: 53 };
+    const inv = ovsUnnatedInvocation(target, { ovsRunDir: "/run/ovs-dpdk" });
+    assert.deepEqual(inv.env, { OVS_RUNDIR: "/run/ovs-dpdk" });
+    assert.deepEqual(inv.args.slice(0, 4), ["--timeout=10", "-t", "ovs-vswitchd", "dpctl/flush-conntrack"]);
+    assert.deepEqual(ovsUnnatedInvocation(target).env, {});
   });
 });

@@ -121,6 +121,41 @@ export interface UnnatedOptions {
   netns?: string;
   /** ovs-appctl's `-t`: a daemon name found in OVS's run directory, or a control socket path; default ovs-vswitchd. */
   ovsTarget?: string;
+  /**
+   * OVS's run directory, where ovs-vswitchd's pid file and control socket are (ovsRunDir of the agent's OVS
+   * database address); default ovs-appctl's own (/var/run/openvswitch).
+   */
+  ovsRunDir?: string;
+}
+
+/**
+ * OVS's run directory from the agent's OVS database address: the directory of the first `unix:` socket (the
+ * chart puts db.sock beside ovs-vswitchd's pid file, at dpdk.socketDir with DPDK). Undefined for a TCP/SSL
+ * address or anything that is not a plain absolute path.
+ */
+export function ovsRunDir(ovsDb: string): string | undefined {
+  for (const remote of ovsDb.split(",")) {
+    const r = remote.trim();
+    if (!r.startsWith("unix:")) continue;
+    const path = r.slice("unix:".length);
+    const slash = path.lastIndexOf("/");
+    // Printable, no NUL, no "..": it becomes an environment value, never a command line.
+    if (!path.startsWith("/") || slash < 1 || !/^[\x21-\x7e]+$/.test(path) || path.split("/").includes(".."))
+      return undefined;
+    return path.slice(0, slash);
+  }
+  return undefined;
+}
+
+/** The ovs-appctl call that deletes an OVS target's un-NATed entries: its arguments and environment. */
+export function ovsUnnatedInvocation(
+  t: UnnatedUdpTarget,
+  opts: UnnatedOptions = {},
+): { args: string[]; env: Record<string, string> } {
+  return {
+    args: ["--timeout=10", "-t", opts.ovsTarget ?? "ovs-vswitchd", ...ovsUnnatedArgs(t)],
+    env: opts.ovsRunDir === undefined ? {} : { OVS_RUNDIR: opts.ovsRunDir },
+  };
 }
 
 /**
@@ -129,8 +164,8 @@ export interface UnnatedOptions {
  */
 export async function deleteUnnated(t: UnnatedUdpTarget, opts: UnnatedOptions = {}): Promise<number> {
   if (t.tracker === "ovs") {
-    const args = ["--timeout=10", "-t", opts.ovsTarget ?? "ovs-vswitchd", ...ovsUnnatedArgs(t)];
-    const r = await runTool("ovs-appctl", args);
+    const { args, env } = ovsUnnatedInvocation(t, opts);
+    const r = await runTool("ovs-appctl", args, { env });
     if (r.code !== 0) throw new ToolError(["ovs-appctl", ...args], r);
     return 0;
   }

@@ -3,7 +3,9 @@
 // NodeSetup applies the result to a real Open_vSwitch (userspace datapath, in a netns the rig creates and removes).
 // Labelling the Node adds a provider with its uplink (the bridge created), overrides node.bridgeMappings' entry,
 // and unlabelling takes it back; labels that cannot be used are Warning Events on the Node naming the label and the
-// fix, and change nothing.
+// fix, and change nothing. Labels that would cut the node off (an uplink holding the node's address) or misplace a
+// provider network (the underlay bridge, a bridge with another uplink) are refused the same way, checked against
+// the node's own kernel and OVS: the NIC stays off every bridge and the node's address answers.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -15,6 +17,7 @@ import { Informer } from "../../../src/k8s/informer.ts";
 import type { KubeObject } from "../../../src/k8s/object-key.ts";
 import { NodeSetup } from "../../../src/node/node-setup.ts";
 import { parseBridgeMappings } from "../../../src/node/provider-bridges.ts";
+import { providerGuardFrom, readHostInterfaces } from "../../../src/node/provider-guard.ts";
 import { PROVIDER_BRIDGE_LABEL as B, PROVIDER_UPLINK_LABEL as U } from "../../../src/node/provider-labels.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type VswitchTables, vswitchModel } from "../../../src/ovsdb/models/vswitch.generated.ts";
@@ -187,4 +190,134 @@ test("provider mappings follow the Node's labels on a real OVS; unusable labels 
   });
   await untilState("labels removed", '"physnet1:br-admin"', "br-admin,br-int,br-other");
   assert.equal((await node.vsctl("list-ports", "br-admin")).trim(), "", "the admin's bridge untouched");
+});
+
+test("a provider label naming the node's own NIC, its underlay bridge or a second uplink is refused: a Warning Event, the NIC stays off every bridge, the node's address still answers", async (t) => {
+  const kube = await useKubeApiserver(t);
+  const api = new ApiClient(kube.kubeConfig);
+  teardownFor(t).after(() => api.close());
+  await api.request("/api/v1/nodes", {
+    method: "POST",
+    body: { apiVersion: "v1", kind: "Node", metadata: { name: NODE } },
+  });
+  const node = await useOvsNode(t);
+  // The node's primary NIC eth0 (its address and default route), its peer in a neighbour namespace the rig removes.
+  const peer = await node.addNetns("nb");
+  await node.exec("ip", ["link", "add", "eth0", "type", "veth", "peer", "name", "nb0"]);
+  await node.exec("ip", ["link", "set", "nb0", "netns", peer.path]);
+  await node.exec("ip", ["address", "add", "192.168.77.11/24", "dev", "eth0"]);
+  await node.exec("ip", ["link", "set", "eth0", "up"]);
+  await node.exec("ip", ["route", "add", "default", "via", "192.168.77.1"]);
+  await node.execIn(peer.path, "ip", ["address", "add", "192.168.77.1/24", "dev", "nb0"]);
+  await node.execIn(peer.path, "ip", ["link", "set", "nb0", "up"]);
+  const reachable = () => node.execIn(peer.path, "ping", ["-c", "1", "-W", "5", "192.168.77.11"]);
+  await until("the node's address answers before", () => reachable().then(() => true));
+  // The underlay bridge holding an address (as a ZStack host's br-phy), and an admin's bridge with its uplink.
+  await node.vsctl("add-br", "br-under", "--", "set", "Bridge", "br-under", "datapath_type=netdev");
+  await node.exec("ip", ["link", "set", "br-under", "up"]);
+  await node.exec("ip", ["address", "add", "192.168.78.11/24", "dev", "br-under"]);
+  for (const up of ["up1", "up2"])
+    await node.exec("ip", ["link", "add", up, "type", "veth", "peer", "name", `${up}-peer`]);
+  await node.vsctl("add-br", "br-admin", "--", "set", "Bridge", "br-admin", "datapath_type=netdev");
+  await node.vsctl("add-port", "br-admin", "up1");
+  const client = new OvsdbClient<VswitchTables>({ remotes: node.ovsRemote, model: vswitchModel });
+  teardownFor(t).after(() => client.close());
+  await client.connect();
+
+  const events = new EventRecorder({ client: api, component: "zstack-ovnkube-node", host: NODE });
+  teardownFor(t).after(() => events.close());
+  const nodeRef = { apiVersion: "v1", kind: "Node", name: NODE };
+  const providers = new NodeProviders({
+    node: NODE,
+    configured: parseBridgeMappings("physnet1:br-admin"),
+    warn: (p) => events.warning(nodeRef, "ProviderLabelInvalid", p),
+  });
+  const chassis = () => ({
+    ovnRemote: "unix:/nonexistent/sb.sock",
+    encapType: "vxlan" as const,
+    encapIp: "192.168.77.11",
+    systemId: NODE,
+    bridgeDatapathType: "netdev" as const,
+    ...(providers.bridgeMappings === undefined ? {} : { bridgeMappings: providers.bridgeMappings }),
+  });
+  const setup = new NodeSetup({
+    client,
+    hostNetns: node.netns.path,
+    bridge: { name: "br-int", datapathType: "netdev" },
+    chassis: chassis(),
+    providers: providers.mappings,
+  });
+  teardownFor(t).after(() => setup.stop());
+  setup.start();
+  const informer = new Informer<NodeObject>({
+    client: api,
+    path: "/api/v1/nodes",
+    fieldSelector: `metadata.name=${NODE}`,
+  });
+  teardownFor(t).after(() => informer.stop());
+  // As zstack-ovnkube-node does: the guard read afresh (kernel and OVS of the node) before each use of the labels.
+  let latest: NodeObject | undefined;
+  let pass = Promise.resolve();
+  let passes = 0;
+  const onNode = (n: NodeObject) => {
+    latest = n;
+    pass = pass.then(async () => {
+      const guard = providerGuardFrom(client, await readHostInterfaces({ netns: node.netns.path }));
+      if (providers.update(latest?.metadata.labels, guard))
+        setup.update({ providers: providers.mappings, chassis: chassis() });
+      passes++;
+    });
+  };
+  informer.addHandlers({ onAdd: onNode, onUpdate: (_o, n) => onNode(n) }, { replay: true });
+  informer.start();
+
+  const label = (labels: Record<string, string | null>) =>
+    api.request(`/api/v1/nodes/${NODE}`, { method: "PATCH", body: { metadata: { labels } } });
+  const mappings = async () =>
+    (await node.vsctl("--if-exists", "get", "Open_vSwitch", ".", "external_ids:ovn-bridge-mappings")).trim();
+  const warnings = async () =>
+    (
+      await api.request<{ items: { reason: string; message: string; involvedObject: { name: string } }[] }>(
+        "/api/v1/namespaces/default/events",
+      )
+    ).items.filter((e) => e.reason === "ProviderLabelInvalid" && e.involvedObject.name === NODE);
+  await until("node.bridgeMappings alone", async () =>
+    (await mappings()) === '"physnet1:br-admin"' ? true : undefined,
+  );
+
+  await label({
+    [`${B}physnet1`]: "br-eth0",
+    [`${U}physnet1`]: "eth0",
+    [`${B}under`]: "br-under",
+    [`${B}second`]: "br-admin",
+    [`${U}second`]: "up2",
+  });
+  const bad = await until("three ProviderLabelInvalid Events", async () => {
+    const w = await warnings();
+    return w.length >= 3 ? w : undefined;
+  });
+  const text = bad.map((e) => e.message).join("\n");
+  assert.match(
+    text,
+    /Node label uplink\.provider\.network\.zstack\.io\/physnet1="eth0": eth0 (holds the node's address 192\.168\.77\.11\/24|carries the node's route [^;]*); as a port of an OVS bridge it would lose it and cut the node off; .*the labels of provider physnet1 are left out, node\.bridgeMappings' entry applies/,
+  );
+  assert.match(
+    text,
+    /Node label provider\.network\.zstack\.io\/under="br-under": br-under is the node's underlay bridge \(it holds the node's address 192\.168\.78\.11\/24\)/,
+  );
+  assert.match(
+    text,
+    /Node label uplink\.provider\.network\.zstack\.io\/second="up2": bridge br-admin already has the uplink up1; a second one would loop the network/,
+  );
+  // Every label pass has ended, and none of them changed anything.
+  const seen = passes;
+  await label({ "example.com/nudge": "1" });
+  await until("the next label pass", async () => (passes > seen ? true : undefined));
+  await pass;
+  assert.equal(await mappings(), '"physnet1:br-admin"', "the configured mapping stays");
+  assert.equal((await node.vsctl("list-br")).trim().split("\n").sort().join(","), "br-admin,br-int,br-under");
+  assert.equal((await node.vsctl("port-to-br", "eth0").catch(() => "")).trim(), "", "eth0 on no bridge");
+  assert.equal((await node.vsctl("list-ports", "br-admin")).trim(), "up1", "no second uplink");
+  assert.match(await node.exec("ip", ["-o", "address", "show", "dev", "eth0"]), /192\.168\.77\.11\/24/);
+  await reachable();
 });
