@@ -1,7 +1,8 @@
-// A Service as OVN load balancers, as plain data: one Load_Balancer per (Service, protocol) holding every VIP
-// pods can reach (cluster IPs, externalIPs, load-balancer IPs, each with each port), and for VIPs whose
-// backends depend on the client's node (internalTrafficPolicy Local, topology hints of trafficDistribution) one
-// template load balancer per (Service, protocol, family) whose backends are a Chassis_Template_Var variable per
+// A Service as OVN load balancers, as plain data: per (Service, protocol) one Load_Balancer holding its cluster
+// IPs and one holding every other VIP pods can reach (externalIPs, load-balancer IPs; each with each port), kept
+// apart so that ZStack's switches can refer to cluster IPs only; and for VIPs whose backends depend on the
+// client's node (internalTrafficPolicy Local, topology hints of trafficDistribution) template load balancers per
+// (Service, protocol, family), split the same way, whose backends are a Chassis_Template_Var variable per
 // chassis, holding that chassis' choice. NodePorts are not here: a
 // pod reaches a node IP through its node's management port, where the node agent's nftables serve it.
 //
