@@ -9,7 +9,7 @@ import { formatIp, ipFromValue } from "../ipam/address.ts";
 import { formatCidr, parseCidr } from "../ipam/cidr.ts";
 import { isAlreadyExists } from "../k8s/api-client.ts";
 import { plan, type Scope } from "../ovn/nb-diff.ts";
-import { CLUSTER_LB_GROUP, type ClusterNetworks, coreRows, externalPodsRows } from "../ovn/topology.ts";
+import { type ClusterNetworks, coreRows, externalPodsRows, OUR_LB_GROUPS } from "../ovn/topology.ts";
 import { ControllerContext, type ControllerOptions } from "./context.ts";
 import { ReconcilerManager } from "./framework.ts";
 import { type ClusterInformers, clusterInformers } from "./informers.ts";
@@ -189,9 +189,10 @@ export class OvnController {
       ],
       core,
     );
-    // The Service load-balancer group: its name is unique in NB, so a retried insert cannot make a second one.
-    if (!nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP))
-      txn.insert("Load_Balancer_Group", { name: CLUSTER_LB_GROUP });
+    // The Service load-balancer groups: a name is unique in NB, so a retried insert cannot make a second one.
+    for (const name of OUR_LB_GROUPS)
+      if (!nb.cache.table("Load_Balancer_Group").lookupOne("name", name))
+        txn.insert("Load_Balancer_Group", { name });
     if (txn.size > 0) await txn.commit();
   }
 

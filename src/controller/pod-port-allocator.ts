@@ -17,6 +17,8 @@ import {
   type ClusterRouteTargets,
   externalPodRoutes,
   externalRouterPortId,
+  externalRouterPortName,
+  hasLocalnetPort,
 } from "../ovn/external-router-port.ts";
 import { ForeignSwitchHoldings, type HoldingsChange } from "../ovn/foreign-switch-holdings.ts";
 import {
@@ -117,6 +119,11 @@ interface SubnetState {
 }
 
 const SWITCH_ID = (subnet: string) => `subnet/${subnet}`;
+
+/** The allocator's name for our router port on the Subnet's foreign switch (a foreign holder, as foreignOwner names it). */
+function routerPortHolder(subnet: string): string {
+  return `Logical_Router_Port ${externalRouterPortName(subnet)}`;
+}
 
 /** The allocator's name for a foreign row holding an address: a port by its name, anything else by table too. */
 function foreignOwner(h: ForeignHolder): string {
@@ -303,7 +310,9 @@ export class PodPortAllocator {
     this.subnets.set(name, state);
     if (holdings) {
       const view = holdings;
-      for (const e of allocator.entries()) if (!e.holder.foreign) this.noteConflict(state, e.address);
+      for (const e of allocator.entries())
+        if (!e.holder.foreign || e.holder.owner === routerPortHolder(name))
+          this.noteConflict(state, e.address);
       view.onChange((change) => {
         if (this.subnets.get(name) !== state) return;
         this.report(this.foreignChanged(state, change));
@@ -342,6 +351,15 @@ export class PodPortAllocator {
     const before = sn.conflicts.get(key);
     if (holders.some((h) => !h.foreign) && holders.some((h) => h.foreign)) {
       const message = `${key} is held by ${describeHolders(holders)}: ZStack uses an address a pod holds; give the VM another address, or delete the pod (it gets a free one)`;
+      sn.conflicts.set(key, message);
+      return before !== message;
+    }
+    // Our router port on the switch is recorded as a foreign holder (the switch's rows show it like ZStack's):
+    // anything else holding its address is ZStack's, and takes the pods' path to the cluster.
+    const ours = routerPortHolder(sn.name);
+    const others = holders.filter((h) => h.owner !== ours);
+    if (sn.external && others.length > 0 && others.length < holders.length) {
+      const message = `${key} is held by the cluster router's port ${JSON.stringify(externalRouterPortName(sn.name))} on the switch and by ${describeHolders(others)}: ZStack uses the address of our router port, which the pods' routes to the cluster go through; give the VM another address`;
       sn.conflicts.set(key, message);
       return before !== message;
     }
@@ -539,8 +557,8 @@ export class PodPortAllocator {
   }
 
   /**
-   * The routes of a pod on the Subnet: [] on our own switches; on ZStack's switch, the cluster's networks via our
-   * router port there, or undefined while that port is not in NB (the pod waits for it: a pod wired without the
+   * The routes of a pod on the Subnet: [] on our own switches and on ZStack's switches with a localnet port; on
+   * ZStack's other switches, the cluster's networks via our router port there, or undefined while that port is not in NB (the pod waits for it: a pod wired without the
    * routes would stay unreachable from its node, as the agent wires a pod once).
    */
   private routesOf(sn: SubnetState): readonly { dest: string; nextHop: string }[] | undefined {
@@ -548,7 +566,12 @@ export class PodPortAllocator {
     if (!sn.external || !targets) return [];
     const lrp = findOwned(this.nb.cache as never, "Logical_Router_Port", externalRouterPortId(sn.name));
     const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
-    if (networks.length === 0) return undefined;
+    if (networks.length === 0) {
+      // A flat or VLAN switch gets no router port of ours (subnet reconciler): its pods go without the routes.
+      const ls = this.nb.cache.table("Logical_Switch").get(sn.external.uuid);
+      const ports = this.nb.cache.table("Logical_Switch_Port");
+      return ls && hasLocalnetPort(ls.ports, (u) => ports.get(u)) ? [] : undefined;
+    }
     return externalPodRoutes(
       networks.map((n) => n.slice(0, n.indexOf("/"))),
       sn.def.cidrs.map((c) => formatCidr(c)),

@@ -1,5 +1,5 @@
 // Services: each Service's OVN load balancers (members of the cluster load-balancer group every subnet switch
-// refers to) and, for internalTrafficPolicy Local, its template variables on each chassis. Keyed by
+// refers to; those of cluster IPs also of the cluster-IP group ZStack's switches refer to in External mode) and, for internalTrafficPolicy Local, its template variables on each chassis. Keyed by
 // `<namespace>/<name>`: a Service, its EndpointSlices and its load-balancer rows all lead to the same key, and
 // one reconcile writes one transaction.
 
@@ -15,7 +15,7 @@ import {
 } from "../ovn/nb-diff.ts";
 import { CONTROLLER, ID_KEY, KIND_KEY, OWNER_KEY, ownedIds, rowUuid, SERVICE_KEY } from "../ovn/ownership.ts";
 import { type ServiceLoadBalancers, serviceLoadBalancers, variablesOf } from "../ovn/service-lb.ts";
-import { CLUSTER_LB_GROUP } from "../ovn/topology.ts";
+import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, OUR_LB_GROUPS } from "../ovn/topology.ts";
 import type { AnyRow } from "../ovsdb/cache.ts";
 import type { Transaction } from "../ovsdb/transaction.ts";
 import { hasTopologyHints, ZONE_LABEL } from "../services/endpoints.ts";
@@ -106,6 +106,15 @@ export class ServiceReconciler implements Reconciler {
   private chosenUuid(id: string): string | undefined {
     const uuid = rowUuid("service-lb", id);
     return this.o.nb.cache.table("Load_Balancer").get(uuid) ? undefined : uuid;
+  }
+
+  /** Our two Service groups (the controller's core step makes them). */
+  private groups() {
+    const t = this.o.nb.cache.table("Load_Balancer_Group");
+    return {
+      group: t.lookupOne("name", CLUSTER_LB_GROUP),
+      ipGroup: t.lookupOne("name", CLUSTER_IP_LB_GROUP),
+    };
   }
 
   /** Our load balancers of a Service, as NB holds them. */
@@ -256,6 +265,7 @@ export class ServiceReconciler implements Reconciler {
           model,
           slices,
           this.nodes.list().map((n) => ({ node: n.metadata.name, zone: n.metadata.labels?.[ZONE_LABEL] })),
+          this.ranges.serviceCIDRs,
         )
       : { rows: [], variables: new Map<string, Record<string, string>>() };
     return { svc, problems, desired };
@@ -269,9 +279,9 @@ export class ServiceReconciler implements Reconciler {
    */
   private planRows(txn: Transaction, key: string, rows: ServiceLoadBalancers["rows"], fixedUuids: boolean) {
     const { nb } = this.o;
-    const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    if (!group && rows.length > 0)
-      throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
+    const { group, ipGroup } = this.groups();
+    if (!(group && ipGroup) && rows.length > 0)
+      throw new Error(`the load-balancer groups ${OUR_LB_GROUPS.join(", ")} are not in NB yet`);
     const before = txn.size;
     const uuids = new Map<string, string>();
     for (const d of rows) {
@@ -291,6 +301,10 @@ export class ServiceReconciler implements Reconciler {
         ...(uuids.has(d.id) ? { uuid: uuids.get(d.id) as string } : {}),
         ...(group
           ? { parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
+          : {}),
+        // Cluster IPs only: also in the group ZStack's switches refer to (External mode).
+        ...(ipGroup && d.audience === "cluster"
+          ? { alsoParents: [{ table: "Load_Balancer_Group", uuid: ipGroup._uuid, column: "load_balancer" }] }
           : {}),
       })),
       {
@@ -313,8 +327,8 @@ export class ServiceReconciler implements Reconciler {
    */
   async bulkSync(): Promise<boolean> {
     const { nb, log } = this.o;
-    const group = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    if (!group) return true;
+    const { group, ipGroup } = this.groups();
+    if (!group || !ipGroup) return true;
     let landed = true;
     const fixedUuids = await nb.insertUuidSupported();
     const write = async (batch: ServiceLoadBalancers["rows"][]) => {
@@ -326,12 +340,19 @@ export class ServiceReconciler implements Reconciler {
         if (!uuid) txn.guardAbsent("Load_Balancer", [["external_ids", "includes", ownedGuard(d.id)]]);
         return txn.insert("Load_Balancer", d.row as never, undefined, uuid ? { uuid } : {});
       });
-      // One mutation of the group for the whole batch: a hundred of them cost the server more than the inserts.
+      // One mutation of each group for the whole batch: a hundred of them cost the server more than the inserts.
       txn.mutate(
         "Load_Balancer_Group",
         [["_uuid", "==", group._uuid]] as never,
         [["load_balancer", "insert", refs]] as never,
       );
+      const clusterRefs = refs.filter((_r, i) => rows[i]?.audience === "cluster");
+      if (clusterRefs.length > 0)
+        txn.mutate(
+          "Load_Balancer_Group",
+          [["_uuid", "==", ipGroup._uuid]] as never,
+          [["load_balancer", "insert", clusterRefs]] as never,
+        );
       try {
         await txn.commit();
       } catch (err) {

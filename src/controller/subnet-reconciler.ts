@@ -12,6 +12,7 @@ import {
   externalRouterPortName,
   externalRouterPortRows,
   externalSwitchPortId,
+  hasLocalnetPort,
 } from "../ovn/external-router-port.ts";
 import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
@@ -28,8 +29,10 @@ import {
 } from "../ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION } from "../ovn/pod-port.ts";
 import {
+  CLUSTER_IP_LB_GROUP,
   CLUSTER_LB_GROUP,
   insideSetRow,
+  OUR_LB_GROUPS,
   subnetRows,
   subnetScope,
   subnetSwitchName,
@@ -243,11 +246,15 @@ export class SubnetReconciler implements Reconciler {
     const lbGroup = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP)?._uuid;
     if (subnet && v?.definition && !externalSwitch && !lbGroup)
       throw new Error(`the load-balancer group ${CLUSTER_LB_GROUP} is not in NB yet`);
+    // ZStack's switches refer to the group of cluster-IP load balancers only (never a tenant's externalIPs).
+    const ipLbGroup = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_IP_LB_GROUP)?._uuid;
     // Our router port on ZStack's switch, once written, stays as it is (its address never moves); it is written
-    // the first time by ensureExternalRouterPort below, once the Subnet's allocator is loaded.
+    // the first time by ensureExternalRouterPort below, once the Subnet's allocator is loaded. None on a switch
+    // with a localnet port (flat/VLAN): one written before is removed.
     const ext = v?.externalSwitch;
+    const onLocalnet = ext !== undefined && this.switchHasLocalnet(ext.uuid);
     const routerPort =
-      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external"
+      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external" && !onLocalnet
         ? this.existingExternalRouterPort(name, ext.uuid)
         : [];
     const desired =
@@ -279,12 +286,17 @@ export class SubnetReconciler implements Reconciler {
       subnet === undefined || v?.definition
         ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
         : plan(nb.cache as never, nb.schema, txn as never, [this.insideSet()]);
-    // ZStack's switch refers to our Service load-balancer group while a router port of ours is on it, and no longer
-    // once none is (the last Subnet on it gone): one mutate of our own reference each way, never a rewrite.
+    // ZStack's switch refers to our cluster-IP load-balancer group while a router port of ours is on it, and no
+    // longer once none is (the last Subnet on it gone, or the switch has a localnet port): one mutate of our own
+    // reference each way, never a rewrite. A reference to the full group (an earlier version's) goes in the same
+    // transaction as the cluster-IP group's comes.
     let lbLinked = false;
-    if (routerPort.length > 0 && ext && lbGroup)
-      lbLinked = this.linkLbGroup(txn, ext.uuid, lbGroup, "insert");
-    if (!subnet) lbLinked = this.unlinkLbGroupOf(txn, name, lbGroup);
+    if (routerPort.length > 0 && ext) {
+      if (ipLbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, ipLbGroup, "insert");
+      if (lbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, lbGroup, "delete") || lbLinked;
+    }
+    if (!subnet || (onLocalnet && subnet.spec.externalLogicalSwitch))
+      lbLinked = this.unlinkLbGroupsOf(txn, name, found, ext?.uuid) || lbLinked;
     if (!s.empty || lbLinked) await txn.commit();
     if (!subnet) {
       this.ctx.loadedSpecs.delete(name);
@@ -304,8 +316,8 @@ export class SubnetReconciler implements Reconciler {
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
       if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
-      if (routerPort.length === 0)
-        routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, lbGroup);
+      if (routerPort.length === 0 && !onLocalnet)
+        routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, ipLbGroup);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
     }
@@ -333,7 +345,7 @@ export class SubnetReconciler implements Reconciler {
     }
     // Its pods wait for the router port (their routes go through it); tried again as addresses free up.
     if (routerPortProblem) this.o.events?.warning(ref, "RouterPortNotCreated", routerPortProblem);
-    await this.writeSubnetStatus(subnet, v, holders);
+    await this.writeSubnetStatus(subnet, v, holders, onLocalnet && ext ? ext : undefined);
     return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
   }
 
@@ -357,22 +369,47 @@ export class SubnetReconciler implements Reconciler {
   }
 
   /**
-   * The Subnet is gone: the foreign switch its router port is on stops referring to our load-balancer group,
-   * unless a router port of another Subnet of ours stays on it.
+   * The Subnet is gone (or its switch has a localnet port): ZStack's switch it is bound to stops referring to our
+   * load-balancer groups, unless a router port of another Subnet of ours stays on it. The switch is the one the
+   * Subnet is bound to (its status, or the verdict), not found through our port on it: ZStack may have rewritten
+   * its `ports` without ours (the port row then went with its last reference) before the Subnet was deleted.
    */
-  private unlinkLbGroupOf(txn: Txn, name: string, lbGroup: string | undefined): boolean {
+  private unlinkLbGroupsOf(
+    txn: Txn,
+    name: string,
+    found: Subnet | undefined,
+    bound: string | undefined,
+  ): boolean {
     const cache = this.o.nb.cache;
-    const lsp = findOwned(cache as never, "Logical_Switch_Port", externalSwitchPortId(name));
-    if (!lsp || !lbGroup) return false;
-    const ls = cache.table("Logical_Switch").findOne((r) => !isOurs(r) && setHas(r.ports, lsp._uuid));
-    if (!ls) return false;
+    const ownPort = findOwned(cache as never, "Logical_Switch_Port", externalSwitchPortId(name));
+    const switches = cache.table("Logical_Switch");
+    const uuid = bound ?? found?.status?.logicalSwitchUUID;
+    const ls =
+      (uuid !== undefined ? switches.get(uuid) : undefined) ??
+      (ownPort ? switches.findOne((r) => !isOurs(r) && setHas(r.ports, ownPort._uuid)) : undefined);
+    if (!ls || isOurs(ls)) return false;
     const ports = cache.table("Logical_Switch_Port");
+    const mine = externalSwitchPortId(name);
     const othersStay = ls.ports.some((u) => {
       const p = ports.get(u);
       const id = p ? idOf(p) : undefined;
-      return u !== lsp._uuid && id !== undefined && /^subnet\/.+\/ext-etor$/.test(id);
+      return id !== undefined && id !== mine && /^subnet\/.+\/ext-etor$/.test(id);
     });
-    return othersStay ? false : this.linkLbGroup(txn, ls._uuid, lbGroup, "delete");
+    if (othersStay) return false;
+    let changed = false;
+    for (const group of OUR_LB_GROUPS) {
+      const g = cache.table("Load_Balancer_Group").lookupOne("name", group)?._uuid;
+      if (g) changed = this.linkLbGroup(txn, ls._uuid, g, "delete") || changed;
+    }
+    return changed;
+  }
+
+  /** Whether ZStack's switch has a localnet port (flat or VLAN network): no router port of ours goes there. */
+  private switchHasLocalnet(switchUuid: string): boolean {
+    const cache = this.o.nb.cache;
+    const ls = cache.table("Logical_Switch").get(switchUuid);
+    const ports = cache.table("Logical_Switch_Port");
+    return ls !== undefined && hasLocalnetPort(ls.ports, (u) => ports.get(u));
   }
 
   /**
@@ -507,6 +544,7 @@ export class SubnetReconciler implements Reconciler {
     subnet: Subnet,
     v: Verdict | undefined,
     holders: readonly string[],
+    localnetSwitch?: ExternalSwitchRef,
   ): Promise<void> {
     if (!v) return;
     const name = subnet.metadata.name;
@@ -529,11 +567,13 @@ export class SubnetReconciler implements Reconciler {
         ...(boundUuid !== undefined ? { logicalSwitchUUID: boundUuid } : {}),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
         ...(ext ? { conflicts } : {}),
+        ...(localnetSwitch ? { localnetSwitch } : {}),
       },
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
       undefined,
       subnet.status?.conditions?.find((c) => c.type === "AddressConflict") as never,
+      subnet.status?.conditions?.find((c) => c.type === "ClusterPath") as never,
     );
     const generation = subnet.metadata.generation;
     if (generation !== undefined) {

@@ -287,3 +287,40 @@ test("the status records the switch UUID the Subnet is bound to", () => {
   assert.equal(body.logicalSwitchUUID, uuid);
   assert.equal("logicalSwitchUUID" in statusFor(v, { ports: 0, logicalSwitch: "x" }, FACTS), false);
 });
+
+test("a Subnet on a switch with a localnet port stays Ready and says why it has no cluster path", () => {
+  const v = judgeSubnets([sn("f", "1", { cidr: "10.9.0.0/24", gateway: "10.9.0.1" })], FACTS).get("f");
+  assert.ok(v);
+  const uuid = "6b1f0000-0000-4000-8000-000000000002";
+  const t0 = new Date("2026-01-01T00:00:00Z");
+  const body = statusFor(
+    v,
+    { ports: 0, logicalSwitch: "l2-flat-network", localnetSwitch: { uuid, name: "l2-flat-network" } },
+    FACTS,
+    undefined,
+    t0,
+  );
+  assert.equal(body.conditions[0]?.status, "True");
+  const path = body.conditions.find((c) => c.type === "ClusterPath");
+  assert.equal(path?.status, "False");
+  assert.equal(path?.reason, "LocalnetSwitch");
+  assert.ok(path?.message.includes(uuid) && path.message.includes('"l2-flat-network"'), path?.message);
+  // Its transition time is kept while it holds.
+  const later = statusFor(
+    v,
+    { ports: 0, logicalSwitch: "l2-flat-network", localnetSwitch: { uuid, name: "l2-flat-network" } },
+    FACTS,
+    body.conditions[0],
+    new Date("2026-01-02T00:00:00Z"),
+    undefined,
+    path,
+  );
+  assert.equal(
+    later.conditions.find((c) => c.type === "ClusterPath")?.lastTransitionTime,
+    "2026-01-01T00:00:00Z",
+  );
+  assert.equal(
+    statusFor(v, { ports: 0, logicalSwitch: "x" }, FACTS).conditions.some((c) => c.type === "ClusterPath"),
+    false,
+  );
+});

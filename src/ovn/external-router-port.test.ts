@@ -4,14 +4,16 @@ import fc from "fast-check";
 import { parseIp } from "../ipam/address.ts";
 import { overlaps, parseCidr } from "../ipam/cidr.ts";
 import {
+  EXTERNAL_SOURCE_GUARD_PRIORITY,
   externalPodRoutes,
   externalRouterPortName,
   externalRouterPortRows,
   externalSwitchPortName,
+  hasLocalnetPort,
   onLink,
 } from "./external-router-port.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
-import { subnetScope } from "./topology.ts";
+import { EGRESS_POLICY_PRIORITY, EXTERNAL_PODS_POLICY_PRIORITY, subnetScope } from "./topology.ts";
 
 const TARGETS = {
   joinCIDR: "100.64.0.0/16",
@@ -26,8 +28,8 @@ describe("our router port on ZStack's switch", () => {
       switchUuid: "6b1f0000-0000-4000-8000-000000000001",
       networks: ["10.60.0.2/24", "fd60::2/64"],
     });
-    assert.equal(rows.length, 2);
-    const [lrp, lsp] = rows;
+    assert.equal(rows.length, 4);
+    const [lrp, lsp, guard4, guard6] = rows;
     assert.equal(lrp?.table, "Logical_Router_Port");
     assert.equal(lrp?.row.name, externalRouterPortName("zs"));
     assert.deepEqual(lrp?.row.networks, ["10.60.0.2/24", "fd60::2/64"]);
@@ -53,6 +55,38 @@ describe("our router port on ZStack's switch", () => {
     const ids = lsp?.row.external_ids as Record<string, string>;
     assert.equal(ids["zstack.io/ip/10.60.0.2"], "zs");
     assert.equal(ids["zstack.io/ip/fd60::2"], "zs");
+    // What else enters through the port is dropped before routing: only our pods of the Subnet come through it.
+    assert.deepEqual(
+      [guard4, guard6].map((g) => [g?.table, g?.id, g?.row.priority, g?.row.action, g?.row.match, g?.parent]),
+      [4, 6].map((f) => [
+        "Logical_Router_Policy",
+        `subnet/zs/ext-guard-v${f}`,
+        EXTERNAL_SOURCE_GUARD_PRIORITY,
+        "drop",
+        f === 4
+          ? 'inport == "zovn-rtoe-zs" && ip4 && !(ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24)'
+          : 'inport == "zovn-rtoe-zs" && ip6 && !(ip6.src == fd60::/64)',
+        { table: "Logical_Router", id: "cluster-router", column: "policies" },
+      ]),
+    );
+    assert.ok(EXTERNAL_SOURCE_GUARD_PRIORITY > EXTERNAL_PODS_POLICY_PRIORITY);
+    assert.ok(EXTERNAL_SOURCE_GUARD_PRIORITY > EGRESS_POLICY_PRIORITY);
+  });
+
+  test("a switch with a localnet port is told apart from one without", () => {
+    const types = new Map([
+      ["a", { type: "" }],
+      ["b", { type: "router" }],
+      ["c", { type: "localnet" }],
+    ]);
+    assert.equal(
+      hasLocalnetPort(["a", "b"], (u) => types.get(u)),
+      false,
+    );
+    assert.equal(
+      hasLocalnetPort(["a", "c", "gone"], (u) => types.get(u)),
+      true,
+    );
   });
 
   test("an IPv6-only router port gets the same MAC every time", () => {

@@ -7,7 +7,8 @@
 // (via its management port on the join switch) reaches the pod, the pod answers it, reaches pods on our Subnet
 // switches and Services. Our router port's address comes from the Subnet's allocator like a pod's, and is then
 // held by the row itself (its `networks`), so it never moves; the switch-side port joins ZStack's switch only by a
-// `mutate ports insert` of its own reference, exactly as a pod port does.
+// `mutate ports insert` of its own reference, exactly as a pod port does. A cluster-router policy drops whatever
+// else enters through that port (sourceGuardRow), and a switch with a localnet port gets no router port at all.
 
 import { createHash } from "node:crypto";
 import { type IpAddress, parseIp } from "../ipam/address.ts";
@@ -15,6 +16,7 @@ import { cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipa
 import { macFromIPv4 } from "../ipam/mac.ts";
 import type { DesiredRow } from "./nb-diff.ts";
 import { addressKey, ownedIds, SUBNET_KEY } from "./ownership.ts";
+import { EXTERNAL_PODS_ADDRESS_SET_V4 } from "./topology.ts";
 
 export function externalRouterPortName(subnet: string): string {
   return `zovn-rtoe-${subnet}`;
@@ -29,6 +31,16 @@ export function externalRouterPortId(subnet: string): string {
 export function externalSwitchPortId(subnet: string): string {
   return `subnet/${subnet}/ext-etor`;
 }
+export function externalSourceGuardId(subnet: string, family: 4 | 6): string {
+  return `subnet/${subnet}/ext-guard-v${family}`;
+}
+
+/**
+ * Priority of the cluster router's policy that drops what enters through our router port on a ZStack switch from
+ * a source not our pod there: above the allow policy for those pods (1005) and every egress reroute (1004), below
+ * what an admin adds at 2000+.
+ */
+export const EXTERNAL_SOURCE_GUARD_PRIORITY = 1010;
 
 export interface ExternalRouterPort {
   readonly subnet: string;
@@ -75,7 +87,48 @@ export function externalRouterPortRows(p: ExternalRouterPort): DesiredRow[] {
       // ZStack's switch: joined by a mutate inserting this row's reference only, never a rewrite of its ports.
       parent: { table: "Logical_Switch", uuid: p.switchUuid, column: "ports" },
     },
+    ...p.networks.map((n) => sourceGuardRow(p.subnet, rtoe, n)),
   ];
+}
+
+/**
+ * The router port is a door from ZStack's switch into the cluster router: only our pods on that switch go
+ * through it (their routes to the join, cluster and service CIDRs). Anything else entering there is dropped
+ * before routing: a VM that routes the join CIDR via our port (it would reach the nodes' management addresses),
+ * a VM using our router to reach another ZStack network (a second switch with a router port of ours), a packet
+ * forging a node's address. IPv4 must come from an address in the external pods' set and in this Subnet's CIDR;
+ * IPv6 (no per-pod set) from this Subnet's CIDR. Written and removed with the router port, in its plan.
+ */
+function sourceGuardRow(subnet: string, rtoe: string, network: string): DesiredRow {
+  const cidr = formatCidr(networkOf(network));
+  const family = cidr.includes(":") ? 6 : 4;
+  const allowed =
+    family === 4 ? `ip4.src == $${EXTERNAL_PODS_ADDRESS_SET_V4} && ip4.src == ${cidr}` : `ip6.src == ${cidr}`;
+  const id = externalSourceGuardId(subnet, family);
+  return {
+    table: "Logical_Router_Policy",
+    id,
+    row: {
+      priority: EXTERNAL_SOURCE_GUARD_PRIORITY,
+      match: `inport == "${rtoe}" && ip${family} && !(${allowed})`,
+      action: "drop",
+      external_ids: ownedIds("external-source-guard", id, { [SUBNET_KEY]: subnet }),
+    },
+    parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
+  };
+}
+
+/**
+ * Whether ZStack's switch has a `localnet` port (a flat or VLAN network). A distributed router port there would
+ * answer and route from every node with one MAC, which the physical switches would see move between their ports
+ * (OVN needs ovn-chassis-mac-mappings for that); we put no router port (nor Service group) on such a switch.
+ */
+export function hasLocalnetPort(
+  ports: Iterable<string>,
+  portOf: (uuid: string) => { readonly type: string } | undefined,
+): boolean {
+  for (const u of ports) if (portOf(u)?.type === "localnet") return true;
+  return false;
 }
 
 /** 0a:58 + the IPv4 address, as our other ports; without one, from a hash of the addresses (stable, not random). */

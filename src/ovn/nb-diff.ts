@@ -26,6 +26,8 @@ export interface DesiredRow {
   readonly row: Readonly<Record<string, unknown>>;
   /** The row that must refer to this one (required for rows of non-root tables). */
   readonly parent?: ParentRef;
+  /** Further rows that must refer to this one (a load balancer in a second group); added, never removed. */
+  readonly alsoParents?: readonly ParentRef[];
   /**
    * The UUID to insert the row with (ownership.ts rowUuid): a second insert of it is refused by the server, which
    * makes a retried insert safe without a guardAbsent. Ignored when the row exists.
@@ -151,20 +153,17 @@ export function plan(
       txn.mutate(d.table, byUuid(ref), [[link.column, "insert", [link.uuid]]]);
       if (existing) summary.updated.push(`${d.table}/${d.id}:${link.column}`);
     }
-    if (d.parent) {
-      const parent = resolveParent(d.parent);
-      if (parent === undefined)
-        throw new Error(`desired row ${d.id}: parent ${d.parent.table}/${d.parent.id} not found`);
+    for (const p of [...(d.parent ? [d.parent] : []), ...(d.alsoParents ?? [])]) {
+      const parent = resolveParent(p);
+      if (parent === undefined) throw new Error(`desired row ${d.id}: parent ${p.table}/${p.id} not found`);
       const parentRow =
-        typeof parent === "string"
-          ? (cache.table(d.parent.table).get(parent) as AnyRow | undefined)
-          : undefined;
+        typeof parent === "string" ? (cache.table(p.table).get(parent) as AnyRow | undefined) : undefined;
       const linked =
         typeof ref === "string" &&
         parentRow !== undefined &&
-        referencesUuid(parentRow[d.parent.column] as Value, ref);
+        referencesUuid(parentRow[p.column] as Value, ref);
       if (!linked) {
-        txn.mutate(d.parent.table, byUuid(parent), [[d.parent.column, "insert", [ref]]]);
+        txn.mutate(p.table, byUuid(parent), [[p.column, "insert", [ref]]]);
         if (existing) summary.relinked.push(`${d.table}/${d.id}`);
       }
     }

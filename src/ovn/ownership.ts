@@ -42,6 +42,7 @@ export type Kind =
   | "switch-router-port"
   | "localnet-port"
   | "localnet-source-guard"
+  | "external-source-guard"
   | "mgmt-port"
   | "mgmt-source-guard"
   | "pod-port"

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { parseCidr } from "../ipam/cidr.ts";
 import { parseService, type ServiceModel } from "../services/service-model.ts";
 import {
   backendsVariable,
@@ -42,7 +43,7 @@ const v4 = slice("IPv4", [
 ]);
 
 describe("serviceLoadBalancers", () => {
-  it("makes one load balancer per protocol with every VIP and port, owned and rejecting", () => {
+  it("makes a load balancer per protocol for the cluster IPs and one for the externalIPs, owned and rejecting", () => {
     const m = model({
       ports: [
         { name: "http", port: 80 },
@@ -63,20 +64,35 @@ describe("serviceLoadBalancers", () => {
           "ns/web/tcp",
           "zovn-svc_ns_web_tcp",
           "tcp",
-          {
-            "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080",
-            "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080",
-          },
+          { "10.96.0.10:80": "10.244.0.5:8080,10.244.0.6:8080" },
+          { reject: "true", ct_flush: "true" },
+        ],
+        [
+          "ns/web/tcp/external",
+          "zovn-svc_ns_web_tcp_external",
+          "tcp",
+          { "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080" },
           { reject: "true", ct_flush: "true" },
         ],
         [
           "ns/web/udp",
           "zovn-svc_ns_web_udp",
           "udp",
-          { "10.96.0.10:53": "10.244.0.7:5353", "192.168.200.60:53": "10.244.0.7:5353" },
+          { "10.96.0.10:53": "10.244.0.7:5353" },
+          { reject: "true", ct_flush: "true" },
+        ],
+        [
+          "ns/web/udp/external",
+          "zovn-svc_ns_web_udp_external",
+          "udp",
+          { "192.168.200.60:53": "10.244.0.7:5353" },
           { reject: "true", ct_flush: "true" },
         ],
       ],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.audience),
+      ["cluster", "external", "cluster", "external"],
     );
     assert.deepEqual(rows[0]?.row.external_ids, {
       "zstack.io/owner": "zstack-ovnkube-controller",
@@ -113,8 +129,17 @@ describe("serviceLoadBalancers", () => {
       { loadBalancer: { ingress: [{ ip: "192.168.200.70" }] } },
     );
     const { rows } = serviceLoadBalancers(m, [v4], []);
-    assert.deepEqual(Object.keys(rows[0]?.row.vips as object), ["10.96.0.10:80", "192.168.200.70:80"]);
-    assert.deepEqual(rows[0]?.row.options, { reject: "true", ct_flush: "true", affinity_timeout: "30" });
+    assert.deepEqual(
+      rows.map((r) => [r.id, Object.keys(r.row.vips as object), r.row.options]),
+      [
+        ["ns/web/tcp", ["10.96.0.10:80"], { reject: "true", ct_flush: "true", affinity_timeout: "30" }],
+        [
+          "ns/web/tcp/external",
+          ["192.168.200.70:80"],
+          { reject: "true", ct_flush: "true", affinity_timeout: "30" },
+        ],
+      ],
+    );
   });
 
   it("makes no load balancer for a Service without ports", () => {
@@ -141,7 +166,7 @@ describe("serviceLoadBalancers", () => {
       rows.map((r) => [r.id, r.row.vips, r.row.options]),
       [
         [
-          "ns/web/tcp",
+          "ns/web/tcp/external",
           { "192.168.200.60:80": "10.244.0.5:8080,10.244.0.6:8080" },
           { reject: "true", ct_flush: "true" },
         ],
@@ -194,7 +219,10 @@ describe("serviceLoadBalancers", () => {
     const bt = topologyVariable(m, m.ports[0]!, 4);
     assert.deepEqual(
       rows.map((r) => [r.id, r.row.vips]),
-      [["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${bt}`, "192.168.200.60:80": `^${bt}` }]],
+      [
+        ["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${bt}` }],
+        ["ns/web/tcp/external-v4", { "192.168.200.60:80": `^${bt}` }],
+      ],
     );
     assert.deepEqual(Object.fromEntries(variables), {
       n1: { [bt]: "10.244.0.5:8080" },
@@ -229,11 +257,13 @@ describe("serviceLoadBalancers", () => {
     );
     const { rows } = serviceLoadBalancers(m, [v4], []);
     // Only the IPv4 family is filtered: the IPv6 LB IP stays a VIP (with no IPv6 endpoint).
-    assert.deepEqual(Object.keys(rows[0]?.row.vips as object).sort(), [
-      "10.96.0.10:80",
-      "192.168.200.60:80",
-      "[2001:db8::10]:80",
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r.id, Object.keys(r.row.vips as object).sort()]),
+      [
+        ["ns/web/tcp", ["10.96.0.10:80"]],
+        ["ns/web/tcp/external", ["192.168.200.60:80", "[2001:db8::10]:80"]],
+      ],
+    );
   });
 
   it("with internalTrafficPolicy Local and hints, cluster IPs keep local backends and externalIPs get hinted ones", () => {
@@ -258,7 +288,10 @@ describe("serviceLoadBalancers", () => {
     const bt = topologyVariable(m, port, 4);
     assert.deepEqual(
       rows.map((r) => [r.id, r.row.vips]),
-      [["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${be}`, "192.168.200.60:80": `^${bt}` }]],
+      [
+        ["ns/web/tcp/local-v4", { "10.96.0.10:80": `^${be}` }],
+        ["ns/web/tcp/external-v4", { "192.168.200.60:80": `^${bt}` }],
+      ],
     );
     assert.deepEqual(Object.fromEntries(variables), {
       n1: { [bt]: "10.244.0.6:8080", [be]: "10.244.0.5:8080" },
@@ -267,5 +300,17 @@ describe("serviceLoadBalancers", () => {
     // Every variable written is named by a load balancer, so it is found stale when it goes.
     const named = new Set(rows.flatMap((r) => variablesOf(r.row.vips as Record<string, string>)));
     for (const vars of variables.values()) for (const k of Object.keys(vars)) assert.ok(named.has(k), k);
+  });
+
+  it("puts a cluster IP outside the given service CIDRs with the externalIPs, never in the cluster-IP row", () => {
+    const m = model({ clusterIPs: ["10.96.0.10", "fd00:96::a"], ipFamilies: ["IPv4", "IPv6"] });
+    const { rows } = serviceLoadBalancers(m, [v4], [], [parseCidr("10.96.0.0/16")]);
+    assert.deepEqual(
+      rows.map((r) => [r.id, r.audience, Object.keys(r.row.vips as object)]),
+      [
+        ["ns/web/tcp", "cluster", ["10.96.0.10:80"]],
+        ["ns/web/tcp/external", "external", ["[fd00:96::a]:80"]],
+      ],
+    );
   });
 });

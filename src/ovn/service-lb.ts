@@ -1,7 +1,8 @@
-// A Service as OVN load balancers, as plain data: one Load_Balancer per (Service, protocol) holding every VIP
-// pods can reach (cluster IPs, externalIPs, load-balancer IPs, each with each port), and for VIPs whose
-// backends depend on the client's node (internalTrafficPolicy Local, topology hints of trafficDistribution) one
-// template load balancer per (Service, protocol, family) whose backends are a Chassis_Template_Var variable per
+// A Service as OVN load balancers, as plain data: per (Service, protocol) one Load_Balancer holding its cluster
+// IPs and one holding every other VIP pods can reach (externalIPs, load-balancer IPs; each with each port), kept
+// apart so that ZStack's switches can refer to cluster IPs only; and for VIPs whose backends depend on the
+// client's node (internalTrafficPolicy Local, topology hints of trafficDistribution) template load balancers per
+// (Service, protocol, family), split the same way, whose backends are a Chassis_Template_Var variable per
 // chassis, holding that chassis' choice. NodePorts are not here: a
 // pod reaches a node IP through its node's management port, where the node agent's nftables serve it.
 //
@@ -11,6 +12,7 @@
 import { createHash } from "node:crypto";
 import type { V1EndpointSlice } from "@kubernetes/client-node";
 import { type Family, formatIp, type IpAddress } from "../ipam/address.ts";
+import { type Cidr, cidrContains } from "../ipam/cidr.ts";
 import {
   type ClientTopology,
   type Endpoint,
@@ -29,9 +31,25 @@ import { ownedIds, SERVICE_KEY } from "./ownership.ts";
 /** Every Chassis_Template_Var key the controller writes starts with this; other keys are never touched. */
 export const TEMPLATE_VAR_PREFIX = "zsvc_";
 
+/**
+ * Who a load balancer row is for. "cluster": cluster IPs inside the service CIDRs only, the row every switch with
+ * our Service groups may apply (ZStack's switches too, CLUSTER_IP_LB_GROUP); "external": externalIPs,
+ * load-balancer IPs and any cluster IP outside the service CIDRs, addresses a tenant can aim anywhere, applied on
+ * our own switches only (CLUSTER_LB_GROUP).
+ */
+export type LbAudience = "cluster" | "external";
+const AUDIENCES: readonly LbAudience[] = ["cluster", "external"];
+
+export interface ServiceLbRow extends DesiredRow {
+  readonly audience: LbAudience;
+}
+
 export interface ServiceLoadBalancers {
-  /** Load_Balancer rows (ids `<ns>/<name>/<proto>` and `<ns>/<name>/<proto>/local-v4|v6`), members of the group. */
-  readonly rows: DesiredRow[];
+  /**
+   * Load_Balancer rows: ids `<ns>/<name>/<proto>` (cluster IPs) and `<ns>/<name>/<proto>/external` (the rest),
+   * and template rows `<ns>/<name>/<proto>/local-v4|v6` (cluster IPs) and `.../external-v4|v6` (the rest).
+   */
+  readonly rows: ServiceLbRow[];
   /** Per chassis (node name): the template variables this Service needs there. */
   readonly variables: Map<string, Record<string, string>>;
 }
@@ -95,8 +113,12 @@ export function serviceLoadBalancers(
   m: ServiceModel,
   slices: readonly V1EndpointSlice[],
   chassis: readonly ClientTopology[],
+  serviceCidrs?: readonly Cidr[],
 ): ServiceLoadBalancers {
-  const rows: DesiredRow[] = [];
+  const rows: ServiceLbRow[] = [];
+  // Without the service CIDRs (tests of the VIP layout) every cluster IP counts as one.
+  const audienceOf = (ip: IpAddress): LbAudience =>
+    !serviceCidrs || serviceCidrs.some((c) => cidrContains(c, ip)) ? "cluster" : "external";
   const variables = new Map<string, Record<string, string>>(chassis.map((c) => [c.node, {}]));
   const svc = serviceKey(m.namespace, m.name);
   // ct_flush: ovn-controller deletes the conntrack entries of a backend removed from a VIP (a pod replaced, a
@@ -118,9 +140,10 @@ export function serviceLoadBalancers(
   for (const protocol of PROTOCOLS) {
     const ports = m.ports.filter((p) => p.protocol === protocol);
     if (ports.length === 0) continue;
-    const vips: Record<string, string> = {};
-    const tvipsOf = new Map<Family, Record<string, string>>();
-    const templateVip = (ip: IpAddress, port: ServicePortModel, value: string) => {
+    // Cluster IPs inside the service CIDRs on one side, every address a tenant can choose on the other.
+    const vipsOf: Record<LbAudience, Record<string, string>> = { cluster: {}, external: {} };
+    const tvipsOf = new Map<string, Record<string, string>>(); // `${audience}/${family}`
+    const templateVip = (audience: LbAudience, ip: IpAddress, port: ServicePortModel, value: string) => {
       let key: string;
       if (ip.family === 4) {
         key = hostPort(ip, port.port);
@@ -129,9 +152,9 @@ export function serviceLoadBalancers(
         key = `^${vv}:${port.port}`;
         for (const vars of variables.values()) vars[vv] = formatIp(ip);
       }
-      const t = tvipsOf.get(ip.family) ?? {};
+      const t = tvipsOf.get(`${audience}/${ip.family}`) ?? {};
       t[key] = value;
-      tvipsOf.set(ip.family, t);
+      tvipsOf.set(`${audience}/${ip.family}`, t);
     };
     for (const port of ports) {
       const { plain, perChassis } = clusterEps(port);
@@ -150,22 +173,28 @@ export function serviceLoadBalancers(
             vars[v] = backends(selectEndpoints(slices, port, { node }), family);
         }
       for (const vip of m.clusterIPs) {
-        if (m.internalTrafficLocal) templateVip(vip, port, `^${backendsVariable(m, port, vip.family)}`);
-        else if (perChassis) templateVip(vip, port, `^${topologyVariable(m, port, vip.family)}`);
-        else vips[hostPort(vip, port.port)] = backends(plain, vip.family);
+        const audience = audienceOf(vip);
+        if (m.internalTrafficLocal)
+          templateVip(audience, vip, port, `^${backendsVariable(m, port, vip.family)}`);
+        else if (perChassis) templateVip(audience, vip, port, `^${topologyVariable(m, port, vip.family)}`);
+        else vipsOf[audience][hostPort(vip, port.port)] = backends(plain, vip.family);
       }
       for (const vip of external) {
-        if (perChassis) templateVip(vip, port, `^${topologyVariable(m, port, vip.family)}`);
-        else vips[hostPort(vip, port.port)] = backends(plain, vip.family);
+        if (perChassis) templateVip("external", vip, port, `^${topologyVariable(m, port, vip.family)}`);
+        else vipsOf.external[hostPort(vip, port.port)] = backends(plain, vip.family);
       }
     }
-    if (Object.keys(vips).length > 0) {
-      const id = `${svc}/${protocol}`;
+    for (const audience of AUDIENCES) {
+      const vips = vipsOf[audience];
+      if (Object.keys(vips).length === 0) continue;
+      // The cluster row keeps the id (and name) the single row of a Service had, so it is not rewritten.
+      const id = audience === "cluster" ? `${svc}/${protocol}` : `${svc}/${protocol}/external`;
       rows.push({
         table: "Load_Balancer",
         id,
+        audience,
         row: {
-          name: `zovn-svc_${m.namespace}_${m.name}_${protocol}`,
+          name: `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
           protocol,
           vips,
           options: baseOptions,
@@ -173,23 +202,26 @@ export function serviceLoadBalancers(
         },
       });
     }
-    for (const family of [4, 6] as const) {
-      const tvips = tvipsOf.get(family);
-      if (!tvips) continue;
-      // The id keeps its first use (internalTrafficPolicy Local) so existing rows are not rewritten.
-      const id = `${svc}/${protocol}/local-v${family}`;
-      rows.push({
-        table: "Load_Balancer",
-        id,
-        row: {
-          name: `zovn-svc_${m.namespace}_${m.name}_${protocol}_local_v${family}`,
-          protocol,
-          vips: tvips,
-          options: { ...baseOptions, template: "true", "address-family": family === 4 ? "ipv4" : "ipv6" },
-          external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
-        },
-      });
-    }
+    for (const audience of AUDIENCES)
+      for (const family of [4, 6] as const) {
+        const tvips = tvipsOf.get(`${audience}/${family}`);
+        if (!tvips) continue;
+        // The id keeps its first use (internalTrafficPolicy Local) so existing rows are not rewritten.
+        const suffix = audience === "cluster" ? `local-v${family}` : `external-v${family}`;
+        const id = `${svc}/${protocol}/${suffix}`;
+        rows.push({
+          table: "Load_Balancer",
+          id,
+          audience,
+          row: {
+            name: `zovn-svc_${m.namespace}_${m.name}_${protocol}_${suffix.replace("-", "_")}`,
+            protocol,
+            vips: tvips,
+            options: { ...baseOptions, template: "true", "address-family": family === 4 ? "ipv4" : "ipv6" },
+            external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
+          },
+        });
+      }
   }
   return { rows, variables };
 }

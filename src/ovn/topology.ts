@@ -252,6 +252,16 @@ export function coreRows(net: ClusterNetworks, subnetCidrs: readonly string[] = 
  * the table, is our ownership, and only the controller's core step creates it.
  */
 export const CLUSTER_LB_GROUP = "zovn-cluster-lbs";
+/**
+ * External mode: the Load_Balancer_Group a ZStack switch with our router port refers to. It holds only the load
+ * balancers of cluster IPs inside the cluster's service CIDRs (service-lb.ts splits each Service's VIPs so), never
+ * an externalIP or load-balancer IP: those are addresses a tenant chooses, and on ZStack's switch they would
+ * capture the VMs' traffic to that address (a VM's neighbour, its DNS server). Every row in it is also in
+ * CLUSTER_LB_GROUP. Ours by its name, as CLUSTER_LB_GROUP; only the controller's core step creates it.
+ */
+export const CLUSTER_IP_LB_GROUP = "zovn-cluster-ip-lbs";
+/** The groups the controller owns by name (the table has no external_ids). */
+export const OUR_LB_GROUPS: readonly string[] = [CLUSTER_LB_GROUP, CLUSTER_IP_LB_GROUP];
 
 /**
  * A subnet's switch attached to the cluster router at the subnet gateway(s). With `lbGroup` (the UUID of
@@ -426,6 +436,7 @@ const TOPOLOGY_KINDS = new Set([
   "switch-router-port",
   "localnet-port",
   "localnet-source-guard",
+  "external-source-guard",
   "mgmt-port",
   "mgmt-source-guard",
   "node-pods",
@@ -452,7 +463,7 @@ export const topologyScope: Scope = {
 /** The rows one subnet's reconcile is responsible for: its switch and router ports, never its pods' ports. */
 export function subnetScope(name: string): Scope {
   return {
-    tables: ["Logical_Router_Port", "Logical_Switch_Port", "ACL", "Logical_Switch"],
+    tables: ["Logical_Router_Policy", "Logical_Router_Port", "Logical_Switch_Port", "ACL", "Logical_Switch"],
     owns: (id, row) =>
       (id === `subnet/${name}` || id.startsWith(`subnet/${name}/`)) &&
       (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",

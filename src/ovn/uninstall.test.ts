@@ -4,7 +4,7 @@ import { Cache } from "../ovsdb/cache.ts";
 import { nbModel } from "../ovsdb/models/nb.generated.ts";
 import { Transaction } from "../ovsdb/transaction.ts";
 import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
-import { CLUSTER_LB_GROUP } from "./topology.ts";
+import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP } from "./topology.ts";
 import { applyUninstall, describePlan, planUninstall } from "./uninstall.ts";
 
 const schema = nbModel.schema;
@@ -128,6 +128,43 @@ describe("planUninstall", () => {
     assert.equal(foreign.deletes.length, 0);
     assert.match(foreign.refusals[0] ?? "", /holds load balancers that are not ours/);
     assert.throws(() => applyUninstall(txnOf(), foreign), /uninstall refused/);
+  });
+
+  test("the cluster-IP group ZStack's switches refer to goes by its name too, and the switch's reference with it", () => {
+    const plan = planUninstall(
+      cacheOf({
+        Load_Balancer: { 1: { name: "svc", external_ids: owned("default/svc/tcp") } },
+        Load_Balancer_Group: {
+          2: { name: CLUSTER_LB_GROUP, load_balancer: ref(1) },
+          4: { name: CLUSTER_IP_LB_GROUP, load_balancer: ref(1) },
+        },
+        Logical_Switch: { 3: { name: "zstack-net", load_balancer_group: ref(4) } },
+      }),
+      schema,
+    );
+    assert.deepEqual(plan.refusals, []);
+    assert.deepEqual(
+      plan.deletes.map((d) => [d.table, d.uuid, d.by]).sort(),
+      [
+        ["Load_Balancer", u(1), "owner"],
+        ["Load_Balancer_Group", u(2), "name"],
+        ["Load_Balancer_Group", u(4), "name"],
+      ].sort(),
+    );
+    assert.deepEqual(
+      plan.references.map((r) => [r.table, r.column, r.uuids]),
+      [["Logical_Switch", "load_balancer_group", [u(4)]]],
+    );
+    const txn = txnOf();
+    applyUninstall(txn, plan);
+    const groupDeletes = txn.ops.filter((o) => o.op === "delete" && o.table === "Load_Balancer_Group");
+    assert.deepEqual(
+      groupDeletes.map((o) => (o as { where: unknown[] }).where[1]).sort(),
+      [
+        ["name", "==", CLUSTER_IP_LB_GROUP],
+        ["name", "==", CLUSTER_LB_GROUP],
+      ].sort(),
+    );
   });
 
   test("refuses when a row not ours is held only by ours; not when a row not ours holds it too", () => {

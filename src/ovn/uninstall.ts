@@ -3,8 +3,8 @@
 // applied as operations of one transaction, so a test (or --dry-run) sees exactly what would be sent.
 //
 // Ownership is decided by external_ids alone (OWNER_KEY = CONTROLLER), never by a name, with one exception the
-// schema forces: Load_Balancer_Group has no external_ids, so the cluster group is recognised by its name and
-// taken only while every load balancer in it is ours. The mutations we make to foreign rows are all of one kind,
+// schema forces: Load_Balancer_Group has no external_ids, so our two Service groups are recognised by their names
+// and taken only while every load balancer in them is ours. The mutations we make to foreign rows are all of one kind,
 // a reference to one of our rows inserted into a set column (a pod port in a ZStack switch's `ports`, our load
 // balancer or group in its `load_balancer`/`load_balancer_group`, an ACL in `acls`, ...), plus the template
 // variables our load balancers use in a Chassis_Template_Var row that is not ours. Both are found from our rows,
@@ -15,7 +15,7 @@ import type { DatabaseSchema, TableSchema } from "../ovsdb/schema.ts";
 import { byUuid, type Condition, type Transaction } from "../ovsdb/transaction.ts";
 import { CONTROLLER, ID_KEY, isOurs, OWNER_KEY } from "./ownership.ts";
 import { TEMPLATE_VAR_PREFIX, variablesOf } from "./service-lb.ts";
-import { CLUSTER_LB_GROUP } from "./topology.ts";
+import { OUR_LB_GROUPS } from "./topology.ts";
 
 export interface RowRef {
   readonly table: string;
@@ -137,7 +137,7 @@ export function planUninstall(cache: Cache, schema: DatabaseSchema): UninstallPl
   }
   if (schema.tables.has("Load_Balancer_Group")) {
     for (const g of cache.table("Load_Balancer_Group").values() as Iterable<Row>) {
-      if (g.name !== CLUSTER_LB_GROUP) continue;
+      if (!OUR_LB_GROUPS.includes(String(g.name))) continue;
       const foreign = referenced(g.load_balancer).filter((u) => !isGone("Load_Balancer", u));
       if (foreign.length === 0)
         mark("Load_Balancer_Group", g, "name", [...referenced(g.load_balancer)].sort());
@@ -255,7 +255,7 @@ export function applyUninstall(txn: Transaction, plan: UninstallPlan): void {
     const guard: Condition[] =
       d.by === "owner"
         ? [["external_ids", "includes", { [OWNER_KEY]: CONTROLLER }]]
-        : [["name", "==", CLUSTER_LB_GROUP]];
+        : [["name", "==", d.name]];
     txn.delete(d.table as never, [...byUuid(d.uuid), ...guard]);
   }
 }

@@ -20,7 +20,7 @@ import {
   parsePodNetwork,
   parsePodNetworksAnnotation,
 } from "../../../src/ovn/pod-port.ts";
-import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
@@ -166,14 +166,17 @@ function zstackTaken(dump: DatabaseDump, overlay: string): Set<string> {
 
 /** The only difference allowed while we run: the overlay switch's `ports` grew by our pod ports, nothing else. */
 function assertOnlyOurPorts(before: DatabaseDump, now: DatabaseDump, overlay: string, ourPorts: Set<string>) {
-  // The Service load-balancer group is ours by its name (Load_Balancer_Group has no external_ids).
-  const groups = Object.entries(now.Load_Balancer_Group ?? {}).filter(([, r]) => r.name === CLUSTER_LB_GROUP);
-  assert.equal(groups.length, 1);
+  // The Service load-balancer groups are ours by their names (Load_Balancer_Group has no external_ids).
+  const groups = Object.entries(now.Load_Balancer_Group ?? {}).filter(([, r]) =>
+    OUR_LB_GROUPS.includes(String(r.name)),
+  );
+  assert.equal(groups.length, 2);
   const diff = diffDumps(before, now).filter(
     (l) => !groups.some(([u]) => l === `Load_Balancer_Group ${u}: added`),
   );
-  // Our router port's switch makes the switch refer to our Service load-balancer group (docs/external-mode.md).
-  const lbLink = `Logical_Switch ${overlay} load_balancer_group: ["set",[]] -> ["uuid","${groups[0]?.[0]}"]`;
+  // Our router port's switch makes the switch refer to our cluster-IP load-balancer group (docs/external-mode.md).
+  const ipGroup = groups.find(([, r]) => r.name === CLUSTER_IP_LB_GROUP)?.[0];
+  const lbLink = `Logical_Switch ${overlay} load_balancer_group: ["set",[]] -> ["uuid","${ipGroup}"]`;
   const other = diff.filter((l) => !l.startsWith(`Logical_Switch ${overlay} ports:`) && l !== lbLink);
   assert.deepEqual(other, [], "no ZStack row other than the switch's ports and load-balancer groups changed");
   const was = new Set(listOf(before.Logical_Switch?.[overlay]?.ports) as string[]);
@@ -541,7 +544,9 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       assert.equal(ours.size, names.length);
       for (const u of ours) assert.ok(ports.has(u), `pod port ${u} is on the switch`);
 
-      // Level-triggered: a restart with nothing changed writes nothing to NB.
+      // Level-triggered: a restart with nothing changed writes nothing to NB. Northd first (it sets the new VM
+      // ports' `up`), so the comparison sees only what the restarted controller writes.
+      await sim.sync();
       const full = await sim.dump();
       await ctl.stop();
       ctl = await startController(t, api, sim);
@@ -696,11 +701,21 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         listOf(dump.Logical_Switch?.[overlay]?.ports).includes(lspUuid),
         "the peer is on ZStack's switch",
       );
+      // ZStack's switch refers to the group of cluster-IP load balancers only, never the full one.
       const group = Object.entries(dump.Load_Balancer_Group ?? {}).find(
-        ([, r]) => r.name === CLUSTER_LB_GROUP,
+        ([, r]) => r.name === CLUSTER_IP_LB_GROUP,
       );
       assert.ok(group);
       assert.deepEqual(listOf(dump.Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+      // What enters through our router port from anything but our pods of the Subnet is dropped (one policy).
+      const guards = find(dump, "Logical_Router_Policy", "subnet/zs-overlay/ext-guard-v4");
+      assert.equal(guards.length, 1);
+      assert.equal(guards[0]?.[1].action, "drop");
+      assert.equal(
+        guards[0]?.[1].match,
+        `inport == "${lrp.name}" && ip4 && !(ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24)`,
+      );
+      assert.ok(router && listOf(router[1].policies).includes(guards[0]?.[0]), "on our cluster router");
       // ZStack's rows differ only by those mutations (and our pods' ports).
       assertOnlyOurPorts(
         before,
@@ -753,48 +768,222 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       );
       assert.ok(!listOf(afterPod?.addresses).includes(podAddress(pod)), "the deleted pod left the set");
 
-      // A Subnet on the flat switch gets a router port there too; deleted, it takes the port and the reference.
+      // A Subnet on the flat switch (a localnet port): no router port of ours there, nor a group reference; the
+      // status says so, the Subnet stays Ready, and its pods get addresses (without the cluster routes).
       const flat = sim.uuid("flat-switch");
+      await createNamespace(api, "zsflat");
       await createSubnet(api, "zs-flat", {
         cidr: "192.168.100.0/24",
         gateway: "192.168.100.1",
         externalLogicalSwitch: "l2-flat-network",
+        namespaces: ["zsflat"],
       });
-      await untilReason(api, "zs-flat", "Ready");
-      const onFlat = await until(
-        "our router port on the flat switch",
+      const flatReady = await until(
+        "zs-flat Ready with its ClusterPath condition",
         async () => {
-          const d = await sim.dump();
-          const p = find(d, "Logical_Switch_Port", "subnet/zs-flat/ext-etor")[0];
-          const ls = d.Logical_Switch?.[flat];
-          return p && listOf(ls?.ports).includes(p[0]) && listOf(ls?.load_balancer_group).length === 1
-            ? d
+          const x = await getSubnet(api, "zs-flat");
+          return readyCondition(x)?.reason === "Ready" &&
+            x.status?.conditions?.some((c) => c.type === "ClusterPath")
+            ? x
             : undefined;
         },
         60_000,
       );
-      const flatLrp = find(onFlat, "Logical_Router_Port", "subnet/zs-flat/ext-rtoe")[0];
-      assert.ok(flatLrp);
-      assert.match((listOf(flatLrp[1].networks) as string[])[0] ?? "", /^192\.168\.100\.\d+\/24$/);
-      assert.ok(
-        !(listOf(flatLrp[1].networks) as string[]).includes("192.168.100.21/24"),
-        "not the address of ZStack's VM on the switch",
+      const path = flatReady.status?.conditions?.find((c) => c.type === "ClusterPath");
+      assert.equal(path?.status, "False");
+      assert.equal(path?.reason, "LocalnetSwitch");
+      assert.ok(path?.message.includes(flat) && path.message.includes("localnet"), path?.message);
+      await createPods(api, [["zsflat", "onflat"]]);
+      const onFlat = await until(
+        "the pod on the flat switch annotated",
+        async () =>
+          (await listPods(api)).find(
+            (p) => p.metadata.namespace === "zsflat" && p.metadata.name === "onflat" && podAddress(p),
+          ),
+        60_000,
+      );
+      const flatAnn = parsePodNetworksAnnotation(onFlat.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+      assert.match(podAddress(onFlat) ?? "", /^192\.168\.100\.\d+$/);
+      assert.deepEqual(flatAnn?.gateway_ips, ["192.168.100.1"]);
+      assert.deepEqual(flatAnn?.routes ?? [], []);
+      await sim.sync();
+      const flatDump = await sim.dump();
+      for (const id of ["ext-rtoe", "ext-etor", "ext-guard-v4"])
+        for (const table of ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Router_Policy"])
+          assert.deepEqual(
+            find(flatDump, table, `subnet/zs-flat/${id}`),
+            [],
+            `no ${table} ${id} for zs-flat`,
+          );
+      assert.deepEqual(listOf(flatDump.Logical_Switch?.[flat]?.load_balancer_group), []);
+      await deletePods(api, [["zsflat", "onflat"]]);
+      await until(
+        "the flat pod's port gone",
+        async () =>
+          Object.values((await sim.dump()).Logical_Switch_Port ?? {}).some((r) =>
+            JSON.stringify(r.external_ids).includes('"zsflat/onflat"'),
+          )
+            ? undefined
+            : true,
+        60_000,
       );
       await deleteSubnet(api, "zs-flat");
       await until(
         "the flat switch as ZStack left it",
         async () => {
           const d = await sim.snapshot();
-          const flatDiff = diffDumps(before, d).filter((l) => l.includes(flat));
-          return flatDiff.length === 0 &&
-            find(await sim.dump(), "Logical_Router_Port", "subnet/zs-flat/ext-rtoe").length === 0
-            ? true
-            : undefined;
+          return diffDumps(before, d).filter((l) => l.includes(flat)).length === 0 ? true : undefined;
         },
         60_000,
       );
       // The overlay Subnet's reference stays: its router port is still there.
       assert.deepEqual(listOf((await sim.dump()).Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
+    },
+  );
+
+  await t.test(
+    "a VM given our router port's address sets AddressConflict naming the router port and the VM, and an Event",
+    async () => {
+      await sim.sync();
+      const lrp = Object.values((await sim.dump()).Logical_Router_Port ?? {}).find((r) =>
+        JSON.stringify(r.external_ids).includes('"subnet/zs-overlay/ext-rtoe"'),
+      );
+      const routerIp = String((listOf(lrp?.networks) as string[])[0]).replace(/\/24$/, "");
+      assert.match(routerIp, /^10\.60\.0\.\d+$/);
+      const vm = await sim.writer.addVmPort({ ip4: routerIp });
+      const s = await until(
+        "AddressConflict True",
+        async () => {
+          const x = await getSubnet(api, "zs-overlay");
+          return x.status?.conditions?.find((c) => c.type === "AddressConflict" && c.status === "True")
+            ? x
+            : undefined;
+        },
+        60_000,
+      );
+      const cond = s.status?.conditions?.find((c) => c.type === "AddressConflict");
+      assert.ok(
+        cond?.message.includes(routerIp) &&
+          cond.message.includes("zovn-rtoe-zs-overlay") &&
+          cond.message.includes(vm.name),
+        cond?.message,
+      );
+      const ev = await until(
+        "AddressConflict Event naming the router port",
+        async () => {
+          const l = await api.request<{
+            items: { reason: string; message: string; involvedObject: { name: string } }[];
+          }>("/api/v1/namespaces/default/events");
+          return l.items.find(
+            (e) =>
+              e.reason === "AddressConflict" &&
+              e.involvedObject.name === "zs-overlay" &&
+              e.message.includes("zovn-rtoe-zs-overlay") &&
+              e.message.includes(vm.name),
+          );
+        },
+        60_000,
+      );
+      assert.ok(ev.message.includes(vm.name) && ev.message.includes(routerIp), ev.message);
+      await sim.writer.removeVmPort(vm);
+      await until(
+        "AddressConflict False",
+        async () => {
+          const x = await getSubnet(api, "zs-overlay");
+          return x.status?.conditions?.find((c) => c.type === "AddressConflict" && c.status === "False")
+            ? x
+            : undefined;
+        },
+        60_000,
+      );
+    },
+  );
+
+  await t.test(
+    "a Subnet deleted after ZStack rewrote its switch's ports without ours still takes the group reference; an old full-group reference is replaced",
+    async () => {
+      const [sw] = await sim.writer.transact([
+        {
+          op: "insert",
+          table: "Logical_Switch",
+          row: { name: "zstack-rewritten", other_config: ["map", [["subnet", "10.71.0.0/24"]]] },
+        },
+      ]);
+      assert.ok(sw);
+      await createSubnet(api, "zs-rw", {
+        cidr: "10.71.0.0/24",
+        gateway: "10.71.0.1",
+        externalLogicalSwitch: sw,
+      });
+      await untilReason(api, "zs-rw", "Ready");
+      const groupOf = (d: DatabaseDump, name: string) =>
+        Object.entries(d.Load_Balancer_Group ?? {}).find(([, r]) => r.name === name)?.[0];
+      const linked = await until(
+        "our router port and the cluster-IP group on the switch",
+        async () => {
+          const d = await sim.dump();
+          const ls = d.Logical_Switch?.[sw];
+          return listOf(ls?.ports).length === 1 &&
+            JSON.stringify(listOf(ls?.load_balancer_group)) ===
+              JSON.stringify([groupOf(d, CLUSTER_IP_LB_GROUP)])
+            ? d
+            : undefined;
+        },
+        60_000,
+      );
+      const full = groupOf(linked, CLUSTER_LB_GROUP);
+      const ipGroup = groupOf(linked, CLUSTER_IP_LB_GROUP);
+      assert.ok(full && ipGroup);
+      await ctl.stop();
+      // While no controller runs: ZStack rewrites the switch's ports without ours (our port row goes with its last
+      // reference), the overlay switch refers to the full group as an earlier version left it, and the Subnet is
+      // deleted (its finalizer keeps it for the controller).
+      await sim.writer.transact([
+        {
+          op: "update",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", sw]]],
+          row: { ports: ["set", []] },
+        },
+        {
+          op: "mutate",
+          table: "Logical_Switch",
+          where: [["_uuid", "==", ["uuid", overlay]]],
+          mutations: [
+            ["load_balancer_group", "delete", ["uuid", ipGroup]],
+            ["load_balancer_group", "insert", ["uuid", full]],
+          ],
+        },
+      ]);
+      await api.request(`${SUBNET_PATH}/zs-rw`, { method: "DELETE" });
+      ctl = await startController(t, api, sim);
+      await until(
+        "Subnet zs-rw gone",
+        async () => {
+          try {
+            await getSubnet(api, "zs-rw");
+            return undefined;
+          } catch {
+            return true;
+          }
+        },
+        60_000,
+      );
+      await until(
+        "no group reference on the rewritten switch; the overlay switch on the cluster-IP group only",
+        async () => {
+          const d = await sim.dump();
+          return listOf(d.Logical_Switch?.[sw]?.load_balancer_group).length === 0 &&
+            JSON.stringify(listOf(d.Logical_Switch?.[overlay]?.load_balancer_group)) ===
+              JSON.stringify([ipGroup])
+            ? true
+            : undefined;
+        },
+        60_000,
+      );
+      await sim.writer.transact([
+        { op: "delete", table: "Logical_Switch", where: [["_uuid", "==", ["uuid", sw]]] },
+      ]);
     },
   );
 

@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import { ID_KEY, rowUuid, SERVICE_KEY } from "../../../src/ovn/ownership.ts";
-import { CLUSTER_LB_GROUP, subnetSwitchName } from "../../../src/ovn/topology.ts";
+import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, subnetSwitchName } from "../../../src/ovn/topology.ts";
 import type { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { NbTables } from "../../../src/ovsdb/models/nb.generated.ts";
 import { byUuid } from "../../../src/ovsdb/transaction.ts";
@@ -34,6 +34,7 @@ test("Services become load balancers in the cluster group and follow their endpo
     [...nb().cache.table("Load_Balancer").values()].filter((r) => r.external_ids[ID_KEY] === id);
   const lb = (id: string) => lbs(id)[0];
   const group = () => nb().cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
+  const ipGroup = () => nb().cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_IP_LB_GROUP);
 
   const createService = async (name: string, spec: Record<string, unknown>) => {
     const svc = await api.request<{ spec: { clusterIP: string } }>(`/api/v1/namespaces/${NS}/services`, {
@@ -94,9 +95,11 @@ test("Services become load balancers in the cluster group and follow their endpo
   assert.equal(lbInsert?.uuid, rowUuid("service-lb", `${NS}/web/tcp`));
   assert.equal(lostOps.filter((o) => o.op === "wait").length, 0, "no wait guard with a chosen uuid");
   await until("web LB", () => lb(`${NS}/web/tcp`));
-  await until("the group holds web's LB", () => {
+  await until("both groups hold web's LB (cluster IPs only)", () => {
     const l = lb(`${NS}/web/tcp`);
-    return l && group()?.load_balancer.includes(l._uuid) ? true : undefined;
+    return l && group()?.load_balancer.includes(l._uuid) && ipGroup()?.load_balancer.includes(l._uuid)
+      ? true
+      : undefined;
   });
   await settledWrites();
   assert.equal(lbs(`${NS}/web/tcp`).length, 1, "one LB row after the lost reply");
@@ -215,8 +218,15 @@ test("Services become load balancers in the cluster group and follow their endpo
 
   // A bad field: a Warning Event naming it, the rest of the Service realized, others undisturbed.
   const badIP = await createService("bad", { externalIPs: ["10.244.5.5", "192.168.200.60"] });
-  await until("bad LB", () => lb(`${NS}/bad/tcp`));
-  assert.deepEqual(Object.keys(lb(`${NS}/bad/tcp`)?.vips ?? {}).sort(), [`${badIP}:80`, "192.168.200.60:80"]);
+  await until("bad LBs", () => lb(`${NS}/bad/tcp`) && lb(`${NS}/bad/tcp/external`));
+  assert.deepEqual(Object.keys(lb(`${NS}/bad/tcp`)?.vips ?? {}), [`${badIP}:80`]);
+  assert.deepEqual(Object.keys(lb(`${NS}/bad/tcp/external`)?.vips ?? {}), ["192.168.200.60:80"]);
+  // The externalIP's row is in the full group only: never in the one ZStack's switches refer to.
+  const badExt = lb(`${NS}/bad/tcp/external`)?._uuid as string;
+  await until("the externalIP row in the full group", () =>
+    group()?.load_balancer.includes(badExt) ? true : undefined,
+  );
+  assert.ok(!ipGroup()?.load_balancer.includes(badExt), "not in the cluster-IP group");
   const warning = await until("a Warning Event on the bad Service", async () => {
     const list = await api.request<{
       items: { type: string; reason: string; message: string; involvedObject: { name: string } }[];
@@ -250,8 +260,11 @@ test("Services become load balancers in the cluster group and follow their endpo
     externalIPs: ["192.168.200.11", apiServerIP, "192.168.200.61"],
   });
   await until("hijack LB without the node's and the API server's address", () => {
-    const vips = Object.keys(lb(`${NS}/hijack/tcp`)?.vips ?? {}).sort();
-    return vips.length > 0 ? vips : undefined;
+    const vips = [
+      ...Object.keys(lb(`${NS}/hijack/tcp`)?.vips ?? {}),
+      ...Object.keys(lb(`${NS}/hijack/tcp/external`)?.vips ?? {}),
+    ].sort();
+    return vips.length > 1 ? vips : undefined;
   }).then((vips) => assert.deepEqual(vips, [`${hijackIP}:80`, "192.168.200.61:80"].sort()));
   const hijackWarnings = await until("Warning Events on the hijacking Service", async () => {
     const list = await api.request<{

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
-import { CLUSTER_LB_GROUP } from "../../../src/ovn/topology.ts";
+import { OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
 import { type ExternalPod, type OurNode, useExternalCluster } from "../../rig/external-cluster.ts";
@@ -60,11 +60,11 @@ function podPorts(dump: DatabaseDump): unknown[] {
   );
 }
 
-/** Our rows in a full dump (owner key), and the Service load-balancer group, ours by its name. */
+/** Our rows in a full dump (owner key), and the Service load-balancer groups, ours by their names. */
 function oursIn(dump: DatabaseDump): Set<string> {
   const ours = new Set(ownedRows(dump).map((r) => r.split(" ")[1] as string));
   for (const [u, r] of Object.entries(dump.Load_Balancer_Group ?? {}))
-    if (r.name === CLUSTER_LB_GROUP) ours.add(u);
+    if (OUR_LB_GROUPS.includes(String(r.name))) ours.add(u);
   return ours;
 }
 
@@ -226,7 +226,8 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
   }
 
   // While the plugin runs: ZStack's rows differ only by the documented mutations: the three switches' `ports`
-  // grew by our pods' ports and our router port, their `load_balancer_group` by our Service group.
+  // grew by our pods' ports, the overlay switch's also by our router port and its `load_balancer_group` by our
+  // cluster-IP Service group; the flat and VLAN switches (a localnet port each) get no router port nor group.
   await sim.sync();
   const during = await sim.dump();
   const ours = oursIn(during);
@@ -237,9 +238,12 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
     .map((l) => l.split(":")[0]);
   assert.deepEqual(
     changed.sort(),
-    [flat, overlay, vlan]
-      .flatMap((u) => ["load_balancer_group", "ports"].map((col) => `Logical_Switch ${u} ${col}`))
-      .sort(),
+    [
+      `Logical_Switch ${flat} ports`,
+      `Logical_Switch ${overlay} load_balancer_group`,
+      `Logical_Switch ${overlay} ports`,
+      `Logical_Switch ${vlan} ports`,
+    ].sort(),
   );
 
   // The pods go (CNI DEL is the runtime's; their ports leave with the pods), then the Subnets (our router ports

@@ -3,8 +3,10 @@
 // next to our topology (cluster router, join switch, the node's management port, a Subnet switch of ours). Our
 // router port joins ZStack's switch and the pod gets the routes of its annotation, all written by the functions the
 // controller uses. TCP: node (management address) → pod and back, pod → the node's management address, pod ↔ a
-// pod on our Subnet switch, pod → a Service VIP (the load-balancer group on ZStack's switch), VM ↔ pod; the pod's
-// default route stays ZStack's router.
+// pod on our Subnet switch, pod → a Service VIP (the cluster-IP load-balancer group on ZStack's switch), VM ↔ pod;
+// the pod's default route stays ZStack's router. And what must not work: a Service's externalIP aimed at a VM does
+// not capture the other VMs' traffic to it, and a VM that routes through our router port (to the join CIDR, or to
+// a VM on a second ZStack switch with a router port of ours) is dropped at the port.
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -20,6 +22,7 @@ import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { parsePodNetwork, podNetworksAnnotation, podPortRow } from "../../../src/ovn/pod-port.ts";
 import { serviceLoadBalancers } from "../../../src/ovn/service-lb.ts";
 import {
+  CLUSTER_IP_LB_GROUP,
   CLUSTER_LB_GROUP,
   EXTERNAL_PODS_ADDRESS_SET_V4,
   externalPodsRows,
@@ -50,6 +53,11 @@ const ZS_CIDR = "10.60.0.0/24";
 const ZS_GATEWAY = "10.60.0.1";
 const OUR_ROUTER_PORT = "10.60.0.2/24";
 const VM_IP = "10.60.0.10";
+const VM2_IP = "10.60.0.11";
+/** A second ZStack switch with a router port of ours (Subnet zs2) and a VM. */
+const ZS2_CIDR = "10.61.0.0/24";
+const ZS2_ROUTER_PORT = "10.61.0.2/24";
+const VM3_IP = "10.61.0.10";
 const POD_IP = "10.60.0.5";
 const OVERLAY_POD_IP = "10.244.0.20";
 const VIP = "10.96.0.70";
@@ -58,6 +66,8 @@ const MGMT_IP = MGMT.ip.slice(0, MGMT.ip.indexOf("/"));
 let switchUuid = "";
 let zpod = "";
 let vm = "";
+let vm2 = "";
+let vm3 = "";
 let opod = "";
 
 /** A netns wired as CNI ADD would wire it, to the logical port named `<namespace>_<name>`. */
@@ -162,39 +172,61 @@ describe("a pod on a ZStack switch: node, pods, Services and VMs reach it throug
         addresses: [`fa:16:3e:00:00:0a ${VM_IP}`],
         port_security: [`fa:16:3e:00:00:0a ${VM_IP}`],
       } as never);
+      const vm2Port = tx.insert("Logical_Switch_Port", {
+        name: "vm_two",
+        addresses: [`fa:16:3e:00:00:0b ${VM2_IP}`],
+        port_security: [`fa:16:3e:00:00:0b ${VM2_IP}`],
+      } as never);
       tx.insert("Logical_Switch", {
         name: "l3-vpc-network",
-        ports: [rtr, vmPort],
+        ports: [rtr, vmPort, vm2Port],
         other_config: { subnet: ZS_CIDR },
+        external_ids: { "zstack.sim/role": "overlay-switch" },
+      } as never);
+      const vm3Port = tx.insert("Logical_Switch_Port", {
+        name: "vm_three",
+        addresses: [`fa:16:3e:00:00:0c ${VM3_IP}`],
+        port_security: [`fa:16:3e:00:00:0c ${VM3_IP}`],
+      } as never);
+      tx.insert("Logical_Switch", {
+        name: "l3-vpc-network-2",
+        ports: [vm3Port],
+        other_config: { subnet: ZS2_CIDR },
         external_ids: { "zstack.sim/role": "overlay-switch" },
       } as never);
     });
     const zs = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === "l3-vpc-network");
     assert.ok(zs);
     switchUuid = zs._uuid;
+    const zs2 = c.nb.cache.table("Logical_Switch").findOne((r) => r.name === "l3-vpc-network-2");
+    assert.ok(zs2);
 
-    // Ours, as the controller writes it in External mode: the Service group (core step; the Subnet switch refers
-    // to it), the external pods' set and allow policy (core step), our router port on ZStack's switch and the
-    // switch's reference to the group (the Subnet's reconcile).
+    // Ours, as the controller writes it in External mode: the Service groups (core step; the Subnet switch refers
+    // to the full one), the external pods' set and allow policy (core step), our router ports (with their source
+    // guards) on ZStack's switches and each switch's reference to the cluster-IP group (the Subnets' reconciles).
     const ours = findOwned(c.nb.cache as never, "Logical_Switch", "subnet/default");
     assert.ok(ours);
     await c.nb.transact((tx) => {
       const g = tx.insert("Load_Balancer_Group", { name: CLUSTER_LB_GROUP });
+      tx.insert("Load_Balancer_Group", { name: CLUSTER_IP_LB_GROUP });
       tx.mutate("Logical_Switch", [["_uuid", "==", ours._uuid]], [["load_balancer_group", "insert", [g]]]);
     });
     const group = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_LB_GROUP);
-    assert.ok(group);
+    const ipGroup = c.nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_IP_LB_GROUP);
+    assert.ok(group && ipGroup);
     {
       const txn = c.nb.transaction();
       plan(c.nb.cache as never, c.nb.schema, txn as never, [
         ...externalPodsRows(),
         ...externalRouterPortRows({ subnet: "zs", switchUuid, networks: [OUR_ROUTER_PORT] }),
+        ...externalRouterPortRows({ subnet: "zs2", switchUuid: zs2._uuid, networks: [ZS2_ROUTER_PORT] }),
       ]);
-      txn.mutate(
-        "Logical_Switch",
-        [["_uuid", "==", switchUuid]],
-        [["load_balancer_group", "insert", [group._uuid]]],
-      );
+      for (const ls of [switchUuid, zs2._uuid])
+        txn.mutate(
+          "Logical_Switch",
+          [["_uuid", "==", ls]],
+          [["load_balancer_group", "insert", [ipGroup._uuid]]],
+        );
       await txn.commit();
     }
 
@@ -243,6 +275,23 @@ describe("a pod on a ZStack switch: node, pods, Services and VMs reach it throug
     );
     assert.ok(vmNet);
     vm = await attach("vm", "one", "uid-vm", vmNet);
+    const vmNetOf = (ip: string, mac: string, gw: string, ls: string) =>
+      parsePodNetwork(
+        JSON.stringify({
+          default: {
+            ip_addresses: [`${ip}/24`],
+            mac_address: mac,
+            gateway_ips: [gw],
+            routes: [],
+            logical_switch: ls,
+          },
+        }),
+      );
+    const vm2Net = vmNetOf(VM2_IP, "fa:16:3e:00:00:0b", ZS_GATEWAY, switchUuid);
+    const vm3Net = vmNetOf(VM3_IP, "fa:16:3e:00:00:0c", "10.61.0.1", zs2._uuid);
+    assert.ok(vm2Net && vm3Net);
+    vm2 = await attach("vm", "two", "uid-vm2", vm2Net);
+    vm3 = await attach("vm", "three", "uid-vm3", vm3Net);
 
     // A pod on a Subnet switch of ours, the Service's backend.
     const { mac, ipWithPrefix } = await c.addPodLsp(
@@ -264,8 +313,24 @@ describe("a pod on a ZStack switch: node, pods, Services and VMs reach it throug
         ports: [{ name: "http", protocol: "TCP", port: 8080 }],
       } as V1EndpointSlice,
     ];
-    const { rows } = serviceLoadBalancers(model, slices, [{ node: NODE }]);
+    // A tenant's Service aimed at a VM: externalIPs = VM2's address, port 8000, no endpoint (rejected where the
+    // load balancer applies).
+    const { model: aimed } = parseService({
+      metadata: { namespace: "tenant", name: "aimed" },
+      spec: {
+        clusterIP: "10.96.0.71",
+        externalIPs: [VM2_IP],
+        ports: [{ name: "x", port: 8000, protocol: "TCP" }],
+      },
+    } as V1Service);
+    assert.ok(aimed);
+    const serviceCidrs = NET.serviceCIDRs.map((x) => parseCidr(x));
+    const rows = [
+      ...serviceLoadBalancers(model, slices, [{ node: NODE }], serviceCidrs).rows,
+      ...serviceLoadBalancers(aimed, [], [{ node: NODE }], serviceCidrs).rows,
+    ];
     {
+      // As the Service reconcile links them: every row in the full group, cluster-IP rows in the cluster-IP group.
       const txn = c.nb.transaction();
       plan(
         c.nb.cache as never,
@@ -274,6 +339,11 @@ describe("a pod on a ZStack switch: node, pods, Services and VMs reach it throug
         rows.map((r) => ({
           ...r,
           parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" },
+          ...(r.audience === "cluster"
+            ? {
+                alsoParents: [{ table: "Load_Balancer_Group", uuid: ipGroup._uuid, column: "load_balancer" }],
+              }
+            : {}),
         })),
       );
       await txn.commit();
@@ -345,5 +415,43 @@ describe("a pod on a ZStack switch: node, pods, Services and VMs reach it throug
     assert.equal(toVm.client.code, 0, toVm.client.stderr);
     assert.equal(toVm.received, toVm.sent);
     assert.equal(toVm.peer, POD_IP);
+  });
+
+  test("a Service's externalIP aimed at a VM does not capture another VM's connection to it", async () => {
+    const r = await tcpTransfer(vm, vm2, VM2_IP, 8000);
+    assert.equal(r.client.code, 0, r.client.stderr);
+    assert.equal(r.received, r.sent);
+    assert.equal(r.peer, VM_IP);
+  });
+
+  test("a VM that routes the join CIDR via our router port does not reach the node's management address", async () => {
+    const add = await execIn(vm, "ip", ["route", "add", NET.joinCIDR, "via", "10.60.0.2"]);
+    assert.equal(add.code, 0, add.stderr);
+    try {
+      const r = await tcpTransfer(vm, nodeNetns, MGMT_IP, 7107, 1024);
+      assert.notEqual(r.client.code, 0, "the VM's connection to the management address was accepted");
+      assert.equal(r.peer, undefined);
+    } finally {
+      await execIn(vm, "ip", ["route", "del", NET.joinCIDR, "via", "10.60.0.2"]);
+    }
+    // The pod on the same switch still does (its source is in the external pods' set).
+    const ok = await tcpTransfer(zpod, nodeNetns, MGMT_IP, 7108);
+    assert.equal(ok.client.code, 0, ok.client.stderr);
+    assert.equal(ok.peer, POD_IP);
+  });
+
+  test("VMs on two ZStack switches with our router ports cannot use the cluster router to reach each other", async () => {
+    const there = await execIn(vm, "ip", ["route", "add", ZS2_CIDR, "via", "10.60.0.2"]);
+    assert.equal(there.code, 0, there.stderr);
+    const back = await execIn(vm3, "ip", ["route", "add", ZS_CIDR, "via", "10.61.0.2"]);
+    assert.equal(back.code, 0, back.stderr);
+    try {
+      const r = await tcpTransfer(vm, vm3, VM3_IP, 7109, 1024);
+      assert.notEqual(r.client.code, 0, "the VM's connection through the cluster router was accepted");
+      assert.equal(r.peer, undefined);
+    } finally {
+      await execIn(vm, "ip", ["route", "del", ZS2_CIDR, "via", "10.60.0.2"]);
+      await execIn(vm3, "ip", ["route", "del", ZS_CIDR, "via", "10.61.0.2"]);
+    }
   });
 });
