@@ -129,6 +129,8 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       // Real nodes: the control-plane host routes the pod network through node1 (topology.ts,
       // controlPlanePodRoutes); every agent admits it, so the route may move to any node.
       ...(ctx.topo.spec.kubelet ? { ZSTACK_POD_ACCESS_FROM: controlPlaneSources(ctx.topo).join(",") } : {}),
+      // `up --zstack`: the SB is the simulated ZStack's; the chassis is k8s-<node> beside ZStack's hosts.
+      ...(ctx.topo.spec.zstack ? { ZSTACK_OVN_MODE: "external" } : {}),
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });

@@ -19,6 +19,12 @@ export interface SandboxSpec {
    * with ovn-controller, the agent and the CNI as pods) instead of sandbox processes. Needs `kubelet`.
    */
   chart?: boolean;
+  /**
+   * External mode against a simulated ZStack (docs/sandbox.md, "`up --zstack`"): instead of our OVN central, a
+   * ZStack controller host runs the simulator's NB, SB and northd with ZStack's content, two hypervisors run its
+   * VMs, and the controller and the node agents use ZStack's NB and SB (`ovn.mode=external`). Geneve only.
+   */
+  zstack?: boolean;
 }
 
 export const DEFAULT_SPEC: SandboxSpec = {
@@ -73,7 +79,40 @@ export const EXT_VLAN_BRIDGE = "br-vlan";
 export const EXT_VLAN_IF = `vlan${UNDERLAY_VLAN.id}`;
 export const MAX_NODES = 80;
 
-export type HostRole = "control-plane" | "node" | "external";
+export type HostRole = "control-plane" | "node" | "external" | "zstack-controller" | "hypervisor";
+
+/** `up --zstack`: ZStack's controller host (NB, SB, northd) and its hypervisors' management IPs, clear of the nodes. */
+export const ZSTACK_CONTROLLER_OCTET = 201;
+export const ZSTACK_HOST_OCTETS = [211, 212] as const;
+/** `up --zstack`: the namespace the sandbox's Subnet on ZStack's overlay switch serves, and the Subnet. */
+export const ZSTACK_NAMESPACE = "zstack";
+export const ZSTACK_SUBNET = "zs-overlay";
+/**
+ * ZStack's part of its overlay network 10.60.0.0/24 (its VMs, its IP range), given to the Subnet as excludeIPs:
+ * the pods get the rest (docs/external-mode.md, "Conflicts").
+ */
+export const ZSTACK_VM_RANGE = "10.60.0.2..10.60.0.127";
+
+/** A VM of ZStack's in the sandbox: a netns whose veth's other end (ZStack's tap name) is on its host's br-int. */
+export interface ZStackVmPlan {
+  /** Short name in the CLI (`exec vm21`); the VM number is in it (port name, MAC). */
+  name: string;
+  vm: number;
+  netns: string;
+  /** The hypervisor's short name (zh1, zh2). */
+  host: string;
+  ip: string;
+  prefixLen: number;
+  gateway: string;
+  /** The host end of the VM's veth, on br-int: vnic<vm>.0, as ZStack names its taps. */
+  tap: string;
+}
+
+export interface ZStackPlan {
+  controller: Host;
+  hypervisors: Host[];
+  vms: ZStackVmPlan[];
+}
 
 export interface Host {
   role: HostRole;
@@ -97,6 +136,9 @@ export interface Topology {
   centralIps: string[];
   nodes: Host[];
   external: Host;
+  /** Where the OVN databases and northd run: the control-plane host, or with `zstack` ZStack's controller. */
+  central: Host;
+  zstack?: ZStackPlan;
 }
 
 const NAME_RE = /^[a-z][a-z0-9]{1,9}$/;
@@ -115,6 +157,19 @@ export function validateSpec(spec: SandboxSpec): void {
   if (spec.encap !== "vxlan" && spec.encap !== "geneve") {
     throw new Error(`encap "${String(spec.encap)}" must be vxlan or geneve`);
   }
+  if (spec.zstack) {
+    const clash = [
+      spec.kubelet && "--kubelet",
+      spec.chart && "--chart",
+      spec.raft && "--raft",
+      spec.nodeAgent === false && "--no-node-agent",
+      spec.encap !== "geneve" && `--encap ${spec.encap} (ZStack's hosts use geneve)`,
+    ].filter(Boolean);
+    if (clash.length > 0)
+      throw new Error(
+        `--zstack runs the node simulator with the node agent on geneve against a standalone simulated ZStack; it does not combine with ${clash.join(", ")}`,
+      );
+  }
 }
 
 function underlayIp(lastOctet: number): string {
@@ -128,13 +183,18 @@ export function nodeName(index: number): string {
 export function planTopology(spec: SandboxSpec): Topology {
   validateSpec(spec);
   const prefix = `${spec.name}-`;
-  const centralIps = spec.raft ? [underlayIp(2), underlayIp(3), underlayIp(4)] : [underlayIp(2)];
+  const zstack = spec.zstack ? planZStack(prefix) : undefined;
+  const centralIps = zstack
+    ? [zstack.controller.ip]
+    : spec.raft
+      ? [underlayIp(2), underlayIp(3), underlayIp(4)]
+      : [underlayIp(2)];
   const controlPlane: Host = {
     role: "control-plane",
     name: "cp",
     netns: `${prefix}cp`,
     ip: underlayIp(2),
-    extraIps: centralIps.slice(1),
+    extraIps: zstack ? [] : centralIps.slice(1),
     underlayPort: "cp",
   };
   const nodes: Host[] = [];
@@ -157,11 +217,64 @@ export function planTopology(spec: SandboxSpec): Topology {
     extraIps: [UNDERLAY_GATEWAY],
     underlayPort: "ext",
   };
-  return { spec, prefix, underlayNetns: `${prefix}underlay`, controlPlane, centralIps, nodes, external };
+  return {
+    spec,
+    prefix,
+    underlayNetns: `${prefix}underlay`,
+    controlPlane,
+    centralIps,
+    nodes,
+    external,
+    central: zstack?.controller ?? controlPlane,
+    ...(zstack ? { zstack } : {}),
+  };
 }
 
+/** ZStack's controller host, its two hypervisors, and a VM on each on the overlay switch. */
+function planZStack(prefix: string): ZStackPlan {
+  const host = (role: HostRole, name: string, octet: number): Host => ({
+    role,
+    name,
+    netns: `${prefix}${name}`,
+    ip: underlayIp(octet),
+    extraIps: [],
+    underlayPort: name,
+  });
+  const hypervisors = ZSTACK_HOST_OCTETS.map((o, i) => host("hypervisor", `zh${i + 1}`, o));
+  const vms = hypervisors.map((h, i): ZStackVmPlan => {
+    const vm = 21 + i;
+    return {
+      name: `vm${vm}`,
+      vm,
+      netns: `${prefix}vm${vm}`,
+      host: h.name,
+      ip: `10.60.0.${vm}`,
+      prefixLen: 24,
+      gateway: "10.60.0.1",
+      tap: `vnic${vm}.0`,
+    };
+  });
+  return { controller: host("zstack-controller", "zs", ZSTACK_CONTROLLER_OCTET), hypervisors, vms };
+}
+
+/** Every host on the underlay: control-plane, nodes, external, and with `zstack` ZStack's controller and hosts. */
 export function allHosts(topo: Topology): Host[] {
-  return [topo.controlPlane, ...topo.nodes, topo.external];
+  const zs = topo.zstack ? [topo.zstack.controller, ...topo.zstack.hypervisors] : [];
+  return [topo.controlPlane, ...topo.nodes, topo.external, ...zs];
+}
+
+/** Every netns of the instance: the underlay, the hosts', and ZStack's VMs'. */
+export function allNetns(topo: Topology): string[] {
+  return [
+    topo.underlayNetns,
+    ...allHosts(topo).map((h) => h.netns),
+    ...(topo.zstack?.vms ?? []).map((v) => v.netns),
+  ];
+}
+
+/** The chassis name a node registers: the node name, or in External mode (`zstack`) k8s-<node>. */
+export function chassisOf(topo: Topology, node: Host): string {
+  return topo.spec.zstack ? `k8s-${node.name}` : node.name;
 }
 
 export function findHost(topo: Topology, name: string): Host | undefined {

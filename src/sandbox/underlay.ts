@@ -83,7 +83,13 @@ export async function ensureUnderlay(topo: Topology): Promise<void> {
   await Promise.all([
     ipBatch(controlPlaneLines(topo), topo.controlPlane.netns),
     ipBatch([...hostAddressLines(topo.external, false), `link set ${EXT_TRUNK_IF} up`], topo.external.netns),
-    ...topo.nodes.map((n) => ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns)),
+    // Nodes and ZStack's hypervisors keep their address on br-phy.
+    ...[...topo.nodes, ...(topo.zstack?.hypervisors ?? [])].map((n) =>
+      ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns),
+    ),
+    ...(topo.zstack
+      ? [ipBatch(hostAddressLines(topo.zstack.controller, true), topo.zstack.controller.netns)]
+      : []),
   ]);
   await Promise.all([
     ...hosts.map((h) => disableTxOffload(h.netns)),

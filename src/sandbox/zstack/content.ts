@@ -93,8 +93,17 @@ export function vmPortRow(
   };
 }
 
-/** ZStack's NB before the plugin starts, as one transaction of raw operations. */
-export function initialContent(hosts: HostPair = HOSTS): unknown[] {
+/** A further VM of ZStack's in the initial content: its number (port name, MAC, role `vm<n>`) and port. */
+export interface InitialVm {
+  readonly vm: number;
+  readonly spec: VmPortSpec & { readonly network: "overlay" | "flat" };
+}
+
+/**
+ * ZStack's NB before the plugin starts, as one transaction of raw operations: the content above, with VM ports
+ * requesting `hosts`, and `extraVms` on the overlay and flat switches (the sandbox's VMs).
+ */
+export function initialContent(hosts: HostPair = HOSTS, extraVms: readonly InitialVm[] = []): unknown[] {
   const ops: unknown[] = [];
   const insert = (table: string, name: string, row: Record<string, unknown>) =>
     ops.push({ op: "insert", table, row, "uuid-name": name });
@@ -213,10 +222,21 @@ export function initialContent(hosts: HostPair = HOSTS): unknown[] {
     vips: mapOf({ "10.60.0.200:80": "10.60.0.11:8080,10.60.0.12:8080" }),
     external_ids: ids("load-balancer"),
   });
+  const extra = (network: "overlay" | "flat") =>
+    extraVms.filter((v) => v.spec.network === network).map((v) => `vm${v.vm}`);
+  for (const v of extraVms)
+    insert(
+      "Logical_Switch_Port",
+      `vm${v.vm}`,
+      vmPortRow(v.vm, v.spec, `vm${v.vm}`, hosts, v.spec.network === "overlay" ? "dhcp4" : undefined),
+    );
   insert("Logical_Switch", "overlay", {
     name: SHARED_SWITCH_NAME,
     ports: setOf(
-      ["rp", "vm1", "vm2", "dynamic", "unknown", "localport", "virtual", "empty", "disabled"].map(named),
+      [
+        ...["rp", "vm1", "vm2", "dynamic", "unknown", "localport", "virtual", "empty", "disabled"],
+        ...extra("overlay"),
+      ].map(named),
     ),
     load_balancer: named("lb"),
     other_config: mapOf({ subnet: OVERLAY.cidr4, exclude_ips: "10.60.0.2..10.60.0.9 10.60.0.250" }),
@@ -238,7 +258,7 @@ export function initialContent(hosts: HostPair = HOSTS): unknown[] {
   );
   insert("Logical_Switch", "flat", {
     name: "l2-flat-network",
-    ports: setOf([named("localnet"), named("vm3")]),
+    ports: setOf(["localnet", "vm3", ...extra("flat")].map(named)),
     external_ids: ids("flat-switch", { [SIM_NAME_KEY]: "l2-flat-network" }),
   });
 
