@@ -1,8 +1,9 @@
 // `zovn sandbox demo` on a sandbox brought up with `--zstack`: a Deployment in the namespace of the Subnet on
 // ZStack's overlay switch, one pod per node, then TCP both ways between every pod and every VM of ZStack's (each
 // side must see the other's own address: no NAT on ZStack's switch), from each pod's node to the pod (the path of
-// kubelet probes: the management port, the cluster router, our router port on ZStack's switch) and from each pod to
-// its node's management address (the pod's annotation routes through our router port).
+// kubelet probes: the management port, the cluster router, our router port on ZStack's switch), from each pod to
+// its node's management address (the pod's annotation routes through our router port), and from each pod to a
+// Service backed by the demo pods (DNAT on ZStack's switch, which refers to our Service load-balancer group).
 
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -21,8 +22,21 @@ const POD_TCP_PORT = 8080;
 /** The port of the listener the demo starts on each node, for pod → node. */
 const NODE_TCP_PORT = 9092;
 
+/** The demo's Service: port 80 to the pods' 8080. */
+function serviceManifest(): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: ZSTACK_DEMO, namespace: ZSTACK_NAMESPACE },
+    spec: {
+      selector: { app: ZSTACK_DEMO },
+      ports: [{ port: 80, targetPort: POD_TCP_PORT, protocol: "TCP" }],
+    },
+  });
+}
+
 export interface ZStackCheck {
-  /** "pod -> vm", "vm -> pod", "node -> pod", "pod -> node". */
+  /** "pod -> vm", "vm -> pod", "node -> pod", "pod -> node", "pod -> service". */
   kind: string;
   from: string;
   to: string;
@@ -81,6 +95,9 @@ export async function runZStackDemo(
   const replicas = topo.nodes.length;
   await run(kubectlBin, ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"], {
     input: demoManifest(replicas, undefined, ZSTACK_DEMO, ZSTACK_NAMESPACE),
+  });
+  await run(kubectlBin, ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"], {
+    input: serviceManifest(),
   });
   const timeoutMs = opts.timeoutMs ?? 180_000;
   const deadline = Date.now() + timeoutMs;
@@ -148,6 +165,24 @@ export async function runZStackDemo(
       server.kill();
     }
   }
+  const vip = (
+    await kubectl(layout, state, [
+      ...["get", "service", ZSTACK_DEMO, "-n", ZSTACK_NAMESPACE],
+      ...["-o", "jsonpath={.spec.clusterIP}"],
+    ])
+  ).trim();
+  const names = new Set(pods.map((p) => p.name));
+  for (const p of pods)
+    checks.push(
+      await check(
+        "pod -> service",
+        p.name,
+        `${ZSTACK_NAMESPACE}/${ZSTACK_DEMO} (${vip}:80)`,
+        () => dialFrom(`${ZSTACK_NAMESPACE}/${p.name}`, vip, 80, "pod-to-service"),
+        // A backend that is the client itself sees the VIP (OVN's hairpin SNAT), any other the pod's address.
+        (server, client) => names.has(server) && client === (server === p.name ? vip : p.ip),
+      ),
+    );
   return { pods, checks };
 }
 
