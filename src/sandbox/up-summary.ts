@@ -2,7 +2,15 @@
 
 import { CHART_NAMESPACE, centralNode } from "./chart-install.ts";
 import { localRemote } from "./ovn-central.ts";
-import { APISERVER_PORT, centralRemote, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
+import {
+  APISERVER_PORT,
+  centralRemote,
+  DEFAULT_SPEC,
+  NB_PORT,
+  SB_PORT,
+  ZSTACK_NAMESPACE,
+  ZSTACK_SUBNET,
+} from "./topology.ts";
 import type { UpResult } from "./up.ts";
 
 export function upSummary(r: UpResult): string {
@@ -24,6 +32,20 @@ export function upSummary(r: UpResult): string {
       (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
     ),
     `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
+    ...(topo.zstack
+      ? [
+          `  ZStack       controller ${topo.zstack.controller.ip} (netns ${topo.zstack.controller.netns}: its NB, SB, northd; the OVN NB/SB above)`,
+          ...topo.zstack.hypervisors.map(
+            (h) =>
+              `  ${h.name.padEnd(12)} ZStack hypervisor ${h.ip} (netns ${h.netns}); ${cli} exec ${h.name} -- ovs-vsctl show`,
+          ),
+          ...topo.zstack.vms.map(
+            (v) =>
+              `  ${v.name.padEnd(12)} ZStack VM ${v.ip} on ${v.host} (netns ${v.netns}); ${cli} exec ${v.name} -- ip address`,
+          ),
+          `  Subnet       ${ZSTACK_SUBNET} on ZStack's overlay switch for namespace ${ZSTACK_NAMESPACE}; ${cli} demo`,
+        ]
+      : []),
     `  logs         ${layout.logDir}`,
     `  status       ${cli} status`,
     `  tear down    ${cli} down`,

@@ -56,7 +56,8 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     const started = Date.now();
     const out = await sb.zovn(["up", "--zstack", "--nodes", "2"], UP_TIMEOUT_MS);
     t.diagnostic(`up --zstack in ${Date.now() - started} ms`);
-    assert.match(out, /Subnet zs-overlay on ZStack's overlay switch \S+ Ready/);
+    assert.match(out, /Subnet {7}zs-overlay on ZStack's overlay switch for namespace zstack/);
+    assert.match(out, /^ {2}zh2 +ZStack hypervisor 192\.168\.200\.212 /m);
     const { topo } = sb.ctx();
     assert.ok(topo.zstack);
     const sbShow = await run("ovn-sbctl", [`--db=${localRemote(sb.layout, topo, "sb")}`, "show"]);
