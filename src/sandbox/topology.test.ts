@@ -90,7 +90,7 @@ test("real nodes: the control-plane host routes the pods and Services via node1,
   }
 });
 
-test("--zstack: ZStack's controller host and hypervisors clear of the nodes, the central on ZStack's controller, a VM per hypervisor", () => {
+test("--zstack: ZStack's controller host and hypervisors clear of the nodes, the central on ZStack's controller, a VM per hypervisor and switch", () => {
   const t = planTopology({ ...DEFAULT_SPEC, name: "zsbzs", nodes: 80, zstack: true, encap: "geneve" });
   assert.ok(t.zstack);
   assert.equal(t.central, t.zstack.controller);
@@ -105,10 +105,12 @@ test("--zstack: ZStack's controller host and hypervisors clear of the nodes, the
     ],
   );
   assert.deepEqual(
-    t.zstack.vms.map((v) => [v.name, v.host, v.ip, v.tap]),
+    t.zstack.vms.map((v) => [v.name, v.host, v.network, v.ip, v.tap]),
     [
-      ["vm21", "zh1", "10.60.0.21", "vnic21.0"],
-      ["vm22", "zh2", "10.60.0.22", "vnic22.0"],
+      ["vm21", "zh1", "overlay", "10.60.0.21", "vnic21.0"],
+      ["vm22", "zh2", "overlay", "10.60.0.22", "vnic22.0"],
+      ["vm31", "zh1", "flat", "192.168.100.31", "vnic31.0"],
+      ["vm32", "zh2", "flat", "192.168.100.32", "vnic32.0"],
     ],
   );
   // With the most nodes, still no address twice; every netns is the instance's.

@@ -1,6 +1,8 @@
 // The sandbox's names and address plan, derived from a few options. Pure: every other module asks here
 // which netns, interface or address a host has, so the plan is written down exactly once.
 
+import { FLAT, OVERLAY } from "./zstack/content.ts";
+
 export type Encap = "vxlan" | "geneve";
 
 export interface SandboxSpec {
@@ -84,14 +86,46 @@ export type HostRole = "control-plane" | "node" | "external" | "zstack-controlle
 /** `up --zstack`: ZStack's controller host (NB, SB, northd) and its hypervisors' management IPs, clear of the nodes. */
 export const ZSTACK_CONTROLLER_OCTET = 201;
 export const ZSTACK_HOST_OCTETS = [211, 212] as const;
-/** `up --zstack`: the namespace the sandbox's Subnet on ZStack's overlay switch serves, and the Subnet. */
-export const ZSTACK_NAMESPACE = "zstack";
-export const ZSTACK_SUBNET = "zs-overlay";
 /**
- * ZStack's part of its overlay network 10.60.0.0/24 (its VMs, its IP range), given to the Subnet as excludeIPs:
- * the pods get the rest (docs/external-mode.md, "Conflicts").
+ * `up --zstack`: ZStack's networks the sandbox's pods join, each by a Subnet for one namespace. `vmRange` is ZStack's
+ * part of the network (its VMs, its IP range), given to the Subnet as excludeIPs: the pods get the rest
+ * (docs/external-mode.md, "Conflicts"). The flat network has no router of ZStack's: its gateway answers nothing.
  */
-export const ZSTACK_VM_RANGE = "10.60.0.2..10.60.0.127";
+export interface ZStackNetworkPlan {
+  /** Which of ZStack's switches (the simulator's role `<network>-switch`). */
+  network: "overlay" | "flat";
+  subnet: string;
+  namespace: string;
+  cidr: string;
+  gateway: string;
+  vmRange: string;
+}
+
+export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
+  {
+    network: "overlay",
+    subnet: "zs-overlay",
+    namespace: "zstack",
+    cidr: OVERLAY.cidr4,
+    gateway: OVERLAY.gateway4,
+    vmRange: "10.60.0.2..10.60.0.127",
+  },
+  {
+    network: "flat",
+    subnet: "zs-flat",
+    namespace: "zstack-flat",
+    cidr: FLAT.cidr4,
+    gateway: "192.168.100.1",
+    vmRange: "192.168.100.2..192.168.100.127",
+  },
+];
+/**
+ * `up --zstack`: ZStack's flat network, a second Linux bridge in the underlay netns. ZStack's hosts and our nodes
+ * have a second link on it (FLAT_UPLINK_IF), the uplink of their provider bridge for ZStack's provider `flat`.
+ */
+export const ZSTACK_FLAT_BRIDGE = "br-zsflat";
+export const FLAT_UPLINK_IF = "eth1";
+export const FLAT_PROVIDER_BRIDGE = "br-flat";
 
 /** A VM of ZStack's in the sandbox: a netns whose veth's other end (ZStack's tap name) is on its host's br-int. */
 export interface ZStackVmPlan {
@@ -101,6 +135,7 @@ export interface ZStackVmPlan {
   netns: string;
   /** The hypervisor's short name (zh1, zh2). */
   host: string;
+  network: "overlay" | "flat";
   ip: string;
   prefixLen: number;
   gateway: string;
@@ -230,7 +265,7 @@ export function planTopology(spec: SandboxSpec): Topology {
   };
 }
 
-/** ZStack's controller host, its two hypervisors, and a VM on each on the overlay switch. */
+/** ZStack's controller host, its two hypervisors, and on each a VM on the overlay switch and one on the flat. */
 function planZStack(prefix: string): ZStackPlan {
   const host = (role: HostRole, name: string, octet: number): Host => ({
     role,
@@ -241,19 +276,24 @@ function planZStack(prefix: string): ZStackPlan {
     underlayPort: name,
   });
   const hypervisors = ZSTACK_HOST_OCTETS.map((o, i) => host("hypervisor", `zh${i + 1}`, o));
-  const vms = hypervisors.map((h, i): ZStackVmPlan => {
-    const vm = 21 + i;
-    return {
-      name: `vm${vm}`,
-      vm,
-      netns: `${prefix}vm${vm}`,
-      host: h.name,
-      ip: `10.60.0.${vm}`,
-      prefixLen: 24,
-      gateway: "10.60.0.1",
-      tap: `vnic${vm}.0`,
-    };
-  });
+  // vm21, vm22 on the overlay switch; vm31, vm32 on the flat switch; one of each on each hypervisor.
+  const vms = ZSTACK_NETWORKS.flatMap((net, n) =>
+    hypervisors.map((h, i): ZStackVmPlan => {
+      const vm = 21 + 10 * n + i;
+      const base = net.cidr.split(".").slice(0, 3).join(".");
+      return {
+        name: `vm${vm}`,
+        vm,
+        netns: `${prefix}vm${vm}`,
+        host: h.name,
+        network: net.network,
+        ip: `${base}.${vm}`,
+        prefixLen: 24,
+        gateway: net.gateway,
+        tap: `vnic${vm}.0`,
+      };
+    }),
+  );
   return { controller: host("zstack-controller", "zs", ZSTACK_CONTROLLER_OCTET), hypervisors, vms };
 }
 

@@ -8,8 +8,7 @@ import {
   DEFAULT_SPEC,
   NB_PORT,
   SB_PORT,
-  ZSTACK_NAMESPACE,
-  ZSTACK_SUBNET,
+  ZSTACK_NETWORKS,
 } from "./topology.ts";
 import type { UpResult } from "./up.ts";
 
@@ -41,9 +40,12 @@ export function upSummary(r: UpResult): string {
           ),
           ...topo.zstack.vms.map(
             (v) =>
-              `  ${v.name.padEnd(12)} ZStack VM ${v.ip} on ${v.host} (netns ${v.netns}); ${cli} exec ${v.name} -- ip address`,
+              `  ${v.name.padEnd(12)} ZStack VM ${v.ip} on ${v.host}, ${v.network} switch (netns ${v.netns}); ${cli} exec ${v.name} -- ip address`,
           ),
-          `  Subnet       ${ZSTACK_SUBNET} on ZStack's overlay switch for namespace ${ZSTACK_NAMESPACE}; ${cli} demo`,
+          ...ZSTACK_NETWORKS.map(
+            (n) =>
+              `  Subnet       ${n.subnet} on ZStack's ${n.network} switch for namespace ${n.namespace}; ${cli} demo`,
+          ),
         ]
       : []),
     `  logs         ${layout.logDir}`,

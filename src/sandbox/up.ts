@@ -52,10 +52,10 @@ import {
   planTopology,
   type SandboxSpec,
   type Topology,
-  ZSTACK_SUBNET,
+  ZSTACK_NETWORKS,
 } from "./topology.ts";
 import { ensureUnderlay } from "./underlay.ts";
-import { overlaySwitchUuid, seedZStack, startZStackHosts, zstackSubnetManifests } from "./zstack/world.ts";
+import { seedZStack, startZStackHosts, zstackSubnetManifests, zstackSwitchUuid } from "./zstack/world.ts";
 
 export interface UpOptions {
   /** Explicitly chosen options; the rest come from the running instance's spec or the defaults. */
@@ -438,13 +438,20 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     waitSubnet(kubeconfig, bins.KUBECTL, "default", nodesDeadline),
   );
   if (spec.zstack) {
-    const uuid = await overlaySwitchUuid((args) => ovnCtl(layout, topo, "nb", args));
+    const networks = [];
+    for (const plan of ZSTACK_NETWORKS)
+      networks.push({
+        plan,
+        switchUuid: await zstackSwitchUuid((args) => ovnCtl(layout, topo, "nb", args), plan.network),
+      });
     await run(bins.KUBECTL, ["--kubeconfig", kubeconfig, "apply", "-f", "-"], {
-      input: zstackSubnetManifests(uuid),
+      input: zstackSubnetManifests(networks),
     });
-    await progress.step(`Subnet ${ZSTACK_SUBNET} on ZStack's overlay switch ${uuid} Ready`, () =>
-      waitSubnet(kubeconfig, bins.KUBECTL, ZSTACK_SUBNET, nodesDeadline),
-    );
+    for (const n of networks)
+      await progress.step(
+        `Subnet ${n.plan.subnet} on ZStack's ${n.plan.network} switch ${n.switchUuid} Ready`,
+        () => waitSubnet(kubeconfig, bins.KUBECTL, n.plan.subnet, nodesDeadline),
+      );
   }
   // Real nodes run real pods, which resolve Service names through the cluster DNS (the kubelet's clusterDNS).
   // Its pod needs the CNI and the default Subnet first; a busy machine may take minutes to start it.

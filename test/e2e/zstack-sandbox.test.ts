@@ -15,12 +15,12 @@ import { listNetns, readMountInfo } from "../../src/sandbox/netns.ts";
 import { localRemote } from "../../src/sandbox/ovn-central.ts";
 import { isAlive } from "../../src/sandbox/process-table.ts";
 import { findNamespaces, processesIn } from "../../src/sandbox/sweep.ts";
-import { ZSTACK_NAMESPACE, ZSTACK_SUBNET } from "../../src/sandbox/topology.ts";
-import { OVERLAY, SIM_ROLE_KEY } from "../../src/sandbox/zstack/content.ts";
+import { ZSTACK_NETWORKS } from "../../src/sandbox/topology.ts";
+import { SIM_ROLE_KEY } from "../../src/sandbox/zstack/content.ts";
 import { runZStackDemo } from "../../src/sandbox/zstack/demo.ts";
 import { type DatabaseDump, parseJsonDump } from "../rig/dump-format.ts";
 import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
-import { foreignRows, onlyDocumentedMutations, ownedRows } from "../rig/zstack-sim.ts";
+import { diffDumps, foreignRows, onlyDocumentedMutations, ownedRows } from "../rig/zstack-sim.ts";
 
 const NAME = "zsbzs";
 const sb = sandboxHandle(NAME);
@@ -56,7 +56,11 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     const started = Date.now();
     const out = await sb.zovn(["up", "--zstack", "--nodes", "2"], UP_TIMEOUT_MS);
     t.diagnostic(`up --zstack in ${Date.now() - started} ms`);
-    assert.match(out, /Subnet {7}zs-overlay on ZStack's overlay switch for namespace zstack/);
+    for (const n of ZSTACK_NETWORKS)
+      assert.match(
+        out,
+        new RegExp(`Subnet {7}${n.subnet} on ZStack's ${n.network} switch for namespace ${n.namespace}`),
+      );
     assert.match(out, /^ {2}zh2 +ZStack hypervisor 192\.168\.200\.212 /m);
     const { topo } = sb.ctx();
     assert.ok(topo.zstack);
@@ -66,15 +70,17 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
       assert.match(sbShow, new RegExp(`^Chassis "?${c}"?$`, "m"), sbShow);
     assert.doesNotMatch(sbShow, /Encap vxlan/);
     for (const h of topo.zstack.hypervisors) assert.match(sbShow, new RegExp(`hostname: "${h.ip}"`));
-    // The Subnet is bound to the overlay switch, named by UUID (its display name is ZStack's twin switch's too).
-    const subnet = JSON.parse(await sb.zovn(["kubectl", "get", "sn", ZSTACK_SUBNET, "-o", "json"])) as {
-      spec: { externalLogicalSwitch: string };
-      status: { logicalSwitchUUID?: string };
-    };
-    assert.equal(subnet.status.logicalSwitchUUID, subnet.spec.externalLogicalSwitch);
+    // Each Subnet is bound to its switch, named by UUID (the overlay switch's name is ZStack's twin switch's too).
+    for (const n of ZSTACK_NETWORKS) {
+      const subnet = JSON.parse(await sb.zovn(["kubectl", "get", "sn", n.subnet, "-o", "json"])) as {
+        spec: { externalLogicalSwitch: string };
+        status: { logicalSwitchUUID?: string };
+      };
+      assert.equal(subnet.status.logicalSwitchUUID, subnet.spec.externalLogicalSwitch);
+    }
   });
 
-  it("pods on ZStack's overlay switch and VMs on both hypervisors talk TCP both ways; node -> pod, pod -> node, pod -> Service", async (t) => {
+  it("pods on ZStack's overlay and flat switches and VMs on both hypervisors talk TCP both ways; node -> pod, pod -> node, pod -> Service", async (t) => {
     const { topo, state } = sb.ctx();
     const before = await dumpNb();
     const started = Date.now();
@@ -90,22 +96,26 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     const kinds = new Map<string, number>();
     for (const c of report.checks) kinds.set(c.kind, (kinds.get(c.kind) ?? 0) + 1);
     const vms = topo.zstack?.vms ?? [];
-    assert.equal(vms.length, 2);
-    assert.equal(new Set(vms.map((v) => v.host)).size, 2, "a VM on each hypervisor");
-    assert.deepEqual(Object.fromEntries(kinds), {
-      "pod -> vm": 2 * vms.length,
-      "vm -> pod": 2 * vms.length,
-      "node -> pod": 2,
-      "pod -> node": 2,
-      "pod -> service": 2,
-    });
-    // One pod per node, each on ZStack's network, in the pods' part of it, never a VM's address.
-    assert.deepEqual(report.pods.map((p) => p.node).sort(), ["node1", "node2"]);
-    for (const p of report.pods) {
-      const last = Number(p.ip.split(".")[3]);
-      assert.ok(p.ip.startsWith("10.60.0.") && last >= 128, `${p.name} has ${p.ip}, outside the pods' range`);
-      assert.ok(!vms.some((v) => v.ip === p.ip));
+    assert.equal(vms.length, 4);
+    const pods = report.pods;
+    assert.equal(pods.length, 4, "one pod per node on each of ZStack's switches");
+    const expected: Record<string, number> = { "node -> pod": pods.length, "pod -> node": pods.length };
+    for (const n of ZSTACK_NETWORKS) {
+      const on = vms.filter((v) => v.network === n.network);
+      assert.equal(new Set(on.map((v) => v.host)).size, 2, `a VM on ${n.network} on each hypervisor`);
+      expected[`pod -> vm (${n.network})`] = 2 * on.length;
+      expected[`vm -> pod (${n.network})`] = 2 * on.length;
+      expected[`pod -> service (${n.network})`] = 2;
+      const netPods = pods.filter((p) => p.namespace === n.namespace);
+      assert.deepEqual(netPods.map((p) => p.node).sort(), ["node1", "node2"]);
+      // On ZStack's network, in the pods' part of it (above ZStack's range), never a VM's address.
+      const base = n.cidr.split(".").slice(0, 3).join(".");
+      for (const p of netPods) {
+        assert.ok(p.ip.startsWith(`${base}.`) && Number(p.ip.split(".")[3]) >= 128, `${p.name} has ${p.ip}`);
+        assert.ok(!vms.some((v) => v.ip === p.ip));
+      }
     }
+    assert.deepEqual(Object.fromEntries(kinds), expected);
     // While the plugin runs, ZStack's rows differ from before the demo only as documented (our rows, ZStack's
     // switch's ports grown by our pod ports); none of ZStack's rows is gone.
     const during = await dumpNb();
@@ -113,22 +123,35 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     assert.deepEqual(onlyDocumentedMutations(foreignRows(before), foreignRows(during), ours), []);
     assert.deepEqual(zstackRows(during).sort(), zstackRows(before).sort());
     assert.ok(zstackRows(before).length > 30, "ZStack's content is there");
-    // ZStack's router is the pods' gateway; the cluster's networks go through our router port on the switch.
-    const pods = JSON.parse(
-      await sb.zovn(["kubectl", "-n", ZSTACK_NAMESPACE, "get", "pods", "-o", "json"]),
-    ) as { items: { metadata: { annotations?: Record<string, string> } }[] };
-    for (const p of pods.items) {
-      const net = JSON.parse(p.metadata.annotations?.["k8s.ovn.org/pod-networks"] ?? "{}").default as {
-        gateway_ips: string[];
-        routes: { dest: string; nextHop: string }[];
+    // The Subnet's gateway (on the overlay switch ZStack's router) is the pods'; the cluster's networks go through
+    // our router port on the switch.
+    for (const n of ZSTACK_NETWORKS) {
+      const list = JSON.parse(await sb.zovn(["kubectl", "-n", n.namespace, "get", "pods", "-o", "json"])) as {
+        items: { metadata: { annotations?: Record<string, string> } }[];
       };
-      assert.deepEqual(net.gateway_ips, [OVERLAY.gateway4]);
-      assert.deepEqual(net.routes.map((r) => r.dest).sort(), [
-        "10.244.0.0/16",
-        "10.96.0.0/16",
-        "100.64.0.0/16",
-      ]);
+      assert.equal(list.items.length, 2);
+      for (const p of list.items) {
+        const net = JSON.parse(p.metadata.annotations?.["k8s.ovn.org/pod-networks"] ?? "{}").default as {
+          gateway_ips: string[];
+          routes: { dest: string; nextHop: string }[];
+        };
+        assert.deepEqual(net.gateway_ips, [n.gateway]);
+        assert.deepEqual(net.routes.map((r) => r.dest).sort(), [
+          "10.244.0.0/16",
+          "10.96.0.0/16",
+          "100.64.0.0/16",
+        ]);
+      }
     }
+  });
+
+  it("up on the running sandbox changes nothing", async () => {
+    const daemons = () =>
+      (sb.ctx().state.daemons ?? []).map((d) => `${d.name} ${d.pid}@${d.startTime}`).sort();
+    const before = { daemons: daemons(), nb: foreignRows(await dumpNb()) };
+    await sb.zovn(["up", "--zstack", "--nodes", "2"], UP_TIMEOUT_MS);
+    assert.deepEqual(daemons(), before.daemons, "no process started again");
+    assert.deepEqual(diffDumps(before.nb, foreignRows(await dumpNb())), [], "ZStack's content written once");
   });
 
   it("down leaves no netns, process or mount of the sandbox", async () => {

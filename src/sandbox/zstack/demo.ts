@@ -1,6 +1,6 @@
-// `zovn sandbox demo` on a sandbox brought up with `--zstack`: a Deployment in the namespace of the Subnet on
-// ZStack's overlay switch, one pod per node, then TCP both ways between every pod and every VM of ZStack's (each
-// side must see the other's own address: no NAT on ZStack's switch), from each pod's node to the pod (the path of
+// `zovn sandbox demo` on a sandbox brought up with `--zstack`: a Deployment in the namespace of each Subnet on
+// ZStack's switches (overlay and flat), one pod per node, then TCP both ways between every pod and every VM of
+// ZStack's on its switch (each side must see the other's own address: no NAT on ZStack's switch), from each pod's node to the pod (the path of
 // kubelet probes: the management port, the cluster router, our router port on ZStack's switch), from each pod to
 // its node's management address (the pod's annotation routes through our router port), and from each pod to a
 // Service backed by the demo pods (DNAT on ZStack's switch, which refers to our Service load-balancer group).
@@ -14,7 +14,7 @@ import { execArgv } from "../exec.ts";
 import { kubectl } from "../kubectl.ts";
 import type { Layout } from "../layout.ts";
 import type { SandboxState } from "../state.ts";
-import { type Topology, ZSTACK_NAMESPACE } from "../topology.ts";
+import { type Topology, ZSTACK_NETWORKS, type ZStackNetworkPlan } from "../topology.ts";
 import { VM_TCP_PORT, zstackPlan } from "./world.ts";
 
 export const ZSTACK_DEMO = "zsdemo";
@@ -23,11 +23,11 @@ const POD_TCP_PORT = 8080;
 const NODE_TCP_PORT = 9092;
 
 /** The demo's Service: port 80 to the pods' 8080. */
-function serviceManifest(): string {
+function serviceManifest(namespace: string): string {
   return JSON.stringify({
     apiVersion: "v1",
     kind: "Service",
-    metadata: { name: ZSTACK_DEMO, namespace: ZSTACK_NAMESPACE },
+    metadata: { name: ZSTACK_DEMO, namespace },
     spec: {
       selector: { app: ZSTACK_DEMO },
       ports: [{ port: 80, targetPort: POD_TCP_PORT, protocol: "TCP" }],
@@ -36,7 +36,7 @@ function serviceManifest(): string {
 }
 
 export interface ZStackCheck {
-  /** "pod -> vm", "vm -> pod", "node -> pod", "pod -> node", "pod -> service". */
+  /** "pod -> vm (overlay)", "vm -> pod (flat)", "node -> pod", "pod -> node", "pod -> service (overlay)"... */
   kind: string;
   from: string;
   to: string;
@@ -45,8 +45,12 @@ export interface ZStackCheck {
   detail: string;
 }
 
+export interface ZStackPod extends DemoPod {
+  namespace: string;
+}
+
 export interface ZStackDemoReport {
-  pods: DemoPod[];
+  pods: ZStackPod[];
   checks: ZStackCheck[];
 }
 
@@ -81,6 +85,32 @@ async function check(
   return { kind, from, to, ok: false, detail };
 }
 
+/** Deploys the demo and its Service in the network's namespace; resolves with its Running pods. */
+async function deployOn(
+  layout: Layout,
+  state: SandboxState,
+  kubectlBin: string,
+  net: ZStackNetworkPlan,
+  replicas: number,
+  deadline: number,
+): Promise<ZStackPod[]> {
+  const apply = (input: string) =>
+    run(kubectlBin, ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"], { input });
+  await apply(demoManifest(replicas, undefined, ZSTACK_DEMO, net.namespace));
+  await apply(serviceManifest(net.namespace));
+  await kubectl(layout, state, [
+    ...["rollout", "status", `deployment/${ZSTACK_DEMO}`, "-n", net.namespace],
+    `--timeout=${Math.max(1, Math.ceil((deadline - Date.now()) / 1000))}s`,
+  ]);
+  for (;;) {
+    const pods = await demoPods(layout, state, ZSTACK_DEMO, net.namespace);
+    if (pods.length >= replicas) return pods.map((p) => ({ ...p, namespace: net.namespace }));
+    if (Date.now() > deadline)
+      throw new Error(`only ${pods.length}/${replicas} demo pods Running in ${net.namespace}`);
+    await sleep(500);
+  }
+}
+
 export async function runZStackDemo(
   layout: Layout,
   topo: Topology,
@@ -92,48 +122,53 @@ export async function runZStackDemo(
   const kubectlBin = state.binaries?.KUBECTL;
   if (!podserver || !kubectlBin)
     throw new Error("the sandbox has no binaries recorded; run `zovn sandbox up` first");
-  const replicas = topo.nodes.length;
-  await run(kubectlBin, ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"], {
-    input: demoManifest(replicas, undefined, ZSTACK_DEMO, ZSTACK_NAMESPACE),
-  });
-  await run(kubectlBin, ["--kubeconfig", `${layout.pkiDir}/admin.kubeconfig`, "apply", "-f", "-"], {
-    input: serviceManifest(),
-  });
-  const timeoutMs = opts.timeoutMs ?? 180_000;
-  const deadline = Date.now() + timeoutMs;
-  await kubectl(layout, state, [
-    ...["rollout", "status", `deployment/${ZSTACK_DEMO}`, "-n", ZSTACK_NAMESPACE],
-    `--timeout=${Math.ceil(timeoutMs / 1000)}s`,
-  ]);
-  let pods = await demoPods(layout, state, ZSTACK_DEMO, ZSTACK_NAMESPACE);
-  while (pods.length < replicas) {
-    if (Date.now() > deadline) throw new Error(`only ${pods.length}/${replicas} demo pods Running`);
-    await sleep(500);
-    pods = await demoPods(layout, state, ZSTACK_DEMO, ZSTACK_NAMESPACE);
-  }
+  const deadline = Date.now() + (opts.timeoutMs ?? 300_000);
   const dialFrom = (from: string, ip: string, port: number, payload: string) =>
     dial(layout, topo, podserver, from, `${ip}:${port}`, payload);
+  const pods: ZStackPod[] = [];
   const checks: ZStackCheck[] = [];
-  for (const p of pods) {
-    const podRef = `${ZSTACK_NAMESPACE}/${p.name}`;
-    for (const vm of plan.vms) {
+  for (const net of ZSTACK_NETWORKS) {
+    const netPods = await deployOn(layout, state, kubectlBin, net, topo.nodes.length, deadline);
+    pods.push(...netPods);
+    for (const p of netPods) {
+      const podRef = `${p.namespace}/${p.name}`;
+      for (const vm of plan.vms.filter((v) => v.network === net.network)) {
+        checks.push(
+          await check(
+            `pod -> vm (${net.network})`,
+            p.name,
+            vm.name,
+            () => dialFrom(podRef, vm.ip, VM_TCP_PORT, "pod-to-vm"),
+            (server, client) => server === vm.name && client === p.ip,
+          ),
+          await check(
+            `vm -> pod (${net.network})`,
+            vm.name,
+            p.name,
+            () => dialFrom(vm.name, p.ip, POD_TCP_PORT, "vm-to-pod"),
+            (server, client) => server === p.name && client === vm.ip,
+          ),
+        );
+      }
+    }
+    const vip = (
+      await kubectl(layout, state, [
+        ...["get", "service", ZSTACK_DEMO, "-n", net.namespace],
+        ...["-o", "jsonpath={.spec.clusterIP}"],
+      ])
+    ).trim();
+    const names = new Set(netPods.map((p) => p.name));
+    for (const p of netPods)
       checks.push(
         await check(
-          "pod -> vm",
+          `pod -> service (${net.network})`,
           p.name,
-          vm.name,
-          () => dialFrom(podRef, vm.ip, VM_TCP_PORT, "pod-to-vm"),
-          (server, client) => server === vm.name && client === p.ip,
-        ),
-        await check(
-          "vm -> pod",
-          vm.name,
-          p.name,
-          () => dialFrom(vm.name, p.ip, POD_TCP_PORT, "vm-to-pod"),
-          (server, client) => server === p.name && client === vm.ip,
+          `${net.namespace}/${ZSTACK_DEMO} (${vip}:80)`,
+          () => dialFrom(`${p.namespace}/${p.name}`, vip, 80, "pod-to-service"),
+          // A backend that is the client itself sees the VIP (OVN's hairpin SNAT), any other the pod's address.
+          (server, client) => names.has(server) && client === (server === p.name ? vip : p.ip),
         ),
       );
-    }
   }
   for (const node of topo.nodes) {
     const mgmt = await managementAddress(layout, topo, node.name);
@@ -148,15 +183,15 @@ export async function runZStackDemo(
           await check(
             "node -> pod",
             node.name,
-            p.name,
+            `${p.namespace}/${p.name}`,
             () => dialFrom(node.name, p.ip, POD_TCP_PORT, "node-to-pod"),
             (srv, client) => srv === p.name && client === mgmt,
           ),
           await check(
             "pod -> node",
-            p.name,
+            `${p.namespace}/${p.name}`,
             `${node.name} (${mgmt})`,
-            () => dialFrom(`${ZSTACK_NAMESPACE}/${p.name}`, mgmt, NODE_TCP_PORT, "pod-to-node"),
+            () => dialFrom(`${p.namespace}/${p.name}`, mgmt, NODE_TCP_PORT, "pod-to-node"),
             (srv, client) => srv === node.name && client === p.ip,
           ),
         );
@@ -165,37 +200,20 @@ export async function runZStackDemo(
       server.kill();
     }
   }
-  const vip = (
-    await kubectl(layout, state, [
-      ...["get", "service", ZSTACK_DEMO, "-n", ZSTACK_NAMESPACE],
-      ...["-o", "jsonpath={.spec.clusterIP}"],
-    ])
-  ).trim();
-  const names = new Set(pods.map((p) => p.name));
-  for (const p of pods)
-    checks.push(
-      await check(
-        "pod -> service",
-        p.name,
-        `${ZSTACK_NAMESPACE}/${ZSTACK_DEMO} (${vip}:80)`,
-        () => dialFrom(`${ZSTACK_NAMESPACE}/${p.name}`, vip, 80, "pod-to-service"),
-        // A backend that is the client itself sees the VIP (OVN's hairpin SNAT), any other the pod's address.
-        (server, client) => names.has(server) && client === (server === p.name ? vip : p.ip),
-      ),
-    );
   return { pods, checks };
 }
 
 export function formatZStackReport(r: ZStackDemoReport): string {
-  const lines = [`pods on ZStack's overlay switch (namespace ${ZSTACK_NAMESPACE}):`];
-  for (const p of r.pods) lines.push(`  ${p.name.padEnd(28)} ${p.ip.padEnd(15)} ${p.node}`);
+  const lines = ["pods on ZStack's switches:"];
+  for (const p of r.pods)
+    lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(40)} ${p.ip.padEnd(16)} ${p.node}`);
   lines.push(
     "",
     "TCP exchanges (reply: <server> <client address:port> <payload>; each side sees the other's own address):",
   );
   for (const c of r.checks)
     lines.push(
-      `  ${c.kind.padEnd(12)} ${c.from.padEnd(28)} -> ${c.to.padEnd(28)} ${c.ok ? "ok  " : "FAIL"} ${c.detail}`,
+      `  ${c.kind.padEnd(24)} ${c.from.padEnd(34)} -> ${c.to.padEnd(34)} ${c.ok ? "ok  " : "FAIL"} ${c.detail}`,
     );
   lines.push(`  ${r.checks.filter((c) => c.ok).length}/${r.checks.length} ok`);
   return lines.join("\n");

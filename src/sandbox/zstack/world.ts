@@ -2,7 +2,8 @@
 // controller host runs NB, SB and northd (ovn-central.ts on topo.central) seeded with the simulator's content
 // (content.ts) before northd starts; its two hypervisors are hosts on the underlay set up as ZStack sets up its
 // hosts (br-phy holding the management IP, br-int on the userspace datapath, ovn-controller on ZStack's SB with
-// the management IP as hostname, Geneve, ovn-monitor-all); each has a VM, a netns whose veth's host end (ZStack's
+// the management IP as hostname, Geneve, ovn-monitor-all, br-flat on the flat network's link for the provider
+// `flat`); each has a VM on the overlay switch and one on the flat switch, a netns whose veth's host end (ZStack's
 // tap name) is on br-int with the VM port's name as iface-id, running a podserver. Everything is idempotent, as
 // the rest of `up`.
 
@@ -17,21 +18,21 @@ import { localRemote } from "../ovn-central.ts";
 import { liveDaemon, recordDaemon, type SandboxState } from "../state.ts";
 import {
   centralRemote,
+  FLAT_PROVIDER_BRIDGE,
+  FLAT_UPLINK_IF,
   type Host,
   SB_PORT,
   type Topology,
-  ZSTACK_NAMESPACE,
-  ZSTACK_SUBNET,
-  ZSTACK_VM_RANGE,
+  type ZStackNetworkPlan,
   type ZStackPlan,
   type ZStackVmPlan,
 } from "../topology.ts";
 import {
+  FLAT,
   type HostPair,
   type InitialVm,
   initialContent,
   NB_DB,
-  OVERLAY,
   SIM_ROLE_KEY,
   vmMac,
   vmPortName,
@@ -59,11 +60,11 @@ function hypervisorOf(plan: ZStackPlan, vm: ZStackVmPlan): Host {
   return h;
 }
 
-/** The sandbox's VMs as ports of the initial content: on the overlay switch, requesting their host. */
+/** The sandbox's VMs as ports of the initial content: on their switch, requesting their host. */
 function initialVms(plan: ZStackPlan): InitialVm[] {
   return plan.vms.map((v) => ({
     vm: v.vm,
-    spec: { network: "overlay", ip4: v.ip, chassis: [hypervisorOf(plan, v).ip] },
+    spec: { network: v.network, ip4: v.ip, chassis: [hypervisorOf(plan, v).ip] },
   }));
 }
 
@@ -95,19 +96,20 @@ export async function seedZStack(layout: Layout, topo: Topology): Promise<void> 
   }
 }
 
-/** `ovn-nbctl` query of the overlay switch's OVN UUID (its name is shared with the twin switch). */
-export async function overlaySwitchUuid(
+/** `ovn-nbctl` query of one of ZStack's switches' OVN UUID (by role: the overlay switch's name is the twin's too). */
+export async function zstackSwitchUuid(
   ovnCtl: (args: readonly string[]) => Promise<string>,
+  network: ZStackNetworkPlan["network"],
 ): Promise<string> {
   const out = await ovnCtl([
     "--bare",
     "--columns=_uuid",
     "find",
     "Logical_Switch",
-    `external_ids:"${SIM_ROLE_KEY}"=overlay-switch`,
+    `external_ids:"${SIM_ROLE_KEY}"=${network}-switch`,
   ]);
   const uuid = out.trim();
-  if (!/^[0-9a-f-]{36}$/.test(uuid)) throw new Error(`ZStack's overlay switch not found in NB (${uuid})`);
+  if (!/^[0-9a-f-]{36}$/.test(uuid)) throw new Error(`ZStack's ${network} switch not found in NB (${uuid})`);
   return uuid;
 }
 
@@ -122,8 +124,11 @@ async function ensureHypervisor(
   await ensureNodeMountNamespace(layout, host);
   await ensureOvs({ layout, state }, host);
   await ensureBrPhy(layout, host);
+  const flat = FLAT_PROVIDER_BRIDGE;
   await runOnNode(layout, host, "ovs-vsctl", [
-    ...["--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int", "datapath_type=netdev"],
+    ...["--may-exist", "add-br", flat, "--", "set", "Bridge", flat, "datapath_type=netdev"],
+    ...["--", "--may-exist", "add-port", flat, FLAT_UPLINK_IF],
+    ...["--", "--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int", "datapath_type=netdev"],
     ...["fail-mode=secure", "other-config:disable-in-band=true"],
     ...["--", "set", "Open_vSwitch", "."],
     `external_ids:system-id=zstack-host-${index}`,
@@ -133,6 +138,7 @@ async function ensureHypervisor(
     `external_ids:ovn-encap-ip="${host.ip}"`,
     "external_ids:ovn-monitor-all=true",
     "external_ids:ovn-bridge-datapath-type=netdev",
+    `external_ids:ovn-bridge-mappings="${FLAT.network}:${flat}"`,
   ]);
   await ensureOvnController({ layout, state }, host);
 }
@@ -211,25 +217,27 @@ export async function startZStackHosts(
   await waitVmsInstalled(layout, topo, deadline);
 }
 
-/** The Subnet on ZStack's overlay switch (by OVN UUID: its name is shared) and its namespace, as JSON manifests. */
-export function zstackSubnetManifests(overlayUuid: string): string {
+/** The Subnets on ZStack's switches (by OVN UUID) and their namespaces, as one JSON manifest list. */
+export function zstackSubnetManifests(
+  networks: readonly { plan: ZStackNetworkPlan; switchUuid: string }[],
+): string {
   return JSON.stringify({
     apiVersion: "v1",
     kind: "List",
-    items: [
-      { apiVersion: "v1", kind: "Namespace", metadata: { name: ZSTACK_NAMESPACE } },
+    items: networks.flatMap(({ plan, switchUuid }) => [
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: plan.namespace } },
       {
         apiVersion: "network.zstack.io/v1",
         kind: "Subnet",
-        metadata: { name: ZSTACK_SUBNET },
+        metadata: { name: plan.subnet },
         spec: {
-          cidr: OVERLAY.cidr4,
-          gateway: OVERLAY.gateway4,
-          externalLogicalSwitch: overlayUuid,
-          excludeIPs: [ZSTACK_VM_RANGE],
-          namespaces: [ZSTACK_NAMESPACE],
+          cidr: plan.cidr,
+          gateway: plan.gateway,
+          externalLogicalSwitch: switchUuid,
+          excludeIPs: [plan.vmRange],
+          namespaces: [plan.namespace],
         },
       },
-    ],
+    ]),
   });
 }
