@@ -27,7 +27,7 @@ import { upSummary } from "../sandbox/up-summary.ts";
 const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
 
   demo     deploy a Deployment over the nodes and print a pod-to-pod connectivity matrix
-           (up --zstack: pods on ZStack's overlay switch and ZStack's VMs, both ways)
+           (up --zstack: pods on ZStack's switches and ZStack's VMs, both ways; node <-> pod; pod -> Service)
   up [--nodes N] [--raft] [--encap vxlan|geneve] [--no-node-agent] [--kubelet [--no-chart]] [--timeout SECONDS]
         bring the sandbox up (idempotent); prints the time until all nodes are Ready;
         --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator, with the product
@@ -35,13 +35,14 @@ const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
         --no-chart: the product as sandbox processes on the real nodes (the default with --raft or --no-node-agent)
   up --zstack [--nodes N] [--timeout SECONDS]
         External mode against a simulated ZStack: its controller host (NB, SB, northd with ZStack's content), two
-        hypervisors with a VM each, the controller and node agents on ZStack's NB and SB, a Subnet on its overlay
-        switch (namespace zstack); not with --kubelet, --chart, --raft, --no-node-agent or --encap vxlan
+        hypervisors with VMs on its overlay and flat switches, the controller and node agents on ZStack's NB and SB,
+        Subnets on both switches (namespaces zstack, zstack-flat); not with --kubelet, --chart, --raft,
+        --no-node-agent or --encap vxlan
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
   kubectl ARGS...         kubectl against the sandbox apiserver
   exec TARGET -- CMD...   run CMD in cp, ext, a node (node1...), a pod (NAMESPACE/NAME),
-                          or with --zstack zs, zh1, zh2, vm21, vm22
+                          or with --zstack zs, zh1, zh2, vm21, vm22, vm31, vm32
   restart-node NODE       reboot a node: its processes and pod sandboxes are recreated
 
 NAME defaults to $ZOVN_SANDBOX_NAME or "${DEFAULT_SPEC.name}"; files live under $ZOVN_SANDBOX_BASE (default ${DEFAULT_BASE_DIR}).`;
