@@ -29,7 +29,13 @@ const REAL_NODE_SERVER = [
   `exec httpd -f -p 0.0.0.0:${TCP_PORT} -h /www`,
 ].join(" && ");
 
-function demoManifest(replicas: number, busybox?: string): string {
+/** The demo Deployment: `app` in `namespace` (the demo's own, or `up --zstack`'s on ZStack's switch). */
+export function demoManifest(
+  replicas: number,
+  busybox?: string,
+  app: string = DEMO_NAME,
+  namespace = "default",
+): string {
   const container = busybox
     ? {
         name: "server",
@@ -50,19 +56,19 @@ function demoManifest(replicas: number, busybox?: string): string {
   return JSON.stringify({
     apiVersion: "apps/v1",
     kind: "Deployment",
-    metadata: { name: DEMO_NAME, namespace: "default" },
+    metadata: { name: app, namespace },
     spec: {
       replicas,
-      selector: { matchLabels: { app: DEMO_NAME } },
+      selector: { matchLabels: { app } },
       template: {
-        metadata: { labels: { app: DEMO_NAME } },
+        metadata: { labels: { app } },
         spec: {
           topologySpreadConstraints: [
             {
               maxSkew: 1,
               topologyKey: "kubernetes.io/hostname",
               whenUnsatisfiable: "ScheduleAnyway",
-              labelSelector: { matchLabels: { app: DEMO_NAME } },
+              labelSelector: { matchLabels: { app } },
             },
           ],
           ...(busybox ? { terminationGracePeriodSeconds: 1 } : {}),
@@ -92,12 +98,20 @@ export interface DemoReport {
   egress: { pod: string; node: string; seenAs: string; ok: boolean }[];
 }
 
-async function demoPods(layout: Layout, state: SandboxState): Promise<DemoPod[]> {
+/** The Running pods of the demo Deployment `app` in `namespace`. */
+export async function demoPods(
+  layout: Layout,
+  state: SandboxState,
+  app: string = DEMO_NAME,
+  namespace = "default",
+): Promise<DemoPod[]> {
   const out = await kubectl(layout, state, [
     "get",
     "pods",
+    "-n",
+    namespace,
     "-l",
-    `app=${DEMO_NAME}`,
+    `app=${app}`,
     "-o",
     "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName} {.status.phase} {.metadata.deletionTimestamp}{'\\n'}{end}",
   ]);
@@ -111,7 +125,8 @@ async function demoPods(layout: Layout, state: SandboxState): Promise<DemoPod[]>
   );
 }
 
-async function dial(
+/** A TCP exchange by the podserver binary run in `from` (a host, a pod, a VM): the server's reply line. */
+export async function dial(
   layout: Layout,
   topo: Topology,
   podserver: string,
@@ -232,10 +247,10 @@ export async function runDemo(
 }
 
 /** Resolves once the podserver logs "listening" on stderr; rejects if it exits or stays silent for 10 s. */
-function listening(server: ChildProcess): Promise<void> {
+export function listening(server: ChildProcess, what = "the external podserver"): Promise<void> {
   return new Promise((resolve, reject) => {
     let err = "";
-    const timer = setTimeout(() => reject(new Error(`the external podserver did not start: ${err}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${err}`)), 10_000);
     server.stderr?.on("data", (d: Buffer) => {
       err += d.toString();
       if (err.includes("listening ")) {
@@ -245,7 +260,7 @@ function listening(server: ChildProcess): Promise<void> {
     });
     server.once("exit", (code) => {
       clearTimeout(timer);
-      reject(new Error(`the external podserver exited (${code}): ${err}`));
+      reject(new Error(`${what} exited (${code}): ${err}`));
     });
   });
 }

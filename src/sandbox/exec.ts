@@ -39,12 +39,18 @@ export function execArgv(
 ): string[] {
   const host = findHost(topo, target);
   if (host) {
-    const place = host.role === "node" ? nodePlace(layout, host) : { netns: host.netns };
+    const place =
+      host.role === "node" || host.role === "hypervisor" ? nodePlace(layout, host) : { netns: host.netns };
     return ["nsenter", ...nsenterArgs(place), ...command];
   }
+  const vm = topo.zstack?.vms.find((v) => v.name === target);
+  if (vm) return ["nsenter", ...nsenterArgs({ netns: vm.netns }), ...command];
   const pod = findPod(layout, topo, target);
   if (!pod) {
-    const hosts = ["cp", "ext", ...topo.nodes.map((n) => n.name)].join(", ");
+    const zs = topo.zstack
+      ? [topo.zstack.controller, ...topo.zstack.hypervisors, ...topo.zstack.vms].map((h) => h.name)
+      : [];
+    const hosts = ["cp", "ext", ...topo.nodes.map((n) => n.name), ...zs].join(", ");
     throw new Error(`no host or pod sandbox named "${target}" (hosts: ${hosts}; pods as NAMESPACE/NAME)`);
   }
   const outer = ["nsenter", ...nsenterArgs(nodePlace(layout, pod.node))];

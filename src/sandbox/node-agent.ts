@@ -27,11 +27,14 @@ import {
   apiserverUrl,
   centralRemote,
   controlPlaneSources,
+  FLAT_PROVIDER_BRIDGE,
+  FLAT_UPLINK_IF,
   type Host,
   SANDBOX_PROVIDER,
   SB_PORT,
   type Topology,
 } from "./topology.ts";
+import { FLAT } from "./zstack/content.ts";
 
 /** The plugin as the agent installs it (docs/cni.md): the Go forwarder, with the SEA shim beside it. */
 export const CNI_DIR = join(repoRoot, "dist", "cni");
@@ -125,10 +128,16 @@ export async function ensureNodeAgent(ctx: AgentContext, node: Host): Promise<vo
       ZSTACK_DATAPATH_TYPE: "netdev",
       ZSTACK_CNI_BINARY: CNI_PLUGIN,
       // br-phy, which holds eth0, is the provider bridge of the underlay (and its VLAN); the sandbox made it.
-      ZSTACK_BRIDGE_MAPPINGS: `${SANDBOX_PROVIDER}:${BR_PHY}`,
+      // `up --zstack`: also ZStack's provider `flat`, on br-flat, which the agent creates with the flat link.
+      ZSTACK_BRIDGE_MAPPINGS: [
+        `${SANDBOX_PROVIDER}:${BR_PHY}`,
+        ...(ctx.topo.spec.zstack ? [`${FLAT.network}:${FLAT_PROVIDER_BRIDGE}:${FLAT_UPLINK_IF}`] : []),
+      ].join(","),
       // Real nodes: the control-plane host routes the pod network through node1 (topology.ts,
       // controlPlanePodRoutes); every agent admits it, so the route may move to any node.
       ...(ctx.topo.spec.kubelet ? { ZSTACK_POD_ACCESS_FROM: controlPlaneSources(ctx.topo).join(",") } : {}),
+      // `up --zstack`: the SB is the simulated ZStack's; the chassis is k8s-<node> beside ZStack's hosts.
+      ...(ctx.topo.spec.zstack ? { ZSTACK_OVN_MODE: "external" } : {}),
     },
   });
   recordDaemon(ctx.layout, ctx.state, { name, log, ...id });

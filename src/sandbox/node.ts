@@ -86,8 +86,11 @@ function daemonName(node: Host, component: string): string {
   return `${node.name}/${component}`;
 }
 
-/** ovsdb-server and ovs-vswitchd at their default paths, which the mount namespace makes private. */
-async function ensureOvs(ctx: NodeContext, node: Host): Promise<void> {
+/**
+ * ovsdb-server and ovs-vswitchd at their default paths, which the mount namespace makes private. Also ZStack's
+ * hypervisors' (`up --zstack`).
+ */
+export async function ensureOvs(ctx: Pick<NodeContext, "layout" | "state">, node: Host): Promise<void> {
   const { layout, state } = ctx;
   const dirs = layout.node(node.name);
   const place = nodePlace(layout, node);
@@ -142,7 +145,7 @@ function monitorOf(pid: number, program: string): ProcessIdentity | undefined {
 }
 
 /** br-phy (userspace datapath) takes eth0 as its port and the node's underlay address. */
-async function ensureBrPhy(layout: Layout, node: Host): Promise<void> {
+export async function ensureBrPhy(layout: Layout, node: Host): Promise<void> {
   const vsctl = ["--may-exist", "add-br", BR_PHY, "--", "set", "Bridge", BR_PHY, "datapath_type=netdev"];
   vsctl.push("--", "--may-exist", "add-port", BR_PHY, "eth0");
   await runOnNode(layout, node, "ovs-vsctl", vsctl);
@@ -156,7 +159,10 @@ async function ensureBrPhy(layout: Layout, node: Host): Promise<void> {
   );
 }
 
-async function ensureOvnController(ctx: NodeContext, node: Host): Promise<void> {
+export async function ensureOvnController(
+  ctx: Pick<NodeContext, "layout" | "state">,
+  node: Host,
+): Promise<void> {
   const { layout, state } = ctx;
   const dirs = layout.node(node.name);
   const name = daemonName(node, "ovn-controller");

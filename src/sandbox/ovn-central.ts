@@ -40,9 +40,14 @@ export function centralMembers(layout: Layout, topo: Topology, db: Db): CentralM
       socket: join(layout.centralDir, `${base}.sock`),
       ctl: join(layout.centralDir, `${base}.ctl`),
       pidfile: join(layout.centralDir, `${base}.pid`),
-      log: join(layout.cpLogDir, `ovsdb-server-${base}.log`),
+      log: join(centralLogDir(layout, topo), `ovsdb-server-${base}.log`),
     };
   });
+}
+
+/** The central host's log directory: logs/cp, or with `--zstack` logs/zs (ZStack's controller host). */
+function centralLogDir(layout: Layout, topo: Topology): string {
+  return join(layout.logDir, topo.central.name);
 }
 
 /** The unix-socket remote for tools on the machine, e.g. `ovn-sbctl --db=...`. */
@@ -60,16 +65,16 @@ function raftPort(db: Db): number {
   return db === "nb" ? NB_RAFT_PORT : SB_RAFT_PORT;
 }
 
-function ovsEnv(layout: Layout): NodeJS.ProcessEnv {
+function ovsEnv(layout: Layout, logDir: string = layout.cpLogDir): NodeJS.ProcessEnv {
   // Without these the daemons would fall back to the machine's /var/run/openvswitch and /var/run/ovn.
   return {
     ...process.env,
     OVS_RUNDIR: layout.centralDir,
     OVS_DBDIR: layout.centralDir,
-    OVS_LOGDIR: layout.cpLogDir,
+    OVS_LOGDIR: logDir,
     OVN_RUNDIR: layout.centralDir,
     OVN_DBDIR: layout.centralDir,
-    OVN_LOGDIR: layout.cpLogDir,
+    OVN_LOGDIR: logDir,
   };
 }
 
@@ -95,18 +100,28 @@ async function createDatabase(members: CentralMember[], clustered: boolean): Pro
   }
 }
 
-export async function startOvnCentral(layout: Layout, topo: Topology, state: SandboxState): Promise<void> {
+/**
+ * Starts what is missing of NB, SB (on the central host: cp, or ZStack's controller with `--zstack`) and northd.
+ * `beforeNorthd` runs once the databases answer and before northd starts (the simulated ZStack's content).
+ */
+export async function startOvnCentral(
+  layout: Layout,
+  topo: Topology,
+  state: SandboxState,
+  beforeNorthd?: () => Promise<void>,
+): Promise<void> {
+  const logDir = centralLogDir(layout, topo);
   mkdirSync(layout.centralDir, { recursive: true });
-  mkdirSync(layout.cpLogDir, { recursive: true });
-  const place: Place = { netns: topo.controlPlane.netns };
-  const env = ovsEnv(layout);
+  mkdirSync(logDir, { recursive: true });
+  const place: Place = { netns: topo.central.netns };
+  const env = ovsEnv(layout, logDir);
   await Promise.all(
     (["nb", "sb"] as const).map(async (db) => {
       const members = centralMembers(layout, topo, db);
       await createDatabase(members, topo.spec.raft);
       await Promise.all(
         members.map(async (m) => {
-          const name = `cp/ovsdb-server-${topo.spec.raft ? `${db}${m.index}` : db}`;
+          const name = `${topo.central.name}/ovsdb-server-${topo.spec.raft ? `${db}${m.index}` : db}`;
           if (liveDaemon(state, name)) return;
           const args = [
             m.file,
@@ -124,9 +139,11 @@ export async function startOvnCentral(layout: Layout, topo: Topology, state: San
       );
     }),
   );
-  if (!liveDaemon(state, "cp/ovn-northd")) {
+  await beforeNorthd?.();
+  const northd = `${topo.central.name}/ovn-northd`;
+  if (!liveDaemon(state, northd)) {
     const pidfile = join(layout.centralDir, "ovn-northd.pid");
-    const log = join(layout.cpLogDir, "ovn-northd.log");
+    const log = join(logDir, "ovn-northd.log");
     const args = [
       `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
       `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
@@ -137,7 +154,7 @@ export async function startOvnCentral(layout: Layout, topo: Topology, state: San
       "--no-chdir",
     ];
     const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
-    recordDaemon(layout, state, { name: "cp/ovn-northd", log, ...id });
+    recordDaemon(layout, state, { name: northd, log, ...id });
   }
 }
 

@@ -17,7 +17,7 @@ import type { Layout } from "./layout.ts";
 import type { Pki } from "./pki.ts";
 import { repoRoot, tsNodeCommand } from "./repo.ts";
 import { type DaemonRecord, liveDaemon, recordDaemon, type SandboxState } from "./state.ts";
-import { apiserverUrl, centralRemote, NB_PORT, type Topology } from "./topology.ts";
+import { apiserverUrl, centralRemote, NB_PORT, SB_PORT, type Topology } from "./topology.ts";
 
 export const CONTROLLER_DAEMON = "cp/zstack-ovnkube-controller";
 export const SUBNET_CRD = join(repoRoot, "deploy/crds/subnet.network.zstack.io.yaml");
@@ -73,6 +73,10 @@ export async function ensureOvnkubeController(ctx: ControllerContext): Promise<D
       ZSTACK_LEASE_NAME: CONTROLLER_SA,
       ZSTACK_LOG_FORMAT: "json",
       ZSTACK_POD_NAME: "sandbox-controller-1",
+      // `up --zstack`: the NB and SB are the simulated ZStack's (docs/external-mode.md).
+      ...(ctx.topo.spec.zstack
+        ? { ZSTACK_OVN_MODE: "external", ZSTACK_OVN_SBDB_ADDRESS: centralRemote(ctx.topo, SB_PORT) }
+        : {}),
     },
   });
   const record: DaemonRecord = { name: CONTROLLER_DAEMON, log, ...id };

@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   allHosts,
+  allNetns,
   centralRemote,
+  chassisOf,
   controlPlanePodRoutes,
   controlPlaneSources,
   DEFAULT_SPEC,
@@ -86,4 +88,51 @@ test("real nodes: the control-plane host routes the pods and Services via node1,
     assert.equal(controlPlanePodRoutes(topo), undefined);
     assert.deepEqual(controlPlaneLines(topo), hostAddressLines(topo.controlPlane, true));
   }
+});
+
+test("--zstack: ZStack's controller host and hypervisors clear of the nodes, the central on ZStack's controller, a VM per hypervisor and switch", () => {
+  const t = planTopology({ ...DEFAULT_SPEC, name: "zsbzs", nodes: 80, zstack: true, encap: "geneve" });
+  assert.ok(t.zstack);
+  assert.equal(t.central, t.zstack.controller);
+  assert.deepEqual(t.centralIps, ["192.168.200.201"]);
+  assert.equal(centralRemote(t, SB_PORT), "tcp:192.168.200.201:6642");
+  assert.deepEqual(t.controlPlane.extraIps, []);
+  assert.deepEqual(
+    t.zstack.hypervisors.map((h) => [h.name, h.ip, h.role]),
+    [
+      ["zh1", "192.168.200.211", "hypervisor"],
+      ["zh2", "192.168.200.212", "hypervisor"],
+    ],
+  );
+  assert.deepEqual(
+    t.zstack.vms.map((v) => [v.name, v.host, v.network, v.ip, v.tap]),
+    [
+      ["vm21", "zh1", "overlay", "10.60.0.21", "vnic21.0"],
+      ["vm22", "zh2", "overlay", "10.60.0.22", "vnic22.0"],
+      ["vm31", "zh1", "flat", "192.168.100.31", "vnic31.0"],
+      ["vm32", "zh2", "flat", "192.168.100.32", "vnic32.0"],
+    ],
+  );
+  // With the most nodes, still no address twice; every netns is the instance's.
+  const ips = allHosts(t).flatMap((h) => [h.ip, ...h.extraIps]);
+  assert.equal(new Set(ips).size, ips.length);
+  const netns = allNetns(t);
+  assert.ok(netns.every((n) => n.startsWith("zsbzs-")));
+  assert.equal(new Set(netns).size, netns.length);
+  assert.ok(netns.includes("zsbzs-vm21") && netns.includes("zsbzs-zs"));
+  assert.equal(findHost(t, "zh2"), t.zstack.hypervisors[1]);
+  assert.equal(chassisOf(t, t.nodes[0] as (typeof t.nodes)[0]), "k8s-node1");
+  assert.equal(
+    chassisOf(planTopology(DEFAULT_SPEC), planTopology(DEFAULT_SPEC).nodes[0] as (typeof t.nodes)[0]),
+    "node1",
+  );
+  assert.equal(planTopology(DEFAULT_SPEC).zstack, undefined);
+});
+
+test("--zstack refuses what it does not support, naming it", () => {
+  const zs = { ...DEFAULT_SPEC, zstack: true, encap: "geneve" as const };
+  assert.throws(() => planTopology({ ...zs, kubelet: true }), /--kubelet/);
+  assert.throws(() => planTopology({ ...zs, raft: true }), /--raft/);
+  assert.throws(() => planTopology({ ...zs, nodeAgent: false }), /--no-node-agent/);
+  assert.throws(() => planTopology({ ...zs, encap: "vxlan" }), /--encap vxlan \(ZStack's hosts use geneve\)/);
 });

@@ -1,6 +1,8 @@
 // The sandbox's names and address plan, derived from a few options. Pure: every other module asks here
 // which netns, interface or address a host has, so the plan is written down exactly once.
 
+import { FLAT, OVERLAY } from "./zstack/content.ts";
+
 export type Encap = "vxlan" | "geneve";
 
 export interface SandboxSpec {
@@ -19,6 +21,12 @@ export interface SandboxSpec {
    * with ovn-controller, the agent and the CNI as pods) instead of sandbox processes. Needs `kubelet`.
    */
   chart?: boolean;
+  /**
+   * External mode against a simulated ZStack (docs/sandbox.md, "`up --zstack`"): instead of our OVN central, a
+   * ZStack controller host runs the simulator's NB, SB and northd with ZStack's content, two hypervisors run its
+   * VMs, and the controller and the node agents use ZStack's NB and SB (`ovn.mode=external`). Geneve only.
+   */
+  zstack?: boolean;
 }
 
 export const DEFAULT_SPEC: SandboxSpec = {
@@ -73,7 +81,73 @@ export const EXT_VLAN_BRIDGE = "br-vlan";
 export const EXT_VLAN_IF = `vlan${UNDERLAY_VLAN.id}`;
 export const MAX_NODES = 80;
 
-export type HostRole = "control-plane" | "node" | "external";
+export type HostRole = "control-plane" | "node" | "external" | "zstack-controller" | "hypervisor";
+
+/** `up --zstack`: ZStack's controller host (NB, SB, northd) and its hypervisors' management IPs, clear of the nodes. */
+export const ZSTACK_CONTROLLER_OCTET = 201;
+export const ZSTACK_HOST_OCTETS = [211, 212] as const;
+/**
+ * `up --zstack`: ZStack's networks the sandbox's pods join, each by a Subnet for one namespace. `vmRange` is ZStack's
+ * part of the network (its VMs, its IP range), given to the Subnet as excludeIPs: the pods get the rest
+ * (docs/external-mode.md, "Conflicts"). The flat network has no router of ZStack's: its gateway answers nothing.
+ */
+export interface ZStackNetworkPlan {
+  /** Which of ZStack's switches (the simulator's role `<network>-switch`). */
+  network: "overlay" | "flat";
+  subnet: string;
+  namespace: string;
+  cidr: string;
+  gateway: string;
+  vmRange: string;
+}
+
+export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
+  {
+    network: "overlay",
+    subnet: "zs-overlay",
+    namespace: "zstack",
+    cidr: OVERLAY.cidr4,
+    gateway: OVERLAY.gateway4,
+    vmRange: "10.60.0.2..10.60.0.127",
+  },
+  {
+    network: "flat",
+    subnet: "zs-flat",
+    namespace: "zstack-flat",
+    cidr: FLAT.cidr4,
+    gateway: "192.168.100.1",
+    vmRange: "192.168.100.2..192.168.100.127",
+  },
+];
+/**
+ * `up --zstack`: ZStack's flat network, a second Linux bridge in the underlay netns. ZStack's hosts and our nodes
+ * have a second link on it (FLAT_UPLINK_IF), the uplink of their provider bridge for ZStack's provider `flat`.
+ */
+export const ZSTACK_FLAT_BRIDGE = "br-zsflat";
+export const FLAT_UPLINK_IF = "eth1";
+export const FLAT_PROVIDER_BRIDGE = "br-flat";
+
+/** A VM of ZStack's in the sandbox: a netns whose veth's other end (ZStack's tap name) is on its host's br-int. */
+export interface ZStackVmPlan {
+  /** Short name in the CLI (`exec vm21`); the VM number is in it (port name, MAC). */
+  name: string;
+  vm: number;
+  netns: string;
+  /** The hypervisor's short name (zh1, zh2). */
+  host: string;
+  network: "overlay" | "flat";
+  ip: string;
+  prefixLen: number;
+  gateway: string;
+  /** The host end of the VM's veth, on br-int: vnic<vm>.0, as ZStack names its taps. */
+  tap: string;
+}
+
+export interface ZStackPlan {
+  controller: Host;
+  hypervisors: Host[];
+  vms: ZStackVmPlan[];
+}
 
 export interface Host {
   role: HostRole;
@@ -97,6 +171,9 @@ export interface Topology {
   centralIps: string[];
   nodes: Host[];
   external: Host;
+  /** Where the OVN databases and northd run: the control-plane host, or with `zstack` ZStack's controller. */
+  central: Host;
+  zstack?: ZStackPlan;
 }
 
 const NAME_RE = /^[a-z][a-z0-9]{1,9}$/;
@@ -115,6 +192,19 @@ export function validateSpec(spec: SandboxSpec): void {
   if (spec.encap !== "vxlan" && spec.encap !== "geneve") {
     throw new Error(`encap "${String(spec.encap)}" must be vxlan or geneve`);
   }
+  if (spec.zstack) {
+    const clash = [
+      spec.kubelet && "--kubelet",
+      spec.chart && "--chart",
+      spec.raft && "--raft",
+      spec.nodeAgent === false && "--no-node-agent",
+      spec.encap !== "geneve" && `--encap ${spec.encap} (ZStack's hosts use geneve)`,
+    ].filter(Boolean);
+    if (clash.length > 0)
+      throw new Error(
+        `--zstack runs the node simulator with the node agent on geneve against a standalone simulated ZStack; it does not combine with ${clash.join(", ")}`,
+      );
+  }
 }
 
 function underlayIp(lastOctet: number): string {
@@ -128,13 +218,18 @@ export function nodeName(index: number): string {
 export function planTopology(spec: SandboxSpec): Topology {
   validateSpec(spec);
   const prefix = `${spec.name}-`;
-  const centralIps = spec.raft ? [underlayIp(2), underlayIp(3), underlayIp(4)] : [underlayIp(2)];
+  const zstack = spec.zstack ? planZStack(prefix) : undefined;
+  const centralIps = zstack
+    ? [zstack.controller.ip]
+    : spec.raft
+      ? [underlayIp(2), underlayIp(3), underlayIp(4)]
+      : [underlayIp(2)];
   const controlPlane: Host = {
     role: "control-plane",
     name: "cp",
     netns: `${prefix}cp`,
     ip: underlayIp(2),
-    extraIps: centralIps.slice(1),
+    extraIps: zstack ? [] : centralIps.slice(1),
     underlayPort: "cp",
   };
   const nodes: Host[] = [];
@@ -157,11 +252,69 @@ export function planTopology(spec: SandboxSpec): Topology {
     extraIps: [UNDERLAY_GATEWAY],
     underlayPort: "ext",
   };
-  return { spec, prefix, underlayNetns: `${prefix}underlay`, controlPlane, centralIps, nodes, external };
+  return {
+    spec,
+    prefix,
+    underlayNetns: `${prefix}underlay`,
+    controlPlane,
+    centralIps,
+    nodes,
+    external,
+    central: zstack?.controller ?? controlPlane,
+    ...(zstack ? { zstack } : {}),
+  };
 }
 
+/** ZStack's controller host, its two hypervisors, and on each a VM on the overlay switch and one on the flat. */
+function planZStack(prefix: string): ZStackPlan {
+  const host = (role: HostRole, name: string, octet: number): Host => ({
+    role,
+    name,
+    netns: `${prefix}${name}`,
+    ip: underlayIp(octet),
+    extraIps: [],
+    underlayPort: name,
+  });
+  const hypervisors = ZSTACK_HOST_OCTETS.map((o, i) => host("hypervisor", `zh${i + 1}`, o));
+  // vm21, vm22 on the overlay switch; vm31, vm32 on the flat switch; one of each on each hypervisor.
+  const vms = ZSTACK_NETWORKS.flatMap((net, n) =>
+    hypervisors.map((h, i): ZStackVmPlan => {
+      const vm = 21 + 10 * n + i;
+      const base = net.cidr.split(".").slice(0, 3).join(".");
+      return {
+        name: `vm${vm}`,
+        vm,
+        netns: `${prefix}vm${vm}`,
+        host: h.name,
+        network: net.network,
+        ip: `${base}.${vm}`,
+        prefixLen: 24,
+        gateway: net.gateway,
+        tap: `vnic${vm}.0`,
+      };
+    }),
+  );
+  return { controller: host("zstack-controller", "zs", ZSTACK_CONTROLLER_OCTET), hypervisors, vms };
+}
+
+/** Every host on the underlay: control-plane, nodes, external, and with `zstack` ZStack's controller and hosts. */
 export function allHosts(topo: Topology): Host[] {
-  return [topo.controlPlane, ...topo.nodes, topo.external];
+  const zs = topo.zstack ? [topo.zstack.controller, ...topo.zstack.hypervisors] : [];
+  return [topo.controlPlane, ...topo.nodes, topo.external, ...zs];
+}
+
+/** Every netns of the instance: the underlay, the hosts', and ZStack's VMs'. */
+export function allNetns(topo: Topology): string[] {
+  return [
+    topo.underlayNetns,
+    ...allHosts(topo).map((h) => h.netns),
+    ...(topo.zstack?.vms ?? []).map((v) => v.netns),
+  ];
+}
+
+/** The chassis name a node registers: the node name, or in External mode (`zstack`) k8s-<node>. */
+export function chassisOf(topo: Topology, node: Host): string {
+  return topo.spec.zstack ? `k8s-${node.name}` : node.name;
 }
 
 export function findHost(topo: Topology, name: string): Host | undefined {

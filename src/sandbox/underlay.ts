@@ -9,12 +9,14 @@ import {
   controlPlanePodRoutes,
   EXT_TRUNK_IF,
   EXT_TRUNK_PORT,
+  FLAT_UPLINK_IF,
   HOST_UNDERLAY_IF,
   type Host,
   type Topology,
   UNDERLAY_BRIDGE,
   UNDERLAY_GATEWAY,
   UNDERLAY_PREFIX_LEN,
+  ZSTACK_FLAT_BRIDGE,
 } from "./topology.ts";
 
 async function linkNames(netns: string): Promise<Set<string>> {
@@ -54,6 +56,11 @@ async function disableTxOffload(netns: string, ifname: string = HOST_UNDERLAY_IF
   await run("nsenter", [`--net=${netnsPath(netns)}`, "--", "ethtool", "-K", ifname, "tx", "off"]);
 }
 
+/** A host's flat network link's end in the underlay netns (`up --zstack`). */
+function flatPort(h: Host): string {
+  return `${h.underlayPort}f`;
+}
+
 /** Creates whatever is missing of the underlay and the hosts' links; the netns names must already be recorded. */
 export async function ensureUnderlay(topo: Topology): Promise<void> {
   const hosts = allHosts(topo);
@@ -64,6 +71,14 @@ export async function ensureUnderlay(topo: Topology): Promise<void> {
     if (existing.has(h.underlayPort)) continue;
     rootLines.push(
       `link add name ${h.underlayPort} netns ${topo.underlayNetns} type veth peer name ${HOST_UNDERLAY_IF} netns ${h.netns}`,
+    );
+  }
+  // `up --zstack`: ZStack's flat network, a link per node and per hypervisor (eth1) on a bridge of its own.
+  const flatHosts = topo.zstack ? [...topo.nodes, ...topo.zstack.hypervisors] : [];
+  for (const h of flatHosts) {
+    if (existing.has(flatPort(h))) continue;
+    rootLines.push(
+      `link add name ${flatPort(h)} netns ${topo.underlayNetns} type veth peer name ${FLAT_UPLINK_IF} netns ${h.netns}`,
     );
   }
   // The external host's trunk, for the underlay VLAN (external-vlan.ts puts it on an OVS bridge there).
@@ -78,15 +93,35 @@ export async function ensureUnderlay(topo: Topology): Promise<void> {
   underlayLines.push(`link set ${UNDERLAY_BRIDGE} up`);
   for (const h of hosts) underlayLines.push(`link set ${h.underlayPort} master ${UNDERLAY_BRIDGE} up`);
   underlayLines.push(`link set ${EXT_TRUNK_PORT} master ${UNDERLAY_BRIDGE} up`);
+  if (topo.zstack) {
+    if (!existing.has(ZSTACK_FLAT_BRIDGE))
+      underlayLines.push(`link add ${ZSTACK_FLAT_BRIDGE} type bridge stp_state 0 forward_delay 0`);
+    underlayLines.push(`link set ${ZSTACK_FLAT_BRIDGE} up`);
+    for (const h of flatHosts) underlayLines.push(`link set ${flatPort(h)} master ${ZSTACK_FLAT_BRIDGE} up`);
+  }
   await ipBatch(underlayLines, topo.underlayNetns);
 
   await Promise.all([
     ipBatch(controlPlaneLines(topo), topo.controlPlane.netns),
     ipBatch([...hostAddressLines(topo.external, false), `link set ${EXT_TRUNK_IF} up`], topo.external.netns),
-    ...topo.nodes.map((n) => ipBatch(["link set lo up", `link set ${HOST_UNDERLAY_IF} up`], n.netns)),
+    // Nodes and ZStack's hypervisors keep their address on br-phy.
+    ...[...topo.nodes, ...(topo.zstack?.hypervisors ?? [])].map((n) =>
+      ipBatch(
+        [
+          "link set lo up",
+          `link set ${HOST_UNDERLAY_IF} up`,
+          ...(topo.zstack ? [`link set ${FLAT_UPLINK_IF} up`] : []),
+        ],
+        n.netns,
+      ),
+    ),
+    ...(topo.zstack
+      ? [ipBatch(hostAddressLines(topo.zstack.controller, true), topo.zstack.controller.netns)]
+      : []),
   ]);
   await Promise.all([
     ...hosts.map((h) => disableTxOffload(h.netns)),
     disableTxOffload(topo.external.netns, EXT_TRUNK_IF),
+    ...flatHosts.map((h) => disableTxOffload(h.netns, FLAT_UPLINK_IF)),
   ]);
 }

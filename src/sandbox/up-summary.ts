@@ -2,7 +2,14 @@
 
 import { CHART_NAMESPACE, centralNode } from "./chart-install.ts";
 import { localRemote } from "./ovn-central.ts";
-import { APISERVER_PORT, centralRemote, DEFAULT_SPEC, NB_PORT, SB_PORT } from "./topology.ts";
+import {
+  APISERVER_PORT,
+  centralRemote,
+  DEFAULT_SPEC,
+  NB_PORT,
+  SB_PORT,
+  ZSTACK_NETWORKS,
+} from "./topology.ts";
 import type { UpResult } from "./up.ts";
 
 export function upSummary(r: UpResult): string {
@@ -24,6 +31,23 @@ export function upSummary(r: UpResult): string {
       (n) => `  ${n.name.padEnd(12)} ${n.ip} (netns ${n.netns}); ${cli} exec ${n.name} -- ovs-vsctl show`,
     ),
     `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
+    ...(topo.zstack
+      ? [
+          `  ZStack       controller ${topo.zstack.controller.ip} (netns ${topo.zstack.controller.netns}: its NB, SB, northd; the OVN NB/SB above)`,
+          ...topo.zstack.hypervisors.map(
+            (h) =>
+              `  ${h.name.padEnd(12)} ZStack hypervisor ${h.ip} (netns ${h.netns}); ${cli} exec ${h.name} -- ovs-vsctl show`,
+          ),
+          ...topo.zstack.vms.map(
+            (v) =>
+              `  ${v.name.padEnd(12)} ZStack VM ${v.ip} on ${v.host}, ${v.network} switch (netns ${v.netns}); ${cli} exec ${v.name} -- ip address`,
+          ),
+          ...ZSTACK_NETWORKS.map(
+            (n) =>
+              `  Subnet       ${n.subnet} on ZStack's ${n.network} switch for namespace ${n.namespace}; ${cli} demo`,
+          ),
+        ]
+      : []),
     `  logs         ${layout.logDir}`,
     `  status       ${cli} status`,
     `  tear down    ${cli} down`,

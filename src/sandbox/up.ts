@@ -46,13 +46,16 @@ import {
 } from "./state.ts";
 import {
   APISERVER_PORT,
-  allHosts,
+  allNetns,
   CLUSTER_DNS_IP,
+  chassisOf,
   planTopology,
   type SandboxSpec,
   type Topology,
+  ZSTACK_NETWORKS,
 } from "./topology.ts";
 import { ensureUnderlay } from "./underlay.ts";
+import { seedZStack, startZStackHosts, zstackSubnetManifests, zstackSwitchUuid } from "./zstack/world.ts";
 
 export interface UpOptions {
   /** Explicitly chosen options; the rest come from the running instance's spec or the defaults. */
@@ -219,7 +222,7 @@ async function waitChassis(layout: Layout, topo: Topology, deadline: number): Pr
     try {
       const out = await ovnCtl(layout, topo, "sb", ["--bare", "--columns=name", "list", "Chassis"]);
       seen = out.split("\n").filter(Boolean);
-      if (topo.nodes.every((n) => seen.includes(n.name))) return;
+      if (topo.nodes.every((n) => seen.includes(chassisOf(topo, n)))) return;
     } catch {
       // northd may not have created the SB schema's contents yet
     }
@@ -262,10 +265,12 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     daemons: [],
   };
   state.spec = spec;
-  state.netns = [topo.underlayNetns, ...allHosts(topo).map((h) => h.netns)];
+  state.netns = allNetns(topo);
   saveState(layout, state);
   progress.note(
-    `sandbox "${spec.name}": ${spec.nodes} nodes, OVN central ${spec.raft ? "3-member Raft" : "standalone"}`,
+    topo.zstack
+      ? `sandbox "${spec.name}": ${spec.nodes} nodes in External mode on a simulated ZStack (controller ${topo.zstack.controller.ip}, hypervisors ${topo.zstack.hypervisors.map((h) => h.ip).join(", ")})`
+      : `sandbox "${spec.name}": ${spec.nodes} nodes, OVN central ${spec.raft ? "3-member Raft" : "standalone"}`,
   );
   progress.note(`logs: ${layout.logDir}`);
 
@@ -313,10 +318,19 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     if (!spec.chart) await applyChartRbac(bins.KUBECTL, kubeconfig);
     controllers = startControllers({ layout, topo, pki, bins, state });
   };
-  const central = () =>
-    spec.chart
-      ? Promise.resolve()
-      : progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
+  const central = async () => {
+    if (spec.chart) return;
+    if (!spec.zstack) {
+      await progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
+      return;
+    }
+    await progress.step("ZStack's NB, SB and northd ready, with ZStack's content", () =>
+      startOvnCentral(layout, topo, state, () => seedZStack(layout, topo)),
+    );
+    await progress.step("ZStack's hypervisors and VMs ready", () =>
+      startZStackHosts(layout, topo, state, bins.PODSERVER, deadline),
+    );
+  };
   const nodes = () =>
     progress.step(
       spec.kubelet
@@ -421,8 +435,24 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
     );
   }
   await progress.step("default Subnet Ready", () =>
-    waitDefaultSubnet(kubeconfig, bins.KUBECTL, nodesDeadline),
+    waitSubnet(kubeconfig, bins.KUBECTL, "default", nodesDeadline),
   );
+  if (spec.zstack) {
+    const networks = [];
+    for (const plan of ZSTACK_NETWORKS)
+      networks.push({
+        plan,
+        switchUuid: await zstackSwitchUuid((args) => ovnCtl(layout, topo, "nb", args), plan.network),
+      });
+    await run(bins.KUBECTL, ["--kubeconfig", kubeconfig, "apply", "-f", "-"], {
+      input: zstackSubnetManifests(networks),
+    });
+    for (const n of networks)
+      await progress.step(
+        `Subnet ${n.plan.subnet} on ZStack's ${n.plan.network} switch ${n.switchUuid} Ready`,
+        () => waitSubnet(kubeconfig, bins.KUBECTL, n.plan.subnet, nodesDeadline),
+      );
+  }
   // Real nodes run real pods, which resolve Service names through the cluster DNS (the kubelet's clusterDNS).
   // Its pod needs the CNI and the default Subnet first; a busy machine may take minutes to start it.
   if (images && spec.nodeAgent)
@@ -475,21 +505,29 @@ function writeAdminKubeconfig(path: string, port: number, pki: Pki): void {
   });
 }
 
-/** The controller creates the default Subnet from the cluster CIDR and reports it Ready once its switch exists. */
-async function waitDefaultSubnet(kubeconfig: string, kubectl: string, deadline: number): Promise<void> {
+/**
+ * The controller creates the default Subnet from the cluster CIDR and reports it Ready once its switch exists;
+ * a Subnet on ZStack's switch once the switch matches and our router port is on it.
+ */
+async function waitSubnet(
+  kubeconfig: string,
+  kubectl: string,
+  name: string,
+  deadline: number,
+): Promise<void> {
   for (;;) {
     const out = await run(kubectl, [
       "--kubeconfig",
       kubeconfig,
       "get",
       "subnets.network.zstack.io",
-      "default",
+      name,
       "-o",
       "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
     ]).catch(() => "");
     if (out.trim() === "True") return;
     if (Date.now() > deadline)
-      throw new Error("the default Subnet did not become Ready; see the zstack-ovnkube-controller log");
+      throw new Error(`the Subnet ${name} did not become Ready; see the zstack-ovnkube-controller log`);
     await sleep(250);
   }
 }

@@ -39,9 +39,9 @@ import {
   type Vm,
   type ZStackHosts,
 } from "./zstack-hosts.ts";
-import { FLAT, HOSTS, useZStackSim, type VmPort, vmMac, vmPortName, type ZStackSim } from "./zstack-sim.ts";
+import { FLAT, useZStackSim, type VmPort, vmMac, vmPortName, type ZStackSim } from "./zstack-sim.ts";
 
-/** The nodes' management addresses (tunnel endpoints), next to ZStack's hosts (HOSTS) on 192.168.200.0/24. */
+/** The nodes' management addresses (tunnel endpoints), next to ZStack's hosts (sim.hosts) on 192.168.200.0/24. */
 const NODE_IPS = ["192.168.200.21", "192.168.200.22"] as const;
 /** The provider bridge the agent creates for ZStack's flat network, and its uplink. */
 const FLAT_BRIDGE = "br-flat";
@@ -140,7 +140,7 @@ export async function useExternalCluster(
         ? await sim.writer.addVmPort({
             network: spec.network === "vlan" ? (vlanSwitch as string) : spec.network,
             ip4: spec.ip4,
-            chassis: [HOSTS[spec.host] as string],
+            chassis: [sim.hosts[spec.host] as string],
           })
         : {
             uuid: sim.uuid(`vm${spec.simVm}`),

@@ -14,7 +14,7 @@ import { type NetnsHandle, type OvsNode, startOvsNode } from "./ovs-node.ts";
 import { type Daemon, runTool, spawnDaemon } from "./process.ts";
 import type { AfterHook } from "./teardown.ts";
 import { teardownFor } from "./teardown.ts";
-import { FLAT, HOSTS, type ZStackSim } from "./zstack-sim.ts";
+import { FLAT, type ZStackSim } from "./zstack-sim.ts";
 
 export interface Hypervisor {
   readonly node: OvsNode;
@@ -89,7 +89,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
     for (const n of nodes.splice(0).reverse()) await n.stop();
   };
   try {
-    for (let i = 0; i < HOSTS.length; i++) nodes.push(await startOvsNode());
+    for (let i = 0; i < sim.hosts.length; i++) nodes.push(await startOvsNode());
     // The management network and the flat network: a Linux bridge each in a "wire" namespace, one link per host
     // (and per further machine plugged in: a node of ours).
     const wire = await (nodes[0] as OvsNode).addNetns("wire");
@@ -122,7 +122,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
     }
     const hosts: Hypervisor[] = [];
     for (const [i, node] of nodes.entries()) {
-      const ip = HOSTS[i] as string;
+      const ip = sim.hosts[i] as string;
       const systemId = `zstack-host-${i + 1}`;
       await node.exec("ip", ["link", "set", "eth0", "up"]);
       await node.exec("ip", ["link", "set", "eth1", "up"]);
