@@ -4,6 +4,7 @@
 // once NB and the caches are ready, resyncs periodically, and stops everything when the term ends. A new kind
 // is a new Reconciler registered with it.
 
+import { setMaxListeners } from "node:events";
 import type { Informer } from "../k8s/informer.ts";
 import type { KubeObject } from "../k8s/object-key.ts";
 import { type ReconcileResult, WorkQueue } from "../k8s/workqueue.ts";
@@ -56,10 +57,19 @@ export interface ManagerOptions {
  * Runs the reconcilers of one term of leadership. Its `term` signal aborts when the run ends: whatever the
  * term writes through should be fenced on it, so that no reconcile still in flight writes once it is over.
  */
+function unlimitedListeners(signal: AbortSignal): AbortSignal {
+  setMaxListeners(0, signal);
+  return signal;
+}
+
 export class ReconcilerManager {
   private readonly termController = new AbortController();
-  /** Ends with this manager's run (leadership lost, stop(), or a failed start). */
-  readonly term: AbortSignal = this.termController.signal;
+  /**
+   * Ends with this manager's run (leadership lost, stop(), or a failed start). Every fenced NB subscription and
+   * every reconciler listens on it, more than Node's default of 10 listeners, which is no leak: each removes
+   * its listener when it ends.
+   */
+  readonly term: AbortSignal = unlimitedListeners(this.termController.signal);
   private readonly informers = new Map<string, Informer<KubeObject>>();
   private readonly reconcilers: { r: Reconciler; q: WorkQueue }[] = [];
   private readonly queues = new Map<string, WorkQueue>();
