@@ -282,7 +282,8 @@ export type RowListener = (events: readonly RowEvent[]) => void;
 
 /** Wire table-updates of any monitor flavour: 1 = "update" (old/new), 2 = update2/update3. */
 export type UpdateFormat = 1 | 2;
-type TableUpdates = Record<string, Record<string, Record<string, unknown> | null>>;
+type WireRows = Record<string, Record<string, unknown> | null>;
+type TableUpdates = Record<string, WireRows>;
 
 export class Cache<T extends TableMap = TableMap> {
   private readonly tables = new Map<string, TableCache>();
@@ -293,18 +294,19 @@ export class Cache<T extends TableMap = TableMap> {
   private readonly resolveRef: RefResolver = (table, uuid) => this.tables.get(table)?.get(uuid)?._uuid;
   /** Tables in an order where referenced tables come before those referring to them, where the schema allows. */
   private readonly order: string[];
+  /** Each table's place in `order`. */
+  private readonly rank = new Map<string, number>();
 
   constructor(clientSchema: DatabaseSchema, serverSchema?: DatabaseSchema) {
     for (const [name, t] of clientSchema.tables) {
       this.tables.set(name, new TableCache(name, t, serverSchema ? serverSchema.tables.get(name) : t));
     }
     this.order = referenceOrder(clientSchema);
+    for (const [i, name] of this.order.entries()) this.rank.set(name, i);
   }
 
-  private ordered(updates: TableUpdates): [string, Record<string, Record<string, unknown> | null>][] {
-    return this.order
-      .filter((t) => updates[t] !== undefined)
-      .map((t) => [t, updates[t] as Record<string, Record<string, unknown> | null>]);
+  private ordered(updates: TableUpdates): [string, WireRows][] {
+    return this.order.filter((t) => updates[t] !== undefined).map((t) => [t, updates[t] as WireRows]);
   }
 
   setServerSchema(serverSchema: DatabaseSchema): void {
@@ -332,12 +334,23 @@ export class Cache<T extends TableMap = TableMap> {
   apply(updates: unknown, format: UpdateFormat): RowEvent[] {
     const events: RowEvent[] = [];
     const all = (updates ?? {}) as TableUpdates;
-    // One update per write on the pod path: walk the tables and rows without building entry arrays.
-    for (const tname of this.order) {
-      const rows = all[tname];
-      if (rows === undefined) continue;
+    // One update per write on the pod path, naming one or two tables: visit those, not every table of the
+    // schema, in reference order, without building entry arrays.
+    // (Insertion by rank: Array.prototype.sort would allocate a work array per update.)
+    const present: TableCache[] = [];
+    for (const tname in all) {
+      if (!Object.hasOwn(all, tname) || all[tname] === undefined) continue;
       const tc = this.tables.get(tname);
       if (!tc) continue;
+      const r = this.rank.get(tname) as number;
+      let i = present.length;
+      present.push(tc);
+      for (; i > 0 && (this.rank.get((present[i - 1] as TableCache).name) as number) > r; i--)
+        present[i] = present[i - 1] as TableCache;
+      present[i] = tc;
+    }
+    for (const tc of present) {
+      const rows = all[tc.name] as WireRows;
       for (const uuid in rows) {
         if (!Object.hasOwn(rows, uuid)) continue;
         const u = rows[uuid];
