@@ -71,6 +71,11 @@ class Index<R extends RowBase> {
   }
 }
 
+/** A set column that may hold more than one element: its large values are changed in place (live-set.ts). */
+function inPlaceColumn(c: ColumnSchema): boolean {
+  return c.type.kind === "set" && c.type.max > 1;
+}
+
 /** Key for a multi-column schema index: the canonical JSON of the column values. */
 function schemaIndexFn(columns: readonly ColumnSchema[]): IndexFn<AnyRow> {
   if (columns.length === 1) {
@@ -85,6 +90,9 @@ export class TableCache<R extends RowBase = AnyRow> {
   private readonly indexes = new Map<string, Index<R>>();
   /** Columns every row carries, in a fixed order so all rows of a table share one hidden class. */
   private columns: readonly ColumnSchema[];
+  /** The columns by name, and those whose values may be large sets (changed in place, live-set.ts). */
+  private readonly byName: ReadonlyMap<string, ColumnSchema>;
+  private readonly setColumns: readonly ColumnSchema[];
   private serverColumns: ReadonlySet<string>;
 
   constructor(
@@ -93,6 +101,8 @@ export class TableCache<R extends RowBase = AnyRow> {
     serverTable: TableSchema | undefined,
   ) {
     this.columns = [...clientTable.columns.values()];
+    this.byName = new Map(this.columns.map((c) => [c.name, c]));
+    this.setColumns = this.columns.filter(inPlaceColumn);
     this.serverColumns = new Set(serverTable ? serverTable.columns.keys() : clientTable.columns.keys());
     for (const idx of clientTable.indexes) {
       const cols = idx.map((c) => clientTable.columns.get(c)).filter((c): c is ColumnSchema => !!c);
@@ -198,21 +208,24 @@ export class TableCache<R extends RowBase = AnyRow> {
    */
   diffRow(old: R, diff: Record<string, unknown>): R {
     const row: Record<string, unknown> = { ...(old as object) };
-    for (const c of this.columns) {
-      const d = diff[c.name];
-      const inPlace = c.type.kind === "set" && c.type.max > 1;
-      if (d !== undefined && this.serverColumns.has(c.name)) {
-        const ov = (old as unknown as AnyRow)[c.name] as Value;
-        if (inPlace && changeableInPlace(ov)) {
-          const live = ov;
-          if (toggleInPlace(old, c.name, live, setToggles(d, c.type.key)) && live.length === 0)
-            row[c.name] = EMPTY_SET;
-        } else row[c.name] = applyDiff(ov, d, c.type);
-      } else if (inPlace) {
-        // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
-        const ov = (old as unknown as AnyRow)[c.name] as Value;
-        if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
-      }
+    // The columns the diff names (usually one), not every column of the table.
+    for (const name in diff) {
+      if (!Object.hasOwn(diff, name)) continue;
+      const d = diff[name];
+      const c = this.byName.get(name);
+      if (d === undefined || !c || !this.serverColumns.has(name)) continue;
+      const ov = (old as unknown as AnyRow)[name] as Value;
+      if (inPlaceColumn(c) && changeableInPlace(ov)) {
+        const live = ov;
+        if (toggleInPlace(old, name, live, setToggles(d, c.type.key)) && live.length === 0)
+          row[name] = EMPTY_SET;
+      } else row[name] = applyDiff(ov, d, c.type);
+    }
+    for (const c of this.setColumns) {
+      if (diff[c.name] !== undefined && this.serverColumns.has(c.name)) continue;
+      // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
+      const ov = (old as unknown as AnyRow)[c.name] as Value;
+      if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
     }
     return row as unknown as R;
   }
