@@ -2,9 +2,14 @@
 // one client with its cache of every table (as the controller runs it), N single-port transactions into one
 // switch: first into a warm-up switch that is then dropped, then the measured ones into a fresh switch.
 //   node --import tsx bench/ovsdb-insert.ts [--ports=N] [--no-monitor] [--cpu-profile=FILE] [--heap-profile=FILE]
+//     [--perf-ctl=FIFO]
 // Prints the client's CPU per port, split by thread (main thread, GC and other helpers), and the server's.
 // --heap-profile writes a sampling heap profile of the measured part that counts collected objects too, so its
 // total is what the transactions allocated (open in Chrome DevTools, or sum selfSize per function).
+// --perf-ctl writes "enable" and "disable" around the measured part to a `perf record --control=fifo:FIFO -D -1`
+// started with node's --perf-basic-prof, so the native profile holds only the measured transactions:
+//   mkfifo /tmp/ctl && perf record -g -D -1 --control=fifo:/tmp/ctl -o perf.data -- \
+//     node --perf-basic-prof --import tsx bench/ovsdb-insert.ts --perf-ctl=/tmp/ctl
 
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
@@ -20,6 +25,7 @@ const N = Number(flag("ports") ?? "2000");
 const noMonitor = argv.includes("--no-monitor");
 const cpuProfile = flag("cpu-profile");
 const heapProfile = flag("heap-profile");
+const perfCtl = flag("perf-ctl");
 
 /** CPU ticks (10 ms) of each thread of a process, by thread id. */
 function threadTicks(pid: number | "self"): Map<string, { name: string; ticks: number }> {
@@ -91,9 +97,11 @@ try {
   }
   const self0 = threadTicks("self");
   const srv0 = sumTicks(threadTicks(srv.pid));
+  if (perfCtl) writeFileSync(perfCtl, "enable\n");
   const t0 = performance.now();
   await fill("measured");
   const ms = performance.now() - t0;
+  if (perfCtl) writeFileSync(perfCtl, "disable\n");
   const self1 = threadTicks("self");
   const srv1 = sumTicks(threadTicks(srv.pid));
   const us = (ticks: number) => `${((ticks * 10_000) / N).toFixed(0)} us/port`;

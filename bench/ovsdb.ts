@@ -25,6 +25,9 @@ const BENCH_CLIENT = { probeIntervalMs: 0 } as const;
 const quick = process.argv.includes("--quick");
 // --no-nbctl leaves out the ovn-nbctl baseline and context (for profiling the rest).
 const noNbctl = process.argv.includes("--no-nbctl");
+// --warm runs each way of (a) and (b) once untimed, on its own switch and connection, before the timed run: the
+// steady state of a long-running process, with the JIT's compilation of the client's code paths left out.
+const warm = process.argv.includes("--warm");
 const N_A = quick ? 2000 : 10_000;
 const N_B = quick ? 500 : 2000;
 const N_ROWS = quick ? 20_000 : 100_000;
@@ -256,6 +259,14 @@ async function compareWrites(
     const peer = await RawPeer.connect(srv.socketPath);
     const mon = monitored ? await RawPeer.connect(srv.socketPath) : undefined;
     await mon?.request(monitorText(1, "OVN_Northbound"));
+    if (warm) {
+      const wls = await newSwitch(admin, `${name}-warm`);
+      const wtexts = makePorts(`${name}-warm`).map((ports, i) =>
+        transactText(i + 1, "OVN_Northbound", addPortsOps(wls, ports, "p")),
+      );
+      for (const text of wtexts) await peer.request(text);
+      await dropSwitch(admin, wls);
+    }
     try {
       return await measure(srv.pid, async () => {
         for (const text of texts) await peer.request(text);
@@ -268,6 +279,11 @@ async function compareWrites(
     }
   };
   const oursRun = async (name: string, c: OvsdbClient<NbTables>): Promise<Measure> => {
+    if (warm) {
+      const wls = await newSwitch(admin, `${name}-warm`);
+      for (const ports of makePorts(`${name}-warm`)) await c.transact((t) => addPorts(t, wls, ports));
+      await dropSwitch(admin, wls);
+    }
     const ls = await newSwitch(admin, name);
     const all = makePorts(name);
     try {
@@ -464,7 +480,9 @@ async function benchResync(): Promise<void> {
   }
 }
 
-console.log(`bench-ovsdb on ${new Date().toISOString()}, node ${process.version}${quick ? " (quick)" : ""}`);
+console.log(
+  `bench-ovsdb on ${new Date().toISOString()}, node ${process.version}${quick ? " (quick)" : ""}${warm ? " (each way of (a) and (b) warmed up first)" : ""}`,
+);
 const only = process.argv.find((a) => a.startsWith("--only="))?.slice(7);
 if (!only || only.includes("a") || only.includes("b")) await benchWrites();
 if (!only || only.includes("c")) await benchMemory();

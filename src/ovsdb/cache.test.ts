@@ -374,3 +374,49 @@ describe("Cache: update2 set and map diffs", () => {
     );
   });
 });
+
+describe("Cache: the order tables are applied in", () => {
+  // A chain of references: Top -> Mid -> Leaf, and Loose referring to nothing.
+  const refSchema = parseSchema({
+    name: "R",
+    version: "1.0.0",
+    tables: {
+      Top: { columns: { mid: { type: { key: { type: "uuid", refTable: "Mid" }, min: 0, max: 1 } } } },
+      Mid: { columns: { leaf: { type: { key: { type: "uuid", refTable: "Leaf" }, min: 0, max: 1 } } } },
+      Leaf: { columns: { name: { type: "string" } } },
+      Loose: { columns: { name: { type: "string" } } },
+    },
+  });
+  const rank: Record<string, number> = { Leaf: 0, Mid: 1, Top: 2 };
+
+  test("whatever order an update names its tables in, a referenced table is applied before the tables referring to it", () => {
+    fc.assert(
+      fc.property(
+        fc.shuffledSubarray(["Top", "Mid", "Leaf", "Loose"], { minLength: 1 }),
+        fc.array(fc.integer({ min: 1, max: 3 }), { minLength: 4, maxLength: 4 }),
+        (tables, counts) => {
+          const cache = new Cache(refSchema);
+          const updates: Record<string, Record<string, unknown>> = {};
+          let n = 0;
+          tables.forEach((t, i) => {
+            const rows: Record<string, unknown> = {};
+            for (let k = 0; k < (counts[i] as number); k++) rows[u(++n)] = { insert: {} };
+            updates[t] = rows;
+          });
+          const events = cache.apply(updates, 2);
+          assert.equal(events.length, n);
+          // Each table's rows come together, and the chain's tables in reference order.
+          const seen: string[] = [];
+          for (const e of events) if (seen.at(-1) !== e.table) seen.push(e.table);
+          assert.deepEqual([...seen].sort(), [...tables].sort());
+          const chain = seen.filter((t) => t in rank);
+          assert.deepEqual(
+            chain,
+            [...chain].sort((a, b) => (rank[a] as number) - (rank[b] as number)),
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -71,6 +71,11 @@ class Index<R extends RowBase> {
   }
 }
 
+/** A set column that may hold more than one element: its large values are changed in place (live-set.ts). */
+function inPlaceColumn(c: ColumnSchema): boolean {
+  return c.type.kind === "set" && c.type.max > 1;
+}
+
 /** Key for a multi-column schema index: the canonical JSON of the column values. */
 function schemaIndexFn(columns: readonly ColumnSchema[]): IndexFn<AnyRow> {
   if (columns.length === 1) {
@@ -85,6 +90,9 @@ export class TableCache<R extends RowBase = AnyRow> {
   private readonly indexes = new Map<string, Index<R>>();
   /** Columns every row carries, in a fixed order so all rows of a table share one hidden class. */
   private columns: readonly ColumnSchema[];
+  /** The columns by name, and those whose values may be large sets (changed in place, live-set.ts). */
+  private readonly byName: ReadonlyMap<string, ColumnSchema>;
+  private readonly setColumns: readonly ColumnSchema[];
   private serverColumns: ReadonlySet<string>;
 
   constructor(
@@ -93,6 +101,8 @@ export class TableCache<R extends RowBase = AnyRow> {
     serverTable: TableSchema | undefined,
   ) {
     this.columns = [...clientTable.columns.values()];
+    this.byName = new Map(this.columns.map((c) => [c.name, c]));
+    this.setColumns = this.columns.filter(inPlaceColumn);
     this.serverColumns = new Set(serverTable ? serverTable.columns.keys() : clientTable.columns.keys());
     for (const idx of clientTable.indexes) {
       const cols = idx.map((c) => clientTable.columns.get(c)).filter((c): c is ColumnSchema => !!c);
@@ -198,21 +208,24 @@ export class TableCache<R extends RowBase = AnyRow> {
    */
   diffRow(old: R, diff: Record<string, unknown>): R {
     const row: Record<string, unknown> = { ...(old as object) };
-    for (const c of this.columns) {
-      const d = diff[c.name];
-      const inPlace = c.type.kind === "set" && c.type.max > 1;
-      if (d !== undefined && this.serverColumns.has(c.name)) {
-        const ov = (old as unknown as AnyRow)[c.name] as Value;
-        if (inPlace && changeableInPlace(ov)) {
-          const live = ov;
-          if (toggleInPlace(old, c.name, live, setToggles(d, c.type.key)) && live.length === 0)
-            row[c.name] = EMPTY_SET;
-        } else row[c.name] = applyDiff(ov, d, c.type);
-      } else if (inPlace) {
-        // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
-        const ov = (old as unknown as AnyRow)[c.name] as Value;
-        if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
-      }
+    // The columns the diff names (usually one), not every column of the table.
+    for (const name in diff) {
+      if (!Object.hasOwn(diff, name)) continue;
+      const d = diff[name];
+      const c = this.byName.get(name);
+      if (d === undefined || !c || !this.serverColumns.has(name)) continue;
+      const ov = (old as unknown as AnyRow)[name] as Value;
+      if (inPlaceColumn(c) && changeableInPlace(ov)) {
+        const live = ov;
+        if (toggleInPlace(old, name, live, setToggles(d, c.type.key)) && live.length === 0)
+          row[name] = EMPTY_SET;
+      } else row[name] = applyDiff(ov, d, c.type);
+    }
+    for (const c of this.setColumns) {
+      if (diff[c.name] !== undefined && this.serverColumns.has(c.name)) continue;
+      // Unchanged, so `row` shares the array: a later in-place change must not reach `old` through it.
+      const ov = (old as unknown as AnyRow)[c.name] as Value;
+      if (changeableInPlace(ov)) pinInPlace(old, c.name, ov);
     }
     return row as unknown as R;
   }
@@ -282,7 +295,8 @@ export type RowListener = (events: readonly RowEvent[]) => void;
 
 /** Wire table-updates of any monitor flavour: 1 = "update" (old/new), 2 = update2/update3. */
 export type UpdateFormat = 1 | 2;
-type TableUpdates = Record<string, Record<string, Record<string, unknown> | null>>;
+type WireRows = Record<string, Record<string, unknown> | null>;
+type TableUpdates = Record<string, WireRows>;
 
 export class Cache<T extends TableMap = TableMap> {
   private readonly tables = new Map<string, TableCache>();
@@ -293,18 +307,19 @@ export class Cache<T extends TableMap = TableMap> {
   private readonly resolveRef: RefResolver = (table, uuid) => this.tables.get(table)?.get(uuid)?._uuid;
   /** Tables in an order where referenced tables come before those referring to them, where the schema allows. */
   private readonly order: string[];
+  /** Each table's place in `order`. */
+  private readonly rank = new Map<string, number>();
 
   constructor(clientSchema: DatabaseSchema, serverSchema?: DatabaseSchema) {
     for (const [name, t] of clientSchema.tables) {
       this.tables.set(name, new TableCache(name, t, serverSchema ? serverSchema.tables.get(name) : t));
     }
     this.order = referenceOrder(clientSchema);
+    for (const [i, name] of this.order.entries()) this.rank.set(name, i);
   }
 
-  private ordered(updates: TableUpdates): [string, Record<string, Record<string, unknown> | null>][] {
-    return this.order
-      .filter((t) => updates[t] !== undefined)
-      .map((t) => [t, updates[t] as Record<string, Record<string, unknown> | null>]);
+  private ordered(updates: TableUpdates): [string, WireRows][] {
+    return this.order.filter((t) => updates[t] !== undefined).map((t) => [t, updates[t] as WireRows]);
   }
 
   setServerSchema(serverSchema: DatabaseSchema): void {
@@ -332,12 +347,23 @@ export class Cache<T extends TableMap = TableMap> {
   apply(updates: unknown, format: UpdateFormat): RowEvent[] {
     const events: RowEvent[] = [];
     const all = (updates ?? {}) as TableUpdates;
-    // One update per write on the pod path: walk the tables and rows without building entry arrays.
-    for (const tname of this.order) {
-      const rows = all[tname];
-      if (rows === undefined) continue;
+    // One update per write on the pod path, naming one or two tables: visit those, not every table of the
+    // schema, in reference order, without building entry arrays.
+    // (Insertion by rank: Array.prototype.sort would allocate a work array per update.)
+    const present: TableCache[] = [];
+    for (const tname in all) {
+      if (!Object.hasOwn(all, tname) || all[tname] === undefined) continue;
       const tc = this.tables.get(tname);
       if (!tc) continue;
+      const r = this.rank.get(tname) as number;
+      let i = present.length;
+      present.push(tc);
+      for (; i > 0 && (this.rank.get((present[i - 1] as TableCache).name) as number) > r; i--)
+        present[i] = present[i - 1] as TableCache;
+      present[i] = tc;
+    }
+    for (const tc of present) {
+      const rows = all[tc.name] as WireRows;
       for (const uuid in rows) {
         if (!Object.hasOwn(rows, uuid)) continue;
         const u = rows[uuid];
