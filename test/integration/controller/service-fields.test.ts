@@ -50,10 +50,14 @@ test("ipMode Proxy and source-filtered LB IPs are no VIPs; topology hints give e
     loadBalancerSourceRanges: ["192.168.200.100/32"],
   });
   await setIngress("lb", [{ ip: "192.168.201.10" }, { ip: "192.168.201.11", ipMode: "Proxy" }]);
-  const vipsOf = (id: string) => Object.keys(lb(id)?.vips ?? {}).sort();
+  // The cluster IPs are in the Service's cluster row, externalIPs and LB IPs in its external row.
+  const vipsOf = (...ids: string[]) => ids.flatMap((id) => Object.keys(lb(id)?.vips ?? {})).sort();
   const expectVips = (what: string, want: string[]) =>
     until(what, () =>
-      JSON.stringify(vipsOf(`${NS}/lb/tcp`)) === JSON.stringify(want.sort()) ? true : undefined,
+      JSON.stringify(vipsOf(`${NS}/lb/tcp`, `${NS}/lb/tcp/external`)) === JSON.stringify(want.sort()) &&
+      JSON.stringify(vipsOf(`${NS}/lb/tcp`)) === JSON.stringify([`${lbIP}:80`])
+        ? true
+        : undefined,
     );
   await expectVips("cluster IP and externalIP only (the LB IP is filtered, the other is Proxy)", [
     `${lbIP}:80`,
