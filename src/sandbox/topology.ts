@@ -99,6 +99,12 @@ export interface ZStackNetworkPlan {
   cidr: string;
   gateway: string;
   vmRange: string;
+  /**
+   * Whether the cluster's paths (node → pod, pod → node, pod → Service) reach the switch's pods: true on a switch
+   * with our router port; a switch with a localnet port (flat, VLAN) gets none (its Subnet's ClusterPath
+   * condition is False, reason LocalnetSwitch; docs/external-mode.md).
+   */
+  clusterPath: boolean;
 }
 
 export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
@@ -109,6 +115,7 @@ export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
     cidr: OVERLAY.cidr4,
     gateway: OVERLAY.gateway4,
     vmRange: "10.60.0.2..10.60.0.127",
+    clusterPath: true,
   },
   {
     network: "flat",
@@ -117,6 +124,7 @@ export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
     cidr: FLAT.cidr4,
     gateway: "192.168.100.1",
     vmRange: "192.168.100.2..192.168.100.127",
+    clusterPath: false,
   },
 ];
 /**

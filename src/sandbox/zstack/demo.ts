@@ -3,7 +3,9 @@
 // ZStack's on its switch (each side must see the other's own address: no NAT on ZStack's switch), from each pod's node to the pod (the path of
 // kubelet probes: the management port, the cluster router, our router port on ZStack's switch), from each pod to
 // its node's management address (the pod's annotation routes through our router port), and from each pod to a
-// Service backed by the demo pods (DNAT on ZStack's switch, which refers to our Service load-balancer group).
+// Service backed by the demo pods (DNAT on ZStack's switch, which refers to our cluster-IP load-balancer group).
+// The last three only on the overlay switch: the flat one has a localnet port, and such a switch gets no router
+// port of ours (docs/external-mode.md), so its pods talk with the VMs and ZStack's network only.
 
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -151,6 +153,8 @@ export async function runZStackDemo(
         );
       }
     }
+    // A switch with a localnet port (flat) has no router port of ours: no path from the cluster to its pods.
+    if (!net.clusterPath) continue;
     const vip = (
       await kubectl(layout, state, [
         ...["get", "service", ZSTACK_DEMO, "-n", net.namespace],
@@ -178,7 +182,8 @@ export async function runZStackDemo(
     const server = spawn(argv[0] as string, argv.slice(1), { stdio: ["ignore", "ignore", "pipe"] });
     try {
       await listening(server, `the podserver on ${node.name}`);
-      for (const p of pods.filter((x) => x.node === node.name)) {
+      const reached = new Set(ZSTACK_NETWORKS.filter((n) => n.clusterPath).map((n) => n.namespace));
+      for (const p of pods.filter((x) => x.node === node.name && reached.has(x.namespace))) {
         checks.push(
           await check(
             "node -> pod",
