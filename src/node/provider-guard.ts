@@ -25,6 +25,8 @@ export interface ProviderGuard {
 
 interface AddrJson {
   ifname?: unknown;
+  /** The link's alternative names (`ip link property add ... altname`): the kernel resolves them like its name. */
+  altnames?: unknown;
   addr_info?: { local?: unknown; prefixlen?: unknown; scope?: unknown }[];
 }
 
@@ -58,9 +60,17 @@ export function hostInterfacesFrom(
   routes: readonly RouteJson[],
 ): Map<string, string> {
   const out = new Map<string, string>();
+  // Every name a link answers to: a label naming an altname would put the same interface on a bridge.
+  const names = new Map<string, string[]>();
+  for (const link of addrs) {
+    const dev = nameOf(link.ifname);
+    if (dev === undefined) continue;
+    const alt = Array.isArray(link.altnames) ? link.altnames : [];
+    names.set(dev, [dev, ...alt.map(nameOf).filter((n): n is string => n !== undefined)]);
+  }
   const note = (dev: string | undefined, what: string) => {
-    if (dev === undefined || dev === "lo" || out.has(dev)) return;
-    out.set(dev, what);
+    if (dev === undefined || dev === "lo") return;
+    for (const n of names.get(dev) ?? [dev]) if (!out.has(n)) out.set(n, what);
   };
   for (const link of addrs) {
     const dev = nameOf(link.ifname);
@@ -117,7 +127,8 @@ const NOT_UPLINK_TYPES = new Set([
 
 /**
  * The guard from the kernel's interfaces and the local OVS database: br-int, every bridge holding a node address
- * or route (its own interface, or a port onto an interface that does), and each bridge's uplinks not the agent's.
+ * or route (its own interface, or a port onto an interface that does) unless the agent created it for a provider,
+ * and each bridge's uplinks not the agent's.
  */
 export function providerGuardFrom(
   client: VswitchClient,
@@ -128,8 +139,13 @@ export function providerGuardFrom(
   const ports = client.cache.table("Port");
   const interfaces = client.cache.table("Interface");
   for (const b of client.cache.table("Bridge").values()) {
+    // A bridge this agent created for a provider network stays a provider bridge when someone gives it an
+    // address (host access to that network): refusing it would make the agent delete a working bridge.
+    const bids = b.external_ids as Readonly<Record<string, string>>;
+    const agentBridge = bids[OWNER_KEY] === NODE_AGENT && bids[PROVIDER_KEY] !== undefined;
     const held = hostInterfaces.get(b.name);
-    if (held !== undefined) reserved.set(b.name, `is the node's underlay bridge (it ${held})`);
+    if (held !== undefined && !agentBridge)
+      reserved.set(b.name, `is the node's underlay bridge (it ${held})`);
     for (const p of b.ports) {
       const port = ports.get(p);
       if (!port || port.name === b.name) continue;
@@ -139,7 +155,7 @@ export function providerGuardFrom(
         const iface = interfaces.get(i);
         if (!iface || NOT_UPLINK_TYPES.has(String(iface.type))) continue;
         const via = hostInterfaces.get(iface.name);
-        if (via !== undefined && !reserved.has(b.name))
+        if (via !== undefined && !agentBridge && !reserved.has(b.name))
           reserved.set(b.name, `is the node's underlay bridge (its port ${iface.name} ${via})`);
         if (!agents) uplinks.set(b.name, [...(uplinks.get(b.name) ?? []), port.name]);
       }

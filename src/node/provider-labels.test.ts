@@ -117,6 +117,7 @@ describe("provider labels against the node's interfaces and bridges", () => {
           ],
         },
         { ifname: "eth1", addr_info: [{ local: "fe80::2", prefixlen: 64, scope: "link" }] },
+        { ifname: "ens3", altnames: ["enp0s3"], addr_info: [] },
         { ifname: "br-phy", addr_info: [{ local: "10.0.0.11", prefixlen: 24, scope: "global" }] },
       ],
       [
@@ -124,6 +125,7 @@ describe("provider labels against the node's interfaces and bridges", () => {
         { dst: "fe80::/64", dev: "eth1" },
         { dst: "ff00::/8", dev: "eth1", type: "multicast" },
         { dst: "10.9.0.0/16", nexthops: [{ dev: "eth3" }] },
+        { dst: "10.8.0.0/16", dev: "ens3" },
       ],
     ),
     reservedBridges: new Map([
@@ -136,13 +138,18 @@ describe("provider labels against the node's interfaces and bridges", () => {
     providerMappingsFromLabels("w1", labels, configured, guard);
 
   test("the interfaces holding an address or a route, never the loopback nor a link-local address or route", () => {
-    assert.deepEqual([...guard.hostInterfaces.keys()].sort(), ["br-phy", "eth0", "eth3"]);
+    assert.deepEqual([...guard.hostInterfaces.keys()].sort(), ["br-phy", "enp0s3", "ens3", "eth0", "eth3"]);
+    assert.equal(
+      guard.hostInterfaces.get("enp0s3"),
+      "carries the node's route 10.8.0.0/16",
+      "an altname too",
+    );
     assert.equal(guard.hostInterfaces.get("eth0"), "holds the node's address 192.168.200.11/24");
     assert.equal(guard.hostInterfaces.get("eth3"), "carries the node's route 10.9.0.0/16");
   });
 
   test("an uplink holding the node's address or route is refused with its bridge label; the configured entry stays", () => {
-    for (const nic of ["eth0", "eth3"]) {
+    for (const nic of ["eth0", "eth3", "enp0s3"]) {
       const r = withGuard({ [`${B}physnet1`]: "br-p1", [`${U}physnet1`]: nic });
       assert.deepEqual(r.mappings, configured);
       assert.equal(r.fromLabels, false);

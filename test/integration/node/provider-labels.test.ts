@@ -320,4 +320,45 @@ test("a provider label naming the node's own NIC, its underlay bridge or a secon
   assert.equal((await node.vsctl("list-ports", "br-admin")).trim(), "up1", "no second uplink");
   assert.match(await node.exec("ip", ["-o", "address", "show", "dev", "eth0"]), /192\.168\.77\.11\/24/);
   await reachable();
+
+  // eth0 under another name (an altname, which the kernel and OVS resolve like its name): refused too.
+  await node.exec("ip", ["link", "property", "add", "dev", "eth0", "altname", "upl0"]);
+  const before = (await warnings()).length;
+  await label({ [`${B}alt`]: "br-alt", [`${U}alt`]: "upl0" });
+  const alt = await until("the altname's Event", async () => {
+    const w = await warnings();
+    return w.length > before ? w.slice(before) : undefined;
+  });
+  assert.match(
+    alt.map((e) => e.message).join("\n"),
+    /uplink\.provider\.network\.zstack\.io\/alt="upl0": upl0 /,
+  );
+  // A provider bridge the labels created, later given an address (host access to that network), stays.
+  await node.exec("ip", ["link", "add", "up3", "type", "veth", "peer", "name", "up3-peer"]);
+  const refused = (await warnings()).length;
+  await label({ [`${B}alt`]: null, [`${U}alt`]: null, [`${B}good`]: "br-good", [`${U}good`]: "up3" });
+  await until("br-good with its uplink", async () => {
+    const about = (await warnings()).slice(refused).map((e) => e.message);
+    assert.deepEqual(about, [], "no Event about these labels");
+    const ports = (await node.vsctl("list-ports", "br-good").catch(() => "")).trim();
+    return ports === "up3" ? true : undefined;
+  });
+  await node.exec("ip", ["link", "set", "br-good", "up"]);
+  await node.exec("ip", ["address", "add", "192.168.79.11/24", "dev", "br-good"]);
+  const seen2 = passes;
+  await label({ "example.com/nudge": "2" });
+  await until("the next label pass", async () => (passes > seen2 ? true : undefined));
+  await pass;
+  assert.equal(
+    (await node.vsctl("list-ports", "br-good")).trim(),
+    "up3",
+    "the agent's bridge and uplink stay",
+  );
+  assert.match(await mappings(), /good:br-good/);
+  assert.equal(
+    (await node.vsctl("port-to-br", "eth0").catch(() => "")).trim(),
+    "",
+    "eth0 still on no bridge",
+  );
+  await reachable();
 });
