@@ -10,6 +10,7 @@ import {
   type UdpServiceFlow,
   udpFlowKey,
 } from "./service-conntrack.ts";
+import { type UnnatedUdpTarget, unnatedTargetKey } from "./udp-first-endpoint.ts";
 
 const ip = (t: string) => parseIp(t);
 
@@ -186,5 +187,42 @@ describe("the conntrack backlog", () => {
     b.add([flow]);
     assert.deepEqual(b.round(byKey([flow])), []);
     assert.equal(b.size, 0);
+  });
+});
+
+describe("first-endpoint deletions shared among namespaces", () => {
+  const target = (owner: string, n: number): UnnatedUdpTarget => ({
+    tracker: "kernel",
+    ip: parseIp(`10.${owner === "a" ? 1 : 2}.${Math.floor(n / 250)}.${(n % 250) + 1}`),
+    port: 53,
+    owner,
+  });
+  test("one namespace's 5,000 queued targets do not hold back another's: it is in the next round", () => {
+    const now = 1_000_000;
+    const b = new ConntrackBacklog(16_384, { clock: () => now, perSecond: 20, burst: 32 });
+    b.addUnnated(Array.from({ length: 5_000 }, (_, i) => target("a", i)));
+    b.addUnnated([target("b", 0)]);
+    const round = b.unnatedRound(32);
+    assert.equal(round.length, 32);
+    assert.ok(
+      round.some((t) => t.owner === "b"),
+      "namespace b's target is taken in the first round",
+    );
+  });
+  test("beyond the cap the namespace with the most queued loses its own oldest, never another's", () => {
+    const b = new ConntrackBacklog(100, { clock: () => 0 });
+    b.addUnnated([target("b", 0)]);
+    const dropped = b.addUnnated(Array.from({ length: 150 }, (_, i) => target("a", i)));
+    assert.equal(dropped, 51);
+    assert.equal(b.size, 100);
+    const all = b.unnatedRound(1_000);
+    assert.ok(
+      all.some((t) => t.owner === "b"),
+      "b's single target is kept",
+    );
+    assert.ok(
+      !all.some((t) => unnatedTargetKey(t) === unnatedTargetKey(target("a", 0))),
+      "a's oldest dropped",
+    );
   });
 });

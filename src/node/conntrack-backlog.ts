@@ -9,8 +9,9 @@
 // a destination flap between no endpoint and one, and each OVS flush walks the whole conntrack table in
 // ovs-vswitchd's main thread: a target is deleted at most once per UNNATED_MIN_INTERVAL_MS (a later request is
 // deferred to then, never dropped, so a flow stuck in between is still cleared), all targets together at most
-// UNNATED_PER_SECOND a second (bursts of one round), and a target whose deletion keeps failing is retried with
-// backoff and given up after UNNATED_MAX_FAILURES.
+// UNNATED_PER_SECOND a second (bursts of one round), shared among the namespaces asking in turn (and beyond the
+// cap the namespace with the most queued loses its own oldest), and a target whose deletion keeps failing is
+// retried with backoff and given up after UNNATED_MAX_FAILURES.
 
 import { type GroupedDeletion, groupUdpFlows, type UdpServiceFlow, udpFlowKey } from "./service-conntrack.ts";
 import { type UnnatedUdpTarget, unnatedTargetKey } from "./udp-first-endpoint.ts";
@@ -116,22 +117,70 @@ export class ConntrackBacklog {
       const notBefore = last === undefined ? now : Math.max(now, last + this.minIntervalMs);
       this.unnated.set(k, { target, notBefore, seq: 0, failures: 0 });
     }
-    const dropped = dropOldest(this.unnated, this.cap);
+    const dropped = this.dropFromLargestOwner();
     this.dropped += dropped;
     return dropped;
   }
 
-  /** The targets of the next round: those due, oldest first, at most `max` and as many as the rate allows. */
+  /**
+   * Beyond the cap, drops the oldest targets of whichever owner has the most queued, so that a namespace
+   * flooding the backlog loses its own targets, never another's few.
+   */
+  private dropFromLargestOwner(): number {
+    if (this.unnated.size <= this.cap) return 0;
+    const byOwner = new Map<string, string[]>();
+    for (const [k, p] of this.unnated) {
+      const o = p.target.owner ?? "";
+      const list = byOwner.get(o);
+      if (list) list.push(k);
+      else byOwner.set(o, [k]);
+    }
+    const next = new Map<string, number>();
+    let dropped = 0;
+    while (this.unnated.size > this.cap) {
+      let largest: string | undefined;
+      let most = 0;
+      for (const [o, list] of byOwner) {
+        const left = list.length - (next.get(o) ?? 0);
+        if (left > most) [largest, most] = [o, left];
+      }
+      if (largest === undefined) break;
+      const i = next.get(largest) ?? 0;
+      next.set(largest, i + 1);
+      this.unnated.delete((byOwner.get(largest) as string[])[i] as string);
+      dropped++;
+    }
+    return dropped;
+  }
+
+  /**
+   * The targets of the next round: those due, at most `max` and as many as the rate allows, shared among their
+   * owners in turn (each owner's oldest first), so one namespace's many targets cannot hold back another's.
+   */
   unnatedRound(max = FORGET_PER_ROUND): UnnatedUdpTarget[] {
     const now = this.clock();
     this.refill(now);
     const n = Math.min(Math.max(0, max), Math.floor(this.tokens));
     const out: UnnatedUdpTarget[] = [];
+    if (n === 0) return out;
+    const due = new Map<string, [string, PendingUnnated][]>();
     for (const [k, p] of this.unnated) {
-      if (out.length >= n) break;
       if (p.notBefore > now || this.taken.has(k)) continue;
-      this.taken.set(k, { seq: p.seq, at: now });
-      out.push(p.target);
+      const o = p.target.owner ?? "";
+      const list = due.get(o) ?? [];
+      if (list.length < n) list.push([k, p]);
+      due.set(o, list);
+    }
+    for (let i = 0; out.length < n; i++) {
+      let any = false;
+      for (const list of due.values()) {
+        const e = list[i];
+        if (!e || out.length >= n) continue;
+        any = true;
+        this.taken.set(e[0], { seq: e[1].seq, at: now });
+        out.push(e[1].target);
+      }
+      if (!any) break;
     }
     this.tokens -= out.length;
     return out;

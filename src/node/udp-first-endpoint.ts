@@ -28,6 +28,11 @@ export interface UnnatedUdpTarget {
   readonly tracker: Tracker;
   readonly ip: IpAddress;
   readonly port: number | undefined;
+  /**
+   * Whose Service asked for it (its namespace): the backlog shares its rate among owners, so one namespace's
+   * flapping endpoints cannot hold back another's. Not part of the key.
+   */
+  readonly owner?: string;
 }
 
 export function unnatedTargetKey(t: UnnatedUdpTarget): string {
@@ -49,14 +54,18 @@ export function servedUdpDestinations(
 ): Map<string, UnnatedUdpTarget> {
   const out = new Map<string, UnnatedUdpTarget>();
   const has = (eps: readonly NatEndpoint[], ip: IpAddress) => eps.some((e) => e.ip.family === ip.family);
+  let owner = "";
   const add = (tracker: Tracker, ip: IpAddress, port: number, wholeAddress: boolean) =>
     out.set(`${tracker}/${ip.family}/${ip.value}/${port}`, {
       tracker,
       ip,
       port: wholeAddress ? undefined : port,
+      owner,
     });
   for (const p of ports) {
     if (p.protocol !== "udp") continue;
+    // The port's key is "<namespace>/<name>/<protocol>/<port>".
+    owner = p.key.slice(0, Math.max(0, p.key.indexOf("/")));
     for (const ip of p.clusterIPs) {
       if (!has(p.internalTrafficLocal ? p.localEndpoints : p.endpoints, ip)) continue;
       add("kernel", ip, p.port, true);
