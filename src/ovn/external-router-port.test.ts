@@ -28,8 +28,8 @@ describe("our router port on ZStack's switch", () => {
       switchUuid: "6b1f0000-0000-4000-8000-000000000001",
       networks: ["10.60.0.2/24", "fd60::2/64"],
     });
-    assert.equal(rows.length, 4);
-    const [lrp, lsp, guard4, guard6] = rows;
+    assert.equal(rows.length, 5);
+    const [lrp, lsp, allow4, guard4, guard6] = rows;
     assert.equal(lrp?.table, "Logical_Router_Port");
     assert.equal(lrp?.row.name, externalRouterPortName("zs"));
     assert.deepEqual(lrp?.row.networks, ["10.60.0.2/24", "fd60::2/64"]);
@@ -56,19 +56,43 @@ describe("our router port on ZStack's switch", () => {
     assert.equal(ids["zstack.io/ip/10.60.0.2"], "zs");
     assert.equal(ids["zstack.io/ip/fd60::2"], "zs");
     // What else enters through the port is dropped before routing: only our pods of the Subnet come through it.
-    assert.deepEqual(
-      [guard4, guard6].map((g) => [g?.table, g?.id, g?.row.priority, g?.row.action, g?.row.match, g?.parent]),
-      [4, 6].map((f) => [
+    // IPv4: our pods' addresses allowed just above a drop of everything else (no negated address set).
+    const policies = [allow4, guard4, guard6].map((g) => [
+      g?.table,
+      g?.id,
+      g?.row.priority,
+      g?.row.action,
+      g?.row.match,
+      g?.parent,
+    ]);
+    const parent = { table: "Logical_Router", id: "cluster-router", column: "policies" };
+    assert.deepEqual(policies, [
+      [
         "Logical_Router_Policy",
-        `subnet/zs/ext-guard-v${f}`,
+        "subnet/zs/ext-guard-v4-allow",
+        EXTERNAL_SOURCE_GUARD_PRIORITY + 1,
+        "allow",
+        'inport == "zovn-rtoe-zs" && ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24',
+        parent,
+      ],
+      [
+        "Logical_Router_Policy",
+        "subnet/zs/ext-guard-v4",
         EXTERNAL_SOURCE_GUARD_PRIORITY,
         "drop",
-        f === 4
-          ? 'inport == "zovn-rtoe-zs" && ip4 && !(ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24)'
-          : 'inport == "zovn-rtoe-zs" && ip6 && !(ip6.src == fd60::/64)',
-        { table: "Logical_Router", id: "cluster-router", column: "policies" },
-      ]),
-    );
+        'inport == "zovn-rtoe-zs" && ip4',
+        parent,
+      ],
+      [
+        "Logical_Router_Policy",
+        "subnet/zs/ext-guard-v6",
+        EXTERNAL_SOURCE_GUARD_PRIORITY,
+        "drop",
+        'inport == "zovn-rtoe-zs" && ip6 && !(ip6.src == fd60::/64)',
+        parent,
+      ],
+    ]);
+    for (const m of policies.map((p) => String(p[4]))) assert.doesNotMatch(m, /!\(.*\$/, "no negated set");
     assert.ok(EXTERNAL_SOURCE_GUARD_PRIORITY > EXTERNAL_PODS_POLICY_PRIORITY);
     assert.ok(EXTERNAL_SOURCE_GUARD_PRIORITY > EGRESS_POLICY_PRIORITY);
   });

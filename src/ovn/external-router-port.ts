@@ -8,7 +8,7 @@
 // switches and Services. Our router port's address comes from the Subnet's allocator like a pod's, and is then
 // held by the row itself (its `networks`), so it never moves; the switch-side port joins ZStack's switch only by a
 // `mutate ports insert` of its own reference, exactly as a pod port does. A cluster-router policy drops whatever
-// else enters through that port (sourceGuardRow), and a switch with a localnet port gets no router port at all.
+// else enters through that port (sourceGuardRows), and a switch with a localnet port gets no router port at all.
 
 import { createHash } from "node:crypto";
 import { type IpAddress, parseIp } from "../ipam/address.ts";
@@ -33,6 +33,10 @@ export function externalSwitchPortId(subnet: string): string {
 }
 export function externalSourceGuardId(subnet: string, family: 4 | 6): string {
   return `subnet/${subnet}/ext-guard-v${family}`;
+}
+/** The IPv4 guard's allow policy (our pods of the Subnet), just above the guard's drop. */
+export function externalSourceAllowId(subnet: string): string {
+  return `subnet/${subnet}/ext-guard-v4-allow`;
 }
 
 /**
@@ -87,7 +91,7 @@ export function externalRouterPortRows(p: ExternalRouterPort): DesiredRow[] {
       // ZStack's switch: joined by a mutate inserting this row's reference only, never a rewrite of its ports.
       parent: { table: "Logical_Switch", uuid: p.switchUuid, column: "ports" },
     },
-    ...p.networks.map((n) => sourceGuardRow(p.subnet, rtoe, n)),
+    ...p.networks.flatMap((n) => sourceGuardRows(p.subnet, rtoe, n)),
   ];
 }
 
@@ -99,23 +103,42 @@ export function externalRouterPortRows(p: ExternalRouterPort): DesiredRow[] {
  * forging a node's address. IPv4 must come from an address in the external pods' set and in this Subnet's CIDR;
  * IPv6 (no per-pod set) from this Subnet's CIDR. Written and removed with the router port, in its plan.
  */
-function sourceGuardRow(subnet: string, rtoe: string, network: string): DesiredRow {
+function sourceGuardRows(subnet: string, rtoe: string, network: string): DesiredRow[] {
   const cidr = formatCidr(networkOf(network));
   const family = cidr.includes(":") ? 6 : 4;
-  const allowed =
-    family === 4 ? `ip4.src == $${EXTERNAL_PODS_ADDRESS_SET_V4} && ip4.src == ${cidr}` : `ip6.src == ${cidr}`;
-  const id = externalSourceGuardId(subnet, family);
-  return {
+  const policy = (id: string, priority: number, match: string, action: "allow" | "drop"): DesiredRow => ({
     table: "Logical_Router_Policy",
     id,
     row: {
-      priority: EXTERNAL_SOURCE_GUARD_PRIORITY,
-      match: `inport == "${rtoe}" && ip${family} && !(${allowed})`,
-      action: "drop",
+      priority,
+      match,
+      action,
       external_ids: ownedIds("external-source-guard", id, { [SUBNET_KEY]: subnet }),
     },
     parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
-  };
+  });
+  const guardId = externalSourceGuardId(subnet, family);
+  if (family === 6)
+    return [
+      policy(
+        guardId,
+        EXTERNAL_SOURCE_GUARD_PRIORITY,
+        `inport == "${rtoe}" && ip6 && !(ip6.src == ${cidr})`,
+        "drop",
+      ),
+    ];
+  // IPv4: allow our pods, then drop the rest. Never a negated address set in one match (`!(ip4.src == $set)`):
+  // ovn-controller expands it into the product of every member's mismatching bits, which grows exponentially with
+  // the set (with 4 pods on ZStack's switches, a recompute took 18 s and 800 MB).
+  return [
+    policy(
+      externalSourceAllowId(subnet),
+      EXTERNAL_SOURCE_GUARD_PRIORITY + 1,
+      `inport == "${rtoe}" && ip4.src == $${EXTERNAL_PODS_ADDRESS_SET_V4} && ip4.src == ${cidr}`,
+      "allow",
+    ),
+    policy(guardId, EXTERNAL_SOURCE_GUARD_PRIORITY, `inport == "${rtoe}" && ip4`, "drop"),
+  ];
 }
 
 /**

@@ -707,15 +707,21 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       );
       assert.ok(group);
       assert.deepEqual(listOf(dump.Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);
-      // What enters through our router port from anything but our pods of the Subnet is dropped (one policy).
+      // What enters through our router port from anything but our pods of the Subnet is dropped: our pods allowed
+      // (1011), the rest dropped (1010).
       const guards = find(dump, "Logical_Router_Policy", "subnet/zs-overlay/ext-guard-v4");
+      const allows = find(dump, "Logical_Router_Policy", "subnet/zs-overlay/ext-guard-v4-allow");
       assert.equal(guards.length, 1);
+      assert.equal(allows.length, 1);
       assert.equal(guards[0]?.[1].action, "drop");
+      assert.equal(guards[0]?.[1].match, `inport == "${lrp.name}" && ip4`);
+      assert.equal(allows[0]?.[1].action, "allow");
       assert.equal(
-        guards[0]?.[1].match,
-        `inport == "${lrp.name}" && ip4 && !(ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24)`,
+        allows[0]?.[1].match,
+        `inport == "${lrp.name}" && ip4.src == $zovn_external_pods_v4 && ip4.src == 10.60.0.0/24`,
       );
-      assert.ok(router && listOf(router[1].policies).includes(guards[0]?.[0]), "on our cluster router");
+      for (const g of [guards[0], allows[0]])
+        assert.ok(router && listOf(router[1].policies).includes(g?.[0]), "on our cluster router");
       // ZStack's rows differ only by those mutations (and our pods' ports).
       assertOnlyOurPorts(
         before,
