@@ -4,7 +4,7 @@
 
 import { familyBits, type IpAddress, ipEquals, tryParseIp } from "../ipam/address.ts";
 import type { Cidr } from "../ipam/cidr.ts";
-import { ipBatch, requireSuccess } from "./ip-batch.ts";
+import { ipBatch, ipJson, requireSuccess } from "./ip-batch.ts";
 
 export interface HostAnchors {
   /** Next hops of the default routes, both families. */
@@ -59,11 +59,6 @@ export function uplinkCidrs(links: readonly AddrJson[], uplinkIp: IpAddress): Ci
   return out;
 }
 
-function json<T>(stdout: string): T[] {
-  const text = stdout.trim();
-  return text ? (JSON.parse(text) as T[]) : [];
-}
-
 /** The default gateways and the uplink's networks, in the given netns (the agent's own by default). */
 export async function readHostAnchors(
   uplinkIp: IpAddress,
@@ -76,7 +71,7 @@ export async function readHostAnchors(
   const addrs = await ipBatch([["addr", "show"]], { globalArgs: ["-j"], ...opts });
   requireSuccess("reading addresses", addrs);
   return {
-    gateways: defaultGateways([...json<RouteJson>(v4.stdout), ...json<RouteJson>(v6.stdout)]),
-    uplinkCidrs: uplinkCidrs(json<AddrJson>(addrs.stdout), uplinkIp),
+    gateways: defaultGateways([...ipJson<RouteJson>(v4.stdout), ...ipJson<RouteJson>(v6.stdout)]),
+    uplinkCidrs: uplinkCidrs(ipJson<AddrJson>(addrs.stdout), uplinkIp),
   };
 }

@@ -121,3 +121,9 @@ export function requireSuccess(
 export const isAlreadyExists = (f: IpBatchFailure): boolean => /File exists/i.test(f.message);
 export const isNoSuchDevice = (f: IpBatchFailure): boolean =>
   /Cannot find device|No such device|does not exist/i.test(f.message);
+
+/** The records of `ip -j` output (an empty output is no record). */
+export function ipJson<T>(stdout: string): T[] {
+  const text = stdout.trim();
+  return text ? (JSON.parse(text) as T[]) : [];
+}

@@ -7,7 +7,7 @@
 // database, both parsed here into names; the checks themselves (provider-labels.ts) are pure.
 
 import { interfaceNameProblem } from "./interface-name.ts";
-import { ipBatch, requireSuccess } from "./ip-batch.ts";
+import { ipBatch, ipJson, requireSuccess } from "./ip-batch.ts";
 import { INTEGRATION_BRIDGE } from "./ovs-bridge.ts";
 import { PROVIDER_KEY } from "./provider-bridges.ts";
 import { NODE_AGENT, OWNER_KEY, type VswitchClient } from "./vswitch-db.ts";
@@ -90,11 +90,6 @@ export function hostInterfacesFrom(
   return out;
 }
 
-function json<T>(stdout: string): T[] {
-  const text = stdout.trim();
-  return text ? (JSON.parse(text) as T[]) : [];
-}
-
 /** The interfaces holding the node's addresses and routes, read from the kernel (in `netns`, or the agent's). */
 export async function readHostInterfaces(opts: { netns?: string } = {}): Promise<Map<string, string>> {
   const addrs = await ipBatch([["addr", "show"]], { globalArgs: ["-j"], ...opts });
@@ -103,9 +98,9 @@ export async function readHostInterfaces(opts: { netns?: string } = {}): Promise
   for (const family of ["-4", "-6"]) {
     const r = await ipBatch([["route", "show", "table", "all"]], { globalArgs: ["-j", family], ...opts });
     requireSuccess("reading routes", r);
-    routes.push(...json<RouteJson>(r.stdout));
+    routes.push(...ipJson<RouteJson>(r.stdout));
   }
-  return hostInterfacesFrom(json<AddrJson>(addrs.stdout), routes);
+  return hostInterfacesFrom(ipJson<AddrJson>(addrs.stdout), routes);
 }
 
 /** Interface types that are not a host interface: OVS's own ports and tunnels. */
