@@ -585,7 +585,7 @@ export class PodPortAllocator {
    * <name>`, a foreign holder like any router port on the switch), so no pod takes it meanwhile and no conflict is
    * seen when the holdings report it. A write that did not land gives it back with dropRouterAddresses.
    */
-  reserveRouterAddresses(subnet: string, lrpName: string): { ips: string[] } | { problem: string } {
+  reserveRouterAddresses(subnet: string): { ips: string[] } | { problem: string } {
     const sn = this.subnets.get(subnet);
     if (!sn?.external) return { problem: `subnet ${subnet} is not loaded on a foreign switch` };
     const view = sn.external.holdings;
@@ -597,7 +597,7 @@ export class PodPortAllocator {
       const seen = res.ips.filter((ip) => view.isTaken(ip));
       if (seen.length === 0) {
         for (const ip of res.ips)
-          sn.allocator.recordHolder(ip, { owner: `Logical_Router_Port ${lrpName}`, foreign: true });
+          sn.allocator.recordHolder(ip, { owner: routerPortHolder(subnet), foreign: true });
         return { ips: [...res.addresses] };
       }
       for (const ip of seen)
@@ -609,12 +609,12 @@ export class PodPortAllocator {
   }
 
   /** Gives back what reserveRouterAddresses held, unless the switch's holdings show the port holding it. */
-  dropRouterAddresses(subnet: string, lrpName: string, ips: readonly string[]): void {
+  dropRouterAddresses(subnet: string, ips: readonly string[]): void {
     const sn = this.subnets.get(subnet);
     if (!sn?.external) return;
     for (const ip of ips)
       if (!sn.external.holdings.isTaken(parseIp(ip)))
-        sn.allocator.forgetForeign(ip, `Logical_Router_Port ${lrpName}`);
+        sn.allocator.forgetForeign(ip, routerPortHolder(subnet));
   }
 
   /**

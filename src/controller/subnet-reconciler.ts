@@ -432,7 +432,7 @@ export class SubnetReconciler implements Reconciler {
     const ls = nb.cache.table("Logical_Switch").get(switchUuid);
     if (!ls) return undefined;
     const lrpName = externalRouterPortName(name);
-    const got = this.podPorts.reserveRouterAddresses(name, lrpName);
+    const got = this.podPorts.reserveRouterAddresses(name);
     if ("problem" in got)
       return `no address for the cluster router's port ${lrpName} on ${ls.name} (${switchUuid}): ${got.problem}; the Subnet's pods wait for it`;
     const def = this.ctx.verdicts.get(name)?.definition;
@@ -465,7 +465,7 @@ export class SubnetReconciler implements Reconciler {
     } finally {
       // Not landed, or not known to: the hold goes unless the holdings show the port. Should it have landed after
       // all, a pod insert given the address is refused by NB on the port's address key, and the view catches up.
-      if (!landed) this.podPorts.dropRouterAddresses(name, lrpName, got.ips);
+      if (!landed) this.podPorts.dropRouterAddresses(name, got.ips);
     }
     // Pods waiting for the router port (their routes go through it) go on.
     for (const p of this.pods.list())
