@@ -159,7 +159,14 @@ const DELETED = /(\d+) flow entries have been deleted/;
  * (conntrack exits 1 then, saying it deleted 0).
  */
 export async function deleteConntrack(d: ConntrackDeletion, opts: { netns?: string } = {}): Promise<number> {
-  const args = conntrackDeletionArgs(d);
+  return runConntrackDelete(conntrackDeletionArgs(d), opts);
+}
+
+/**
+ * Runs `conntrack` with deletion arguments built from typed values; resolves with how many entries went. No
+ * entry is no failure (conntrack exits 1 then, saying it deleted 0).
+ */
+export async function runConntrackDelete(args: string[], opts: { netns?: string } = {}): Promise<number> {
   const r = await runTool("conntrack", args, opts.netns ? { netns: opts.netns } : {});
   const n = DELETED.exec(r.stderr) ?? DELETED.exec(r.stdout);
   if (!n || (r.code !== 0 && n[1] !== "0")) throw new ToolError(["conntrack", ...args], r);

@@ -12,6 +12,7 @@
 
 import { formatIp, type IpAddress } from "../ipam/address.ts";
 import { nftValueChecks } from "./nft-values.ts";
+import { runConntrackDelete } from "./service-conntrack.ts";
 import type { NatEndpoint, NatServicePort } from "./service-nat.ts";
 import { runTool, ToolError } from "./tool.ts";
 
@@ -123,8 +124,6 @@ export function ovsUnnatedArgs(t: UnnatedUdpTarget): string[] {
   return ["dpctl/flush-conntrack", orig.join(","), reply.join(",")];
 }
 
-const DELETED = /(\d+) flow entries have been deleted/;
-
 export interface UnnatedOptions {
   /** The kernel's tracker of this netns (default the agent's own). */
   netns?: string;
@@ -178,9 +177,5 @@ export async function deleteUnnated(t: UnnatedUdpTarget, opts: UnnatedOptions = 
     if (r.code !== 0) throw new ToolError(["ovs-appctl", ...args], r);
     return 0;
   }
-  const args = kernelUnnatedArgs(t);
-  const r = await runTool("conntrack", args, opts.netns ? { netns: opts.netns } : {});
-  const n = DELETED.exec(r.stderr) ?? DELETED.exec(r.stdout);
-  if (!n || (r.code !== 0 && n[1] !== "0")) throw new ToolError(["conntrack", ...args], r);
-  return Number(n[1]);
+  return runConntrackDelete(kernelUnnatedArgs(t), opts.netns ? { netns: opts.netns } : {});
 }
