@@ -140,22 +140,28 @@ export async function startOvnCentral(
     }),
   );
   await beforeNorthd?.();
-  const northd = `${topo.central.name}/ovn-northd`;
-  if (!liveDaemon(state, northd)) {
-    const pidfile = join(layout.centralDir, "ovn-northd.pid");
-    const log = join(logDir, "ovn-northd.log");
-    const args = [
-      `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
-      `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
-      `--pidfile=${pidfile}`,
-      `--unixctl=${join(layout.centralDir, "ovn-northd.ctl")}`,
-      `--log-file=${log}`,
-      "--detach",
-      "--no-chdir",
-    ];
-    const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
-    recordDaemon(layout, state, { name: northd, log, ...id });
-  }
+  // With Raft, one northd beside each member, as OVN's clustered deployments run it: they hold SB's northd lock in
+  // turn (one active, the others standby), and each follows the NB and SB leaders wherever they are.
+  const northds = topo.spec.raft ? centralMembers(layout, topo, "nb").map((m) => `${m.index}`) : [""];
+  await Promise.all(
+    northds.map(async (suffix) => {
+      const name = `${topo.central.name}/ovn-northd${suffix}`;
+      if (liveDaemon(state, name)) return;
+      const pidfile = join(layout.centralDir, `ovn-northd${suffix}.pid`);
+      const log = join(logDir, `ovn-northd${suffix}.log`);
+      const args = [
+        `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
+        `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
+        `--pidfile=${pidfile}`,
+        `--unixctl=${join(layout.centralDir, `ovn-northd${suffix}.ctl`)}`,
+        `--log-file=${log}`,
+        "--detach",
+        "--no-chdir",
+      ];
+      const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
+      recordDaemon(layout, state, { name, log, ...id });
+    }),
+  );
 }
 
 /** Runs ovn-nbctl or ovn-sbctl from the machine against the central databases. */
