@@ -16,7 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { CONTROLLER, KIND_KEY, OWNER_KEY, POD_KEY } from "../../src/ovn/ownership.ts";
-import { run } from "../../src/sandbox/command.ts";
+import { CommandError, run } from "../../src/sandbox/command.ts";
 import { dial } from "../../src/sandbox/demo.ts";
 import { adminKubeconfig } from "../../src/sandbox/kubectl.ts";
 import { centralMembers } from "../../src/sandbox/ovn-central.ts";
@@ -186,6 +186,15 @@ describe("zovn sandbox up --zstack --raft", { timeout: UP_TIMEOUT_MS + 40 * 60_0
       ),
     );
     assert.deepEqual(northd.sort(), ["Status: active", "Status: standby", "Status: standby"]);
+    // `status` names the cluster and every member and northd, each running.
+    const status = await sb.zovn(["status"]);
+    assert.match(
+      status,
+      /NB\/SB 3-member Raft on 192\.168\.200\.201, 192\.168\.200\.202, 192\.168\.200\.203/,
+    );
+    for (const d of ["ovsdb-server-nb", "ovsdb-server-sb", "ovn-northd"])
+      for (const i of [1, 2, 3])
+        assert.match(status, new RegExp(`^ {2}zs/${d}${i} +running pid \\d+`, "m"), status);
     const subnet = JSON.parse(await sb.zovn(["kubectl", "get", "sn", OVERLAY.subnet, "-o", "json"])) as {
       status: { conditions?: { type: string; status: string }[] };
     };
@@ -239,6 +248,13 @@ describe("zovn sandbox up --zstack --raft", { timeout: UP_TIMEOUT_MS + 40 * 60_0
     t.diagnostic(
       `NB member ${leader.index} (leader, term ${leader.term}) killed with ${BEFORE_KILL + KILL_AFTER} pods created (${runningAtKill} Running just after), ${rest.length - KILL_AFTER} created after; member ${next.index} leads (term ${next.term}) ${next.electedMs} ms after; all ${PODS.length} pods Running ${Date.now() - killedAt} ms after the kill (1-minute load average ${readFileSync("/proc/loadavg", "utf8").split(" ")[0]})`,
     );
+
+    // `status` shows the killed member down (and exits non-zero) until the next `up`.
+    const status = await sb.zovn(["status"]).then(
+      () => assert.fail("status exits 0 with a member down"),
+      (e: unknown) => (e instanceof CommandError ? e.stdout : String(e)),
+    );
+    assert.match(status, new RegExp(`^ {2}${daemonName("nb", leader.index)} +NOT RUNNING`, "m"), status);
 
     // Each pod's port works: it dials a VM and the VM dials it (each node's pods take both VMs, on both hypervisors).
     const podserver = sb.binary("PODSERVER");
