@@ -1,6 +1,7 @@
 // OVN central on the control-plane host (or with --zstack ZStack's controller host): the NB and SB ovsdb-servers
-// (standalone, or three-member Raft clusters) and ovn-northd (with Raft one beside each member). Clients on the underlay use tcp:IP:6641/6642; tools on the machine use the unix
-// sockets in the instance's directory, which work across network namespaces.
+// (standalone, or three-member Raft clusters) and ovn-northd (with Raft one beside each member). Clients on the
+// underlay use tcp:IP:6641/6642; tools on the machine use the unix sockets in the instance's directory, which work
+// across network namespaces.
 
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
