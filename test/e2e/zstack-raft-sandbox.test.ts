@@ -177,6 +177,17 @@ describe("zovn sandbox up --zstack --raft", { timeout: UP_TIMEOUT_MS + 40 * 60_0
         `"${remote(SB_PORT)}"`,
         host,
       );
+    // The controller is given every member of NB and SB (its environment, as the sandbox started it).
+    const ctl = sb.ctx().state.daemons.find((d) => d.name === "cp/zstack-ovnkube-controller");
+    assert.ok(ctl && isAlive(ctl));
+    const env = new Map(
+      readFileSync(`/proc/${ctl.pid}/environ`, "utf8")
+        .split("\0")
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)] as const),
+    );
+    assert.equal(env.get("ZSTACK_OVN_NBDB_ADDRESS"), remote(NB_PORT));
+    assert.equal(env.get("ZSTACK_OVN_SBDB_ADDRESS"), remote(SB_PORT));
+    assert.equal(env.get("ZSTACK_OVN_MODE"), "external");
     // A northd per member: one active, two standby (SB's lock).
     const northd = await Promise.all(
       [1, 2, 3].map((i) =>
