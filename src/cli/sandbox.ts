@@ -33,11 +33,11 @@ const usage = `usage: zovn sandbox [--name NAME] COMMAND ...
         --kubelet: real nodes (containerd and a real kubelet) instead of the node simulator, with the product
         installed on them by its Helm chart (--chart, the default with --kubelet);
         --no-chart: the product as sandbox processes on the real nodes (the default with --raft or --no-node-agent)
-  up --zstack [--nodes N] [--timeout SECONDS]
+  up --zstack [--raft] [--nodes N] [--timeout SECONDS]
         External mode against a simulated ZStack: its controller host (NB, SB, northd with ZStack's content), two
         hypervisors with VMs on its overlay and flat switches, the controller and node agents on ZStack's NB and SB,
-        Subnets on both switches (namespaces zstack, zstack-flat); not with --kubelet, --chart, --raft,
-        --no-node-agent or --encap vxlan
+        Subnets on both switches (namespaces zstack, zstack-flat); --raft: ZStack's NB and SB as 3-member Raft
+        clusters (a northd per member); not with --kubelet, --chart, --no-node-agent or --encap vxlan
   down [--purge]          stop and remove everything; --purge also deletes the logs
   status                  components, nodes and chassis
   kubectl ARGS...         kubectl against the sandbox apiserver

@@ -1,6 +1,7 @@
-// OVN central on the control-plane host: the NB and SB ovsdb-servers (standalone, or three-member Raft
-// clusters) and ovn-northd. Clients on the underlay use tcp:IP:6641/6642; tools on the machine use the unix
-// sockets in the instance's directory, which work across network namespaces.
+// OVN central on the control-plane host (or with --zstack ZStack's controller host): the NB and SB ovsdb-servers
+// (standalone, or three-member Raft clusters) and ovn-northd (with Raft one beside each member). Clients on the
+// underlay use tcp:IP:6641/6642; tools on the machine use the unix sockets in the instance's directory, which work
+// across network namespaces.
 
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -140,22 +141,28 @@ export async function startOvnCentral(
     }),
   );
   await beforeNorthd?.();
-  const northd = `${topo.central.name}/ovn-northd`;
-  if (!liveDaemon(state, northd)) {
-    const pidfile = join(layout.centralDir, "ovn-northd.pid");
-    const log = join(logDir, "ovn-northd.log");
-    const args = [
-      `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
-      `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
-      `--pidfile=${pidfile}`,
-      `--unixctl=${join(layout.centralDir, "ovn-northd.ctl")}`,
-      `--log-file=${log}`,
-      "--detach",
-      "--no-chdir",
-    ];
-    const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
-    recordDaemon(layout, state, { name: northd, log, ...id });
-  }
+  // With Raft, one northd beside each member, as OVN's clustered deployments run it: they hold SB's northd lock in
+  // turn (one active, the others standby), and each follows the NB and SB leaders wherever they are.
+  const northds = topo.spec.raft ? centralMembers(layout, topo, "nb").map((m) => `${m.index}`) : [""];
+  await Promise.all(
+    northds.map(async (suffix) => {
+      const name = `${topo.central.name}/ovn-northd${suffix}`;
+      if (liveDaemon(state, name)) return;
+      const pidfile = join(layout.centralDir, `ovn-northd${suffix}.pid`);
+      const log = join(logDir, `ovn-northd${suffix}.log`);
+      const args = [
+        `--ovnnb-db=${localRemote(layout, topo, "nb")}`,
+        `--ovnsb-db=${localRemote(layout, topo, "sb")}`,
+        `--pidfile=${pidfile}`,
+        `--unixctl=${join(layout.centralDir, `ovn-northd${suffix}.ctl`)}`,
+        `--log-file=${log}`,
+        "--detach",
+        "--no-chdir",
+      ];
+      const id = await runSelfDetaching(place, "ovn-northd", args, pidfile, env);
+      recordDaemon(layout, state, { name, log, ...id });
+    }),
+  );
 }
 
 /** Runs ovn-nbctl or ovn-sbctl from the machine against the central databases. */

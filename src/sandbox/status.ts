@@ -24,7 +24,7 @@ export async function sandboxStatus(
   }
   const topo = planTopology(state.spec);
   out.write(
-    `sandbox "${name}": ${state.spec.nodes} nodes, ${state.spec.zstack ? `External mode on a simulated ZStack (NB/SB on ${topo.central.ip})` : `OVN central ${state.spec.raft ? "Raft" : "standalone"}`}\n`,
+    `sandbox "${name}": ${state.spec.nodes} nodes, ${state.spec.zstack ? `External mode on a simulated ZStack (NB/SB ${state.spec.raft ? "3-member Raft on" : "on"} ${topo.centralIps.join(", ")})` : `OVN central ${state.spec.raft ? "Raft" : "standalone"}`}\n`,
   );
   out.write(`root ${layout.root}\nlogs ${layout.logDir}\nnetns ${netns.join(" ")}\n\ncomponents:\n`);
   let healthy = true;

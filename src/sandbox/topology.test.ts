@@ -9,6 +9,7 @@ import {
   controlPlaneSources,
   DEFAULT_SPEC,
   findHost,
+  NB_PORT,
   planTopology,
   SB_PORT,
 } from "./topology.ts";
@@ -129,10 +130,34 @@ test("--zstack: ZStack's controller host and hypervisors clear of the nodes, the
   assert.equal(planTopology(DEFAULT_SPEC).zstack, undefined);
 });
 
+test("--zstack --raft: ZStack's NB and SB members on three addresses of its controller host, every member in each remote", () => {
+  const t = planTopology({
+    ...DEFAULT_SPEC,
+    name: "zsbzr",
+    nodes: 80,
+    zstack: true,
+    encap: "geneve",
+    raft: true,
+  });
+  assert.ok(t.zstack);
+  assert.equal(t.central, t.zstack.controller);
+  assert.deepEqual(t.centralIps, ["192.168.200.201", "192.168.200.202", "192.168.200.203"]);
+  assert.deepEqual(t.zstack.controller.extraIps, ["192.168.200.202", "192.168.200.203"]);
+  assert.equal(
+    centralRemote(t, NB_PORT),
+    "tcp:192.168.200.201:6641,tcp:192.168.200.202:6641,tcp:192.168.200.203:6641",
+  );
+  assert.deepEqual(t.controlPlane.extraIps, []);
+  const ips = allHosts(t).flatMap((h) => [h.ip, ...h.extraIps]);
+  assert.equal(new Set(ips).size, ips.length);
+  // Without --raft, one member on the host's one address, as before.
+  const standalone = planTopology({ ...DEFAULT_SPEC, zstack: true, encap: "geneve" });
+  assert.deepEqual(standalone.zstack?.controller.extraIps, []);
+});
+
 test("--zstack refuses what it does not support, naming it", () => {
   const zs = { ...DEFAULT_SPEC, zstack: true, encap: "geneve" as const };
   assert.throws(() => planTopology({ ...zs, kubelet: true }), /--kubelet/);
-  assert.throws(() => planTopology({ ...zs, raft: true }), /--raft/);
   assert.throws(() => planTopology({ ...zs, nodeAgent: false }), /--no-node-agent/);
   assert.throws(() => planTopology({ ...zs, encap: "vxlan" }), /--encap vxlan \(ZStack's hosts use geneve\)/);
 });

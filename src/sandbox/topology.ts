@@ -24,7 +24,8 @@ export interface SandboxSpec {
   /**
    * External mode against a simulated ZStack (docs/sandbox.md, "`up --zstack`"): instead of our OVN central, a
    * ZStack controller host runs the simulator's NB, SB and northd with ZStack's content, two hypervisors run its
-   * VMs, and the controller and the node agents use ZStack's NB and SB (`ovn.mode=external`). Geneve only.
+   * VMs, and the controller and the node agents use ZStack's NB and SB (`ovn.mode=external`). Geneve only. With
+   * `raft`, ZStack's NB and SB are 3-member Raft clusters.
    */
   zstack?: boolean;
 }
@@ -85,6 +86,8 @@ export type HostRole = "control-plane" | "node" | "external" | "zstack-controlle
 
 /** `up --zstack`: ZStack's controller host (NB, SB, northd) and its hypervisors' management IPs, clear of the nodes. */
 export const ZSTACK_CONTROLLER_OCTET = 201;
+/** `up --zstack --raft`: the further addresses of ZStack's controller host, one per Raft member after the first. */
+export const ZSTACK_RAFT_MEMBER_OCTETS = [202, 203] as const;
 export const ZSTACK_HOST_OCTETS = [211, 212] as const;
 /**
  * `up --zstack`: ZStack's networks the sandbox's pods join, each by a Subnet for one namespace. `vmRange` is ZStack's
@@ -204,13 +207,12 @@ export function validateSpec(spec: SandboxSpec): void {
     const clash = [
       spec.kubelet && "--kubelet",
       spec.chart && "--chart",
-      spec.raft && "--raft",
       spec.nodeAgent === false && "--no-node-agent",
       spec.encap !== "geneve" && `--encap ${spec.encap} (ZStack's hosts use geneve)`,
     ].filter(Boolean);
     if (clash.length > 0)
       throw new Error(
-        `--zstack runs the node simulator with the node agent on geneve against a standalone simulated ZStack; it does not combine with ${clash.join(", ")}`,
+        `--zstack runs the node simulator with the node agent on geneve against a simulated ZStack; it does not combine with ${clash.join(", ")}`,
       );
   }
 }
@@ -226,9 +228,9 @@ export function nodeName(index: number): string {
 export function planTopology(spec: SandboxSpec): Topology {
   validateSpec(spec);
   const prefix = `${spec.name}-`;
-  const zstack = spec.zstack ? planZStack(prefix) : undefined;
+  const zstack = spec.zstack ? planZStack(prefix, spec.raft) : undefined;
   const centralIps = zstack
-    ? [zstack.controller.ip]
+    ? [zstack.controller.ip, ...zstack.controller.extraIps]
     : spec.raft
       ? [underlayIp(2), underlayIp(3), underlayIp(4)]
       : [underlayIp(2)];
@@ -273,8 +275,12 @@ export function planTopology(spec: SandboxSpec): Topology {
   };
 }
 
-/** ZStack's controller host, its two hypervisors, and on each a VM on the overlay switch and one on the flat. */
-function planZStack(prefix: string): ZStackPlan {
+/**
+ * ZStack's controller host, its two hypervisors, and on each a VM on the overlay switch and one on the flat. With
+ * `raft` the controller host holds one address per member of ZStack's NB and SB clusters, as the control-plane
+ * host does for our own `--raft`.
+ */
+function planZStack(prefix: string, raft: boolean): ZStackPlan {
   const host = (role: HostRole, name: string, octet: number): Host => ({
     role,
     name,
@@ -302,7 +308,9 @@ function planZStack(prefix: string): ZStackPlan {
       };
     }),
   );
-  return { controller: host("zstack-controller", "zs", ZSTACK_CONTROLLER_OCTET), hypervisors, vms };
+  const controller = host("zstack-controller", "zs", ZSTACK_CONTROLLER_OCTET);
+  if (raft) controller.extraIps = ZSTACK_RAFT_MEMBER_OCTETS.map(underlayIp);
+  return { controller, hypervisors, vms };
 }
 
 /** Every host on the underlay: control-plane, nodes, external, and with `zstack` ZStack's controller and hosts. */

@@ -33,7 +33,7 @@ export function upSummary(r: UpResult): string {
     `  external     ${topo.external.ip} (netns ${topo.external.netns})`,
     ...(topo.zstack
       ? [
-          `  ZStack       controller ${topo.zstack.controller.ip} (netns ${topo.zstack.controller.netns}: its NB, SB, northd; the OVN NB/SB above)`,
+          `  ZStack       controller ${topo.centralIps.join(", ")} (netns ${topo.zstack.controller.netns}: its NB, SB, northd${topo.spec.raft ? ", each NB and SB a 3-member Raft cluster, a northd per member" : ""}; the OVN NB/SB above)`,
           ...topo.zstack.hypervisors.map(
             (h) =>
               `  ${h.name.padEnd(12)} ZStack hypervisor ${h.ip} (netns ${h.netns}); ${cli} exec ${h.name} -- ovs-vsctl show`,

@@ -269,7 +269,7 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
   saveState(layout, state);
   progress.note(
     topo.zstack
-      ? `sandbox "${spec.name}": ${spec.nodes} nodes in External mode on a simulated ZStack (controller ${topo.zstack.controller.ip}, hypervisors ${topo.zstack.hypervisors.map((h) => h.ip).join(", ")})`
+      ? `sandbox "${spec.name}": ${spec.nodes} nodes in External mode on a simulated ZStack (controller ${topo.centralIps.join(", ")}${spec.raft ? ": 3-member Raft NB and SB" : ""}, hypervisors ${topo.zstack.hypervisors.map((h) => h.ip).join(", ")})`
       : `sandbox "${spec.name}": ${spec.nodes} nodes, OVN central ${spec.raft ? "3-member Raft" : "standalone"}`,
   );
   progress.note(`logs: ${layout.logDir}`);

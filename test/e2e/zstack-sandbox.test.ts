@@ -11,36 +11,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { run } from "../../src/sandbox/command.ts";
-import { listNetns, readMountInfo } from "../../src/sandbox/netns.ts";
 import { localRemote } from "../../src/sandbox/ovn-central.ts";
-import { isAlive } from "../../src/sandbox/process-table.ts";
-import { findNamespaces, processesIn } from "../../src/sandbox/sweep.ts";
 import { ZSTACK_NETWORKS } from "../../src/sandbox/topology.ts";
-import { SIM_ROLE_KEY } from "../../src/sandbox/zstack/content.ts";
 import { runZStackDemo } from "../../src/sandbox/zstack/demo.ts";
-import { type DatabaseDump, parseJsonDump } from "../rig/dump-format.ts";
-import { eventually, sandboxHandle } from "../rig/sandbox-handle.ts";
+import { sandboxHandle } from "../rig/sandbox-handle.ts";
+import { assertNothingLeft, dumpNb, zstackRows } from "../rig/zstack-sandbox.ts";
 import { diffDumps, foreignRows, onlyDocumentedMutations, ownedRows } from "../rig/zstack-sim.ts";
 
 const NAME = "zsbzs";
 const sb = sandboxHandle(NAME);
 const UP_TIMEOUT_MS = 40 * 60_000; // the first run may build Kubernetes into the binary cache
-
-/** `ovsdb-client dump -f json` of the sandbox's (ZStack's) NB, as the simulator's snapshots read it. */
-async function dumpNb(): Promise<DatabaseDump> {
-  const { topo } = sb.ctx();
-  return parseJsonDump(
-    await run("ovsdb-client", ["-f", "json", "dump", localRemote(sb.layout, topo, "nb"), "OVN_Northbound"]),
-  );
-}
-
-function zstackRows(dump: DatabaseDump): string[] {
-  return Object.entries(dump).flatMap(([table, rows]) =>
-    Object.entries(rows)
-      .filter(([, r]) => JSON.stringify(r.external_ids ?? "").includes(`"${SIM_ROLE_KEY}"`))
-      .map(([u]) => `${table} ${u}`),
-  );
-}
 
 describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, () => {
   before(async () => {
@@ -82,7 +62,7 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
 
   it("pods on ZStack's overlay and flat switches and VMs on both hypervisors talk TCP both ways; node -> pod, pod -> node, pod -> Service", async (t) => {
     const { topo, state } = sb.ctx();
-    const before = await dumpNb();
+    const before = await dumpNb(sb);
     const started = Date.now();
     const report = await runZStackDemo(sb.layout, topo, state);
     t.diagnostic(`demo in ${Date.now() - started} ms`);
@@ -125,7 +105,7 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     assert.deepEqual(Object.fromEntries(kinds), expected);
     // While the plugin runs, ZStack's rows differ from before the demo only as documented (our rows, ZStack's
     // switch's ports grown by our pod ports); none of ZStack's rows is gone.
-    const during = await dumpNb();
+    const during = await dumpNb(sb);
     const ours = new Set(ownedRows(during).map((r) => r.split(" ")[1] as string));
     assert.deepEqual(onlyDocumentedMutations(foreignRows(before), foreignRows(during), ours), []);
     assert.deepEqual(zstackRows(during).sort(), zstackRows(before).sort());
@@ -154,33 +134,19 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
   it("up on the running sandbox changes nothing", async () => {
     const daemons = () =>
       (sb.ctx().state.daemons ?? []).map((d) => `${d.name} ${d.pid}@${d.startTime}`).sort();
-    const before = { daemons: daemons(), nb: foreignRows(await dumpNb()) };
+    const before = { daemons: daemons(), nb: foreignRows(await dumpNb(sb)) };
     await sb.zovn(["up", "--zstack", "--nodes", "2"], UP_TIMEOUT_MS);
     assert.deepEqual(daemons(), before.daemons, "no process started again");
-    assert.deepEqual(diffDumps(before.nb, foreignRows(await dumpNb())), [], "ZStack's content written once");
+    assert.deepEqual(
+      diffDumps(before.nb, foreignRows(await dumpNb(sb))),
+      [],
+      "ZStack's content written once",
+    );
   });
 
   it("down leaves no netns, process or mount of the sandbox", async () => {
     const { state } = sb.ctx();
     await sb.zovn(["down"]);
-    assert.deepEqual(
-      listNetns().filter((n) => n.startsWith(`${NAME}-`)),
-      [],
-    );
-    assert.deepEqual(
-      state.daemons.filter(isAlive).map((d) => d.name),
-      [],
-    );
-    await eventually("no process in the sandbox's namespaces", 30_000, async () => {
-      const ns = findNamespaces(`${NAME}-`, sb.layout.nsDir);
-      const left = processesIn(new Set(ns.netns.values()), new Set(ns.mountNs.values()));
-      return left.length === 0 ? true : undefined;
-    });
-    assert.deepEqual(
-      readMountInfo()
-        .map((m) => m.mountPoint)
-        .filter((m) => m.startsWith(`${sb.layout.root}/`) || m.includes(`${NAME}-`)),
-      [],
-    );
+    await assertNothingLeft(sb, state);
   });
 });

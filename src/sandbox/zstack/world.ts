@@ -1,6 +1,6 @@
 // `zovn sandbox up --zstack`: the simulated ZStack the sandbox's cluster runs against (docs/sandbox.md). ZStack's
-// controller host runs NB, SB and northd (ovn-central.ts on topo.central) seeded with the simulator's content
-// (content.ts) before northd starts; its two hypervisors are hosts on the underlay set up as ZStack sets up its
+// controller host runs NB, SB and northd (ovn-central.ts on topo.central; with --raft 3-member clusters, all
+// members on that host) seeded with the simulator's content (content.ts) before northd starts; its two hypervisors are hosts on the underlay set up as ZStack sets up its
 // hosts (br-phy holding the management IP, br-int on the userspace datapath, ovn-controller on ZStack's SB with
 // the management IP as hostname, Geneve, ovn-monitor-all, br-flat on the flat network's link for the provider
 // `flat`); each has a VM on the overlay switch and one on the flat switch, a netns whose veth's host end (ZStack's
