@@ -76,11 +76,16 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
     });
     const third = await setup.reconcile();
     assert.deepEqual(third.providers.sort(), ["removed br-p2", "uplink up1 off br-admin"]);
-    assert.deepEqual(third.chassis, ["ovn-bridge-mappings"]);
+    assert.deepEqual(third.chassis.sort(), ["ovn-bridge-mappings", "ovn-chassis-mac-mappings"]);
     const bridges = (await node.vsctl("list-br")).trim().split("\n").sort();
     assert.deepEqual(bridges, ["br-admin", "br-int", "br-other"]);
     assert.equal((await node.vsctl("list-ports", "br-admin")).trim(), "");
     assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-bridge-mappings"), '"physnet1:br-admin"');
+    // The chassis MAC mappings follow: physnet2's entry went with its mapping.
+    assert.match(
+      await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"),
+      /^"physnet1:0e(:[0-9a-f]{2}){5}"$/,
+    );
   });
 
   test("a provider bridge that does not exist and has no uplink configured is reported, not created; its mapping is written", async (t) => {
