@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import fc from "fast-check";
+import { PROVIDER_NAME_RE } from "../ipam/subnet-spec.ts";
 import { chassisMac, chassisMacMappings } from "./chassis-mac.ts";
 
 const MAC_RE = /^([0-9a-f]{2}):([0-9a-f]{2}(:[0-9a-f]{2}){4})$/;
@@ -33,8 +34,16 @@ describe("chassis MAC", () => {
     assert.equal(chassisMacMappings("", "k8s-n1"), "");
   });
 
+  test("a provider that is not a valid name never reaches the mappings text", () => {
+    const mac = chassisMac("k8s-n1");
+    assert.equal(
+      chassisMacMappings("flat:br-flat,bad=x:br-x, :br-y,a,b:br-b,-dash:br-d", "k8s-n1"),
+      `flat:${mac},b:${mac}`,
+    );
+  });
+
   test("mappings text always parses back into provider:MAC pairs", () => {
-    const provider = fc.stringMatching(/^[A-Za-z0-9_.-]{1,20}$/);
+    const provider = fc.stringMatching(PROVIDER_NAME_RE);
     fc.assert(
       fc.property(fc.array(provider, { maxLength: 6 }), fc.string(), (providers, chassis) => {
         const text = chassisMacMappings(providers.map((p) => `${p}:br-${p}`).join(","), chassis);

@@ -7,6 +7,7 @@
 // its own. The MAC is derived from the chassis name: stable across restarts, different per node.
 
 import { createHash } from "node:crypto";
+import { PROVIDER_NAME_RE } from "../ipam/subnet-spec.ts";
 
 /**
  * First byte of every chassis MAC: locally administered (bit 1), unicast (bit 0 clear), and neither 0a (the
@@ -23,13 +24,15 @@ export function chassisMac(chassis: string): string {
 
 /**
  * ovn-chassis-mac-mappings for the providers of an ovn-bridge-mappings value ("provider:bridge,...", as
- * bridgeMappingsValue writes it from checked mappings): "provider:MAC,..." in the same order, "" for none.
+ * bridgeMappingsValue writes it from checked mappings): "provider:MAC,..." in the same order, "" for none. A
+ * provider that is not a valid name (the mappings are checked before, so only a bug could bring one) is left out
+ * rather than written into a text ovn-controller parses.
  */
 export function chassisMacMappings(bridgeMappings: string, chassis: string): string {
   const mac = chassisMac(chassis);
   const providers = bridgeMappings
     .split(",")
-    .map((e) => e.split(":")[0]?.trim() ?? "")
-    .filter((p) => p !== "");
+    .map((e) => (e.indexOf(":") > 0 ? e.slice(0, e.indexOf(":")).trim() : ""))
+    .filter((p) => PROVIDER_NAME_RE.test(p));
   return [...new Set(providers)].map((p) => `${p}:${mac}`).join(",");
 }
