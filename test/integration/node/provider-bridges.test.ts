@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { chassisMac } from "../../../src/node/chassis-mac.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
 import { parseBridgeMappings } from "../../../src/node/provider-bridges.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
@@ -61,6 +62,24 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
 
     const second = await setup.reconcile();
     assert.deepEqual([second.bridge, second.providers, second.chassis], [[], [], []], "nothing to do");
+    // The agent restarted (a new NodeSetup on the same database): nothing written, the chassis MAC mappings as
+    // they were, byte for byte (ovn-controller sees no change, so nothing flaps on the provider network).
+    const mac = chassisMac("node1");
+    const macs = `"physnet1:${mac},physnet2:${mac}"`;
+    assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"), macs);
+    const restarted = await new NodeSetup({
+      client,
+      hostNetns: node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis("physnet1:br-admin,physnet2:br-p2"),
+      providers: mappings,
+    }).reconcile();
+    assert.deepEqual(
+      [restarted.bridge, restarted.providers, restarted.chassis],
+      [[], [], []],
+      "a restart writes nothing",
+    );
+    assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"), macs);
 
     // The admin's bridge gets an uplink when the configuration names one, and loses only that one later.
     setup.update({
