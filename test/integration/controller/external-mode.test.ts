@@ -798,6 +798,36 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         false,
         "no ClusterPath condition",
       );
+      // Upgrade: the False ClusterPath condition an earlier version wrote (no router port on a localnet switch)
+      // goes with the next status write.
+      await api.request(`${SUBNET_PATH}/zs-flat/status`, {
+        method: "PATCH",
+        body: {
+          status: {
+            conditions: [
+              ...(flatReady.status?.conditions ?? []),
+              {
+                type: "ClusterPath",
+                status: "False",
+                reason: "LocalnetSwitch",
+                message: "an earlier version's",
+                lastTransitionTime: "2026-01-01T00:00:00Z",
+              },
+            ],
+          },
+        },
+      });
+      await until(
+        "the earlier version's ClusterPath condition gone",
+        async () => {
+          const x = await getSubnet(api, "zs-flat");
+          return readyCondition(x)?.reason === "Ready" &&
+            !x.status?.conditions?.some((c) => c.type === "ClusterPath")
+            ? true
+            : undefined;
+        },
+        60_000,
+      );
       await createPods(api, [["zsflat", "onflat"]]);
       const onFlat = await until(
         "the pod on the flat switch annotated",
