@@ -872,6 +872,43 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         ["from-lport", "allow-stateless", 0],
         ["to-lport", "allow-stateless", 0],
       ]);
+      // ZStack takes its localnet port off the switch and puts it back (as ZStack's own rows, by a raw transaction:
+      // the same UUID and columns, so its rows end as they were): the group follows the switch, without the port
+      // while it is gone (nothing to skip conntrack for) and holding it again once it is back.
+      const lnUuid = localnet[0] as string;
+      const lnRow = flatDump.Logical_Switch_Port?.[lnUuid] as Record<string, unknown>;
+      const transact = (ops: unknown[]) =>
+        run("ovsdb-client", [
+          "transact",
+          sim.nbRemotes[0] as string,
+          JSON.stringify(["OVN_Northbound", ...ops]),
+        ]);
+      const portsOp = (mutator: "insert" | "delete", ref: unknown) => ({
+        op: "mutate",
+        table: "Logical_Switch",
+        where: [["_uuid", "==", ["uuid", flat]]],
+        mutations: [["ports", mutator, ref]],
+      });
+      await transact([portsOp("delete", ["uuid", lnUuid])]);
+      const groupPorts = async () => {
+        const [g] = find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet");
+        return g ? listOf(g[1].ports) : undefined;
+      };
+      await until(
+        "our group without the localnet port gone",
+        async () => ((await groupPorts()) ?? []).length === 0 || undefined,
+        60_000,
+      );
+      const { _uuid: _u, ...columns } = lnRow;
+      await transact([
+        { op: "insert", table: "Logical_Switch_Port", uuid: lnUuid, row: columns, "uuid-name": "ln" },
+        portsOp("insert", ["named-uuid", "ln"]),
+      ]);
+      await until(
+        "our group holding the localnet port put back",
+        async () => (JSON.stringify(await groupPorts()) === JSON.stringify([lnUuid]) ? true : undefined),
+        60_000,
+      );
       await deletePods(api, [["zsflat", "onflat"]]);
       await until(
         "the flat pod's port gone",
