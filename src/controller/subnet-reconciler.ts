@@ -13,6 +13,7 @@ import {
   externalRouterPortRows,
   externalSwitchPortId,
   localnetStatelessRows,
+  supportsStatelessAcl,
 } from "../ovn/external-router-port.ts";
 import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
@@ -61,6 +62,8 @@ export class SubnetReconciler implements Reconciler {
   private readonly nodes: Informer<NodeLite>;
   private readonly pods: Informer<PodLite>;
   private readonly podPorts: PodPortAllocator;
+  /** Subnets already warned that ZStack's NB cannot take the localnet group's ACLs (once each). */
+  private readonly warnedNoStatelessAcl = new Set<string>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -371,6 +374,16 @@ export class SubnetReconciler implements Reconciler {
     const localnet = ((ls?.ports ?? []) as readonly string[]).filter(
       (u) => ports.get(u)?.type === "localnet",
     );
+    if (localnet.length > 0 && !supportsStatelessAcl(this.o.nb.schema)) {
+      if (!this.warnedNoStatelessAcl.has(name)) {
+        this.warnedNoStatelessAcl.add(name);
+        this.o.log.warn(
+          { subnet: name, switch: switchUuid },
+          "ZStack's NB has no ACL action allow-stateless: the localnet group is not written, so answers routed back through another node's localnet port are dropped by its conntrack zone (docs/external-mode.md)",
+        );
+      }
+      return [];
+    }
     const net = this.ctx.net;
     return localnetStatelessRows(name, localnet, [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR]);
   }

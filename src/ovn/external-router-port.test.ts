@@ -14,6 +14,7 @@ import {
   externalSwitchPortName,
   localnetStatelessRows,
   onLink,
+  supportsStatelessAcl,
 } from "./external-router-port.ts";
 import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
@@ -166,6 +167,18 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
       0,
       "any ACL of ZStack's on the same packets outranks ours",
     );
+  });
+
+  test("written only when the NB server's schema has the ACL action allow-stateless", () => {
+    const schema = (actions: string[] | undefined) => ({
+      tables: new Map([
+        ["ACL", { columns: new Map([["action", { type: { key: actions ? { enum: actions } : {} } }]]) }],
+      ]),
+    });
+    assert.equal(supportsStatelessAcl(schema(["allow", "allow-related", "allow-stateless", "drop"])), true);
+    assert.equal(supportsStatelessAcl(schema(["allow", "allow-related", "drop", "reject"])), false);
+    assert.equal(supportsStatelessAcl(schema(undefined)), false);
+    assert.equal(supportsStatelessAcl({ tables: new Map() }), false);
   });
 
   test("IPv6 cluster networks are matched literally, canonical and once", () => {

@@ -158,6 +158,25 @@ export function externalLocalnetGroupName(subnet: string): string {
 export const EXTERNAL_LOCALNET_STATELESS_PRIORITY = 0;
 
 /**
+ * Whether the NB server's schema has the ACL action `allow-stateless` (ZStack's OVN decides; 23.03 has it). Without
+ * it the localnet group's ACLs cannot be written: the router port goes without them (node -> pod works, answers
+ * routed back through another node's localnet port do not).
+ */
+export function supportsStatelessAcl(schema: {
+  readonly tables: ReadonlyMap<
+    string,
+    {
+      readonly columns: ReadonlyMap<
+        string,
+        { readonly type: { readonly key: { readonly enum?: readonly unknown[] } } }
+      >;
+    }
+  >;
+}): boolean {
+  return schema.tables.get("ACL")?.columns.get("action")?.type.key.enum?.includes("allow-stateless") ?? false;
+}
+
+/**
  * Why the localnet port of a flat/VLAN switch needs these: routing through our distributed router port is
  * asymmetric across nodes. A flat pod on node A reaching node B (or a Service backend on B) goes pod -> our router
  * port on A -> tunnel -> B; B's answer is routed on B back onto the flat switch and leaves through B's localnet
