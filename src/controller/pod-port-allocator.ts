@@ -18,7 +18,6 @@ import {
   externalPodRoutes,
   externalRouterPortId,
   externalRouterPortName,
-  hasLocalnetPort,
 } from "../ovn/external-router-port.ts";
 import { ForeignSwitchHoldings, type HoldingsChange } from "../ovn/foreign-switch-holdings.ts";
 import {
@@ -557,8 +556,7 @@ export class PodPortAllocator {
   }
 
   /**
-   * The routes of a pod on the Subnet: [] on our own switches and on ZStack's switches with a localnet port; on
-   * ZStack's other switches, the cluster's networks via our router port there, or undefined while that port is not in NB (the pod waits for it: a pod wired without the
+   * The routes of a pod on the Subnet: [] on our own switches; on ZStack's switches (flat and VLAN ones included), the cluster's networks via our router port there, or undefined while that port is not in NB (the pod waits for it: a pod wired without the
    * routes would stay unreachable from its node, as the agent wires a pod once).
    */
   private routesOf(sn: SubnetState): readonly { dest: string; nextHop: string }[] | undefined {
@@ -566,12 +564,7 @@ export class PodPortAllocator {
     if (!sn.external || !targets) return [];
     const lrp = findOwned(this.nb.cache as never, "Logical_Router_Port", externalRouterPortId(sn.name));
     const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
-    if (networks.length === 0) {
-      // A flat or VLAN switch gets no router port of ours (subnet reconciler): its pods go without the routes.
-      const ls = this.nb.cache.table("Logical_Switch").get(sn.external.uuid);
-      const ports = this.nb.cache.table("Logical_Switch_Port");
-      return ls && hasLocalnetPort(ls.ports, (u) => ports.get(u)) ? [] : undefined;
-    }
+    if (networks.length === 0) return undefined;
     return externalPodRoutes(
       networks.map((n) => n.slice(0, n.indexOf("/"))),
       sn.def.cidrs.map((c) => formatCidr(c)),

@@ -12,7 +12,8 @@ import {
   externalRouterPortName,
   externalRouterPortRows,
   externalSwitchPortId,
-  hasLocalnetPort,
+  localnetStatelessRows,
+  supportsStatelessAcl,
 } from "../ovn/external-router-port.ts";
 import { isOvnUuid, lookupExternalSwitch } from "../ovn/external-switch.ts";
 import { type DesiredRow, findOwned, plan } from "../ovn/nb-diff.ts";
@@ -61,6 +62,8 @@ export class SubnetReconciler implements Reconciler {
   private readonly nodes: Informer<NodeLite>;
   private readonly pods: Informer<PodLite>;
   private readonly podPorts: PodPortAllocator;
+  /** Subnets already warned that ZStack's NB cannot take the localnet group's ACLs (once each). */
+  private readonly warnedNoStatelessAcl = new Set<string>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -249,12 +252,12 @@ export class SubnetReconciler implements Reconciler {
     // ZStack's switches refer to the group of cluster-IP load balancers only (never a tenant's externalIPs).
     const ipLbGroup = nb.cache.table("Load_Balancer_Group").lookupOne("name", CLUSTER_IP_LB_GROUP)?._uuid;
     // Our router port on ZStack's switch, once written, stays as it is (its address never moves); it is written
-    // the first time by ensureExternalRouterPort below, once the Subnet's allocator is loaded. None on a switch
-    // with a localnet port (flat/VLAN): one written before is removed.
+    // the first time by ensureExternalRouterPort below, once the Subnet's allocator is loaded. A switch with a
+    // localnet port (flat/VLAN) gets one too: the nodes' chassis MACs (node agent, ovn-chassis-mac-mappings) keep
+    // its MAC off the physical network.
     const ext = v?.externalSwitch;
-    const onLocalnet = ext !== undefined && this.switchHasLocalnet(ext.uuid);
     const routerPort =
-      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external" && !onLocalnet
+      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external"
         ? this.existingExternalRouterPort(name, ext.uuid)
         : [];
     const desired =
@@ -287,7 +290,7 @@ export class SubnetReconciler implements Reconciler {
         ? plan(nb.cache as never, nb.schema, txn as never, [...desired, this.insideSet()], scope)
         : plan(nb.cache as never, nb.schema, txn as never, [this.insideSet()]);
     // ZStack's switch refers to our cluster-IP load-balancer group while a router port of ours is on it, and no
-    // longer once none is (the last Subnet on it gone, or the switch has a localnet port): one mutate of our own
+    // longer once none is (the last Subnet on it gone): one mutate of our own
     // reference each way, never a rewrite. A reference to the full group (an earlier version's) goes in the same
     // transaction as the cluster-IP group's comes.
     let lbLinked = false;
@@ -295,8 +298,7 @@ export class SubnetReconciler implements Reconciler {
       if (ipLbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, ipLbGroup, "insert");
       if (lbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, lbGroup, "delete") || lbLinked;
     }
-    if (!subnet || (onLocalnet && subnet.spec.externalLogicalSwitch))
-      lbLinked = this.unlinkLbGroupsOf(txn, name, found, ext?.uuid) || lbLinked;
+    if (!subnet) lbLinked = this.unlinkLbGroupsOf(txn, name, found, ext?.uuid) || lbLinked;
     if (!s.empty || lbLinked) await txn.commit();
     if (!subnet) {
       this.ctx.loadedSpecs.delete(name);
@@ -316,7 +318,7 @@ export class SubnetReconciler implements Reconciler {
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
       if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
-      if (routerPort.length === 0 && !onLocalnet)
+      if (routerPort.length === 0)
         routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, ipLbGroup);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
@@ -345,7 +347,7 @@ export class SubnetReconciler implements Reconciler {
     }
     // Its pods wait for the router port (their routes go through it); tried again as addresses free up.
     if (routerPortProblem) this.o.events?.warning(ref, "RouterPortNotCreated", routerPortProblem);
-    await this.writeSubnetStatus(subnet, v, holders, onLocalnet && ext ? ext : undefined);
+    await this.writeSubnetStatus(subnet, v, holders);
     return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
   }
 
@@ -353,7 +355,37 @@ export class SubnetReconciler implements Reconciler {
   private existingExternalRouterPort(name: string, switchUuid: string): DesiredRow[] {
     const lrp = findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name));
     const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
-    return networks.length > 0 ? externalRouterPortRows({ subnet: name, switchUuid, networks }) : [];
+    return networks.length > 0
+      ? [
+          ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
+          ...this.localnetRows(name, switchUuid),
+        ]
+      : [];
+  }
+
+  /**
+   * On a switch with localnet ports (flat/VLAN), the group of ours holding them and its two allow-stateless ACLs,
+   * which keep the cluster's own routed traffic out of the localnet ports' conntrack zone (localnetStatelessRows).
+   */
+  private localnetRows(name: string, switchUuid: string): DesiredRow[] {
+    const cache = this.o.nb.cache;
+    const ls = cache.table("Logical_Switch").get(switchUuid);
+    const ports = cache.table("Logical_Switch_Port");
+    const localnet = ((ls?.ports ?? []) as readonly string[]).filter(
+      (u) => ports.get(u)?.type === "localnet",
+    );
+    if (localnet.length > 0 && !supportsStatelessAcl(this.o.nb.schema)) {
+      if (!this.warnedNoStatelessAcl.has(name)) {
+        this.warnedNoStatelessAcl.add(name);
+        this.o.log.warn(
+          { subnet: name, switch: switchUuid },
+          "ZStack's NB has no ACL action allow-stateless: the localnet group is not written, so answers routed back through another node's localnet port are dropped by its conntrack zone (docs/external-mode.md)",
+        );
+      }
+      return [];
+    }
+    const net = this.ctx.net;
+    return localnetStatelessRows(name, localnet, [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR]);
   }
 
   /**
@@ -369,7 +401,7 @@ export class SubnetReconciler implements Reconciler {
   }
 
   /**
-   * The Subnet is gone (or its switch has a localnet port): ZStack's switch it is bound to stops referring to our
+   * The Subnet is gone: ZStack's switch it is bound to stops referring to our
    * load-balancer groups, unless a router port of another Subnet of ours stays on it. The switch is the one the
    * Subnet is bound to (its status, or the verdict), not found through our port on it: ZStack may have rewritten
    * its `ports` without ours (the port row then went with its last reference) before the Subnet was deleted.
@@ -402,14 +434,6 @@ export class SubnetReconciler implements Reconciler {
       if (g) changed = this.linkLbGroup(txn, ls._uuid, g, "delete") || changed;
     }
     return changed;
-  }
-
-  /** Whether ZStack's switch has a localnet port (flat or VLAN network): no router port of ours goes there. */
-  private switchHasLocalnet(switchUuid: string): boolean {
-    const cache = this.o.nb.cache;
-    const ls = cache.table("Logical_Switch").get(switchUuid);
-    const ports = cache.table("Logical_Switch_Port");
-    return ls !== undefined && hasLocalnetPort(ls.ports, (u) => ports.get(u));
   }
 
   /**
@@ -453,7 +477,10 @@ export class SubnetReconciler implements Reconciler {
       for (const ip of got.ips)
         txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [addressKey(ip)]: name }]]);
       txn.wait("Logical_Switch", [["_uuid", "==", switchUuid]], ["name"], "==", [{ name: ls.name }]);
-      plan(cache, nb.schema, txn as never, externalRouterPortRows({ subnet: name, switchUuid, networks }));
+      plan(cache, nb.schema, txn as never, [
+        ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
+        ...this.localnetRows(name, switchUuid),
+      ]);
       if (lbGroup) this.linkLbGroup(txn, switchUuid, lbGroup, "insert");
       await txn.commit();
       landed = true;
@@ -544,7 +571,6 @@ export class SubnetReconciler implements Reconciler {
     subnet: Subnet,
     v: Verdict | undefined,
     holders: readonly string[],
-    localnetSwitch?: ExternalSwitchRef,
   ): Promise<void> {
     if (!v) return;
     const name = subnet.metadata.name;
@@ -567,13 +593,11 @@ export class SubnetReconciler implements Reconciler {
         ...(boundUuid !== undefined ? { logicalSwitchUUID: boundUuid } : {}),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
         ...(ext ? { conflicts } : {}),
-        ...(localnetSwitch ? { localnetSwitch } : {}),
       },
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,
       undefined,
       subnet.status?.conditions?.find((c) => c.type === "AddressConflict") as never,
-      subnet.status?.conditions?.find((c) => c.type === "ClusterPath") as never,
     );
     const generation = subnet.metadata.generation;
     if (generation !== undefined) {

@@ -356,7 +356,7 @@ export interface SubnetStatusBody {
   portCapacity: number;
   message: string;
   conditions: {
-    type: "Ready" | "AddressConflict" | "ClusterPath";
+    type: "Ready" | "AddressConflict";
     status: "True" | "False";
     reason: string;
     message: string;
@@ -397,17 +397,11 @@ export function statusFor(
      * message each naming both. Given (even empty), the status carries an AddressConflict condition.
      */
     conflicts?: readonly string[];
-    /**
-     * External mode: ZStack's switch has a localnet port (flat or VLAN), so the cluster router has no port on it;
-     * the status carries a ClusterPath condition saying so (the Subnet stays Ready: its pods work next to the VMs).
-     */
-    localnetSwitch?: { readonly uuid: string; readonly name: string };
   },
   facts: Pick<ClusterFacts, "tunnel">,
   previous?: SubnetStatusBody["conditions"][number],
   now = new Date(),
   previousConflict?: SubnetStatusBody["conditions"][number],
-  previousPath?: SubnetStatusBody["conditions"][number],
 ): SubnetStatusBody {
   const total = usage.capacity ? usage.capacity.available + usage.capacity.used : 0n;
   const portCap =
@@ -452,16 +446,6 @@ export function statusFor(
         previousConflict && previousConflict.status === cStatus
           ? previousConflict.lastTransitionTime
           : now.toISOString().replace(/\.\d+Z$/, "Z"),
-    });
-  }
-  if (usage.localnetSwitch) {
-    const prev = previousPath?.status === "False" ? previousPath.lastTransitionTime : undefined;
-    conditions.push({
-      type: "ClusterPath",
-      status: "False",
-      reason: "LocalnetSwitch",
-      message: `ZStack's switch ${JSON.stringify(usage.localnetSwitch.name)} (${usage.localnetSwitch.uuid}) has a localnet port (a flat or VLAN network): the cluster router gets no port on it (a distributed router port there would show its MAC from every node to the physical network). Pods on it work next to the VMs and reach other networks through ZStack's router; the node → pod path (kubelet probes to the pod's address) and the pods' routes to the cluster's networks and Services are not available yet`,
-      lastTransitionTime: prev ?? now.toISOString().replace(/\.\d+Z$/, "Z"),
     });
   }
   return {

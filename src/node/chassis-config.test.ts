@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { chassisExternalIds } from "./chassis-config.ts";
+import { chassisMac } from "./chassis-mac.ts";
 import { changedKeys } from "./vswitch-db.ts";
 
 describe("chassis config", () => {
@@ -21,6 +22,20 @@ describe("chassis config", () => {
       "ovn-bridge-datapath-type": "netdev",
     });
     assert.equal(chassisExternalIds({ ...config, hostname: "n1" }).hostname, "n1");
+  });
+
+  test("with provider networks, each gets this chassis's MAC in ovn-chassis-mac-mappings, following the mappings", () => {
+    const ids = chassisExternalIds({ ...config, bridgeMappings: "flat:br-flat,vlan:br-vlan" });
+    assert.equal(ids["ovn-bridge-mappings"], "flat:br-flat,vlan:br-vlan");
+    assert.equal(ids["ovn-chassis-mac-mappings"], `flat:${chassisMac("node1")},vlan:${chassisMac("node1")}`);
+    const none = chassisExternalIds({ ...config, bridgeMappings: "" });
+    assert.equal(none["ovn-chassis-mac-mappings"], "", "a mapping removed takes its chassis MAC along");
+    assert.notEqual(
+      chassisExternalIds({ ...config, systemId: "node2", bridgeMappings: "flat:br-flat" })[
+        "ovn-chassis-mac-mappings"
+      ],
+      chassisExternalIds({ ...config, bridgeMappings: "flat:br-flat" })["ovn-chassis-mac-mappings"],
+    );
   });
 
   test("only keys whose value differs are changed; foreign keys are never considered", () => {

@@ -1,9 +1,11 @@
 // ovn-controller's settings: the keys in the Open_vSwitch root row's external_ids that tell it where the
 // southbound database is, how to reach this chassis (encap type and IP), its name, and which datapath type
-// to give br-int, and, when provider networks are configured, which bridge carries each (ovn-bridge-mappings).
+// to give br-int, and, when provider networks are configured, which bridge carries each (ovn-bridge-mappings) with
+// this chassis's MAC on each (ovn-chassis-mac-mappings, chassis-mac.ts).
 // The agent owns exactly these keys; every other key (hostname set by the packaging, ovn-bridge-mappings set by
 // an admin when the agent has none configured, ovn-controller's own) is left as it is.
 
+import { chassisMacMappings } from "./chassis-mac.ts";
 import type { EncapType } from "./mtu.ts";
 import type { DatapathType } from "./ovs-bridge.ts";
 import { ensureRootRow, setMapKeys, type VswitchClient } from "./vswitch-db.ts";
@@ -21,7 +23,8 @@ export interface ChassisConfig {
   hostname?: string;
   /**
    * ovn-bridge-mappings ("provider:bridge,..."); written only when given, so a mapping an admin (or ZStack's
-   * agent) set stays theirs when the agent has no provider networks configured.
+   * agent) set stays theirs when the agent has no provider networks configured. ovn-chassis-mac-mappings follows
+   * it: the same providers, each with this chassis's MAC (written and left alone together).
    */
   bridgeMappings?: string;
 }
@@ -36,7 +39,10 @@ export function chassisExternalIds(c: ChassisConfig): Record<string, string> {
     "ovn-bridge-datapath-type": c.bridgeDatapathType,
   };
   if (c.hostname !== undefined) ids.hostname = c.hostname;
-  if (c.bridgeMappings !== undefined) ids["ovn-bridge-mappings"] = c.bridgeMappings;
+  if (c.bridgeMappings !== undefined) {
+    ids["ovn-bridge-mappings"] = c.bridgeMappings;
+    ids["ovn-chassis-mac-mappings"] = chassisMacMappings(c.bridgeMappings, c.systemId);
+  }
   return ids;
 }
 

@@ -4,16 +4,26 @@ import fc from "fast-check";
 import { parseIp } from "../ipam/address.ts";
 import { overlaps, parseCidr } from "../ipam/cidr.ts";
 import {
+  EXTERNAL_LOCALNET_STATELESS_PRIORITY,
   EXTERNAL_SOURCE_GUARD_PRIORITY,
+  externalLocalnetGroupId,
+  externalLocalnetGroupName,
   externalPodRoutes,
   externalRouterPortName,
   externalRouterPortRows,
   externalSwitchPortName,
-  hasLocalnetPort,
+  localnetStatelessRows,
   onLink,
+  supportsStatelessAcl,
 } from "./external-router-port.ts";
+import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
-import { EGRESS_POLICY_PRIORITY, EXTERNAL_PODS_POLICY_PRIORITY, subnetScope } from "./topology.ts";
+import {
+  EGRESS_POLICY_PRIORITY,
+  EXTERNAL_PODS_POLICY_PRIORITY,
+  INSIDE_ADDRESS_SET_V4,
+  subnetScope,
+} from "./topology.ts";
 
 const TARGETS = {
   joinCIDR: "100.64.0.0/16",
@@ -97,27 +107,91 @@ describe("our router port on ZStack's switch", () => {
     assert.ok(EXTERNAL_SOURCE_GUARD_PRIORITY > EGRESS_POLICY_PRIORITY);
   });
 
-  test("a switch with a localnet port is told apart from one without", () => {
-    const types = new Map([
-      ["a", { type: "" }],
-      ["b", { type: "router" }],
-      ["c", { type: "localnet" }],
-    ]);
-    assert.equal(
-      hasLocalnetPort(["a", "b"], (u) => types.get(u)),
-      false,
-    );
-    assert.equal(
-      hasLocalnetPort(["a", "c", "gone"], (u) => types.get(u)),
-      true,
-    );
-  });
-
   test("an IPv6-only router port gets the same MAC every time", () => {
     const a = externalRouterPortRows({ subnet: "v6", switchUuid: "u", networks: ["fd60::2/64"] });
     const b = externalRouterPortRows({ subnet: "v6", switchUuid: "u", networks: ["fd60::2/64"] });
     assert.equal(a[0]?.row.mac, b[0]?.row.mac);
     assert.match(String(a[0]?.row.mac), /^0a:58(:[0-9a-f]{2}){4}$/);
+  });
+});
+
+describe("the localnet port of ZStack's flat/VLAN switch", () => {
+  const LN = ["0b1f0000-0000-4000-8000-00000000000b", "0a1f0000-0000-4000-8000-00000000000a"];
+
+  test("a switch without a localnet port gets no group", () => {
+    assert.deepEqual(localnetStatelessRows("zs", [], ["100.64.0.0/16"]), []);
+  });
+
+  test("a group of ours holding the localnet ports by reference, and two allow-stateless ACLs at the lowest priority", () => {
+    const rows = localnetStatelessRows(
+      "zs-flat",
+      [...LN, LN[0] as string],
+      ["100.64.0.0/16", "10.244.0.0/16"],
+    );
+    assert.equal(rows.length, 3);
+    const [pg, from, to] = rows;
+    const name = externalLocalnetGroupName("zs-flat");
+    assert.match(name, /^zovn_ln_[0-9a-f]{16}$/, "an identifier for @name in a match");
+    assert.notEqual(name, externalLocalnetGroupName("zs-flat2"));
+    assert.equal(pg?.table, "Port_Group");
+    assert.equal(pg?.id, externalLocalnetGroupId("zs-flat"));
+    assert.equal(pg?.row.name, name);
+    // The ports are links (mutate insert of the reference), never a rewrite; each once, in a stable order.
+    assert.equal("ports" in (pg?.row ?? {}), false);
+    assert.deepEqual(
+      pg?.links,
+      [...LN].sort().map((uuid) => ({ column: "ports", uuid })),
+    );
+    for (const [acl, dir, side] of [
+      [from, "from-lport", "inport"],
+      [to, "to-lport", "outport"],
+    ] as const) {
+      assert.equal(acl?.table, "ACL");
+      assert.deepEqual(acl?.parent, { table: "Port_Group", id: pg?.id, column: "acls" });
+      assert.equal(acl?.row.direction, dir);
+      assert.equal(acl?.row.action, "allow-stateless");
+      assert.equal(acl?.row.priority, EXTERNAL_LOCALNET_STATELESS_PRIORITY);
+      assert.equal(acl?.row.match, `${side} == @${name} && ip4.src == $${INSIDE_ADDRESS_SET_V4}`);
+    }
+    // Every row ours, under the Subnet's ids: its scope removes them with it.
+    const scope = subnetScope("zs-flat");
+    for (const r of rows) {
+      const ids = r.row.external_ids as Record<string, string>;
+      assert.equal(ids[OWNER_KEY], CONTROLLER);
+      assert.equal(ids[ID_KEY], r.id);
+      assert.ok(scope.tables.includes(r.table), r.table);
+      assert.ok(scope.owns(r.id, r.row as never), r.id);
+    }
+    assert.equal(
+      EXTERNAL_LOCALNET_STATELESS_PRIORITY,
+      0,
+      "any ACL of ZStack's on the same packets outranks ours",
+    );
+  });
+
+  test("written only when the NB server's schema has the ACL action allow-stateless", () => {
+    const schema = (actions: string[] | undefined) => ({
+      tables: new Map([
+        ["ACL", { columns: new Map([["action", { type: { key: actions ? { enum: actions } : {} } }]]) }],
+      ]),
+    });
+    assert.equal(supportsStatelessAcl(schema(["allow", "allow-related", "allow-stateless", "drop"])), true);
+    assert.equal(supportsStatelessAcl(schema(["allow", "allow-related", "drop", "reject"])), false);
+    assert.equal(supportsStatelessAcl(schema(undefined)), false);
+    assert.equal(supportsStatelessAcl({ tables: new Map() }), false);
+  });
+
+  test("IPv6 cluster networks are matched literally, canonical and once", () => {
+    const rows = localnetStatelessRows("d", LN, [
+      "100.64.0.0/16",
+      "fd00:10:244::/48",
+      "FD00:10:244::/48",
+      "fd98::/108",
+    ]);
+    assert.equal(
+      rows[1]?.row.match,
+      `inport == @${externalLocalnetGroupName("d")} && (ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {fd00:10:244::/48, fd98::/108})`,
+    );
   });
 });
 

@@ -8,7 +8,9 @@
 // switches and Services. Our router port's address comes from the Subnet's allocator like a pod's, and is then
 // held by the row itself (its `networks`), so it never moves; the switch-side port joins ZStack's switch only by a
 // `mutate ports insert` of its own reference, exactly as a pod port does. A cluster-router policy drops whatever
-// else enters through that port (sourceGuardRows), and a switch with a localnet port gets no router port at all.
+// else enters through that port (sourceGuardRows). On a switch with a localnet port (flat, VLAN) the port is
+// distributed too: each node's chassis MAC (ovn-chassis-mac-mappings, node agent) replaces its MAC on the wire,
+// and the cluster's own traffic crossing the localnet port skips that port's conntrack zone (localnetStatelessRows).
 
 import { createHash } from "node:crypto";
 import { type IpAddress, parseIp } from "../ipam/address.ts";
@@ -16,7 +18,7 @@ import { cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipa
 import { macFromIPv4 } from "../ipam/mac.ts";
 import type { DesiredRow } from "./nb-diff.ts";
 import { addressKey, ownedIds, SUBNET_KEY } from "./ownership.ts";
-import { EXTERNAL_PODS_ADDRESS_SET_V4 } from "./topology.ts";
+import { EXTERNAL_PODS_ADDRESS_SET_V4, INSIDE_ADDRESS_SET_V4 } from "./topology.ts";
 
 export function externalRouterPortName(subnet: string): string {
   return `zovn-rtoe-${subnet}`;
@@ -141,17 +143,91 @@ function sourceGuardRows(subnet: string, rtoe: string, network: string): Desired
   ];
 }
 
+/** Id of the Subnet's port group holding the localnet port(s) of ZStack's switch; its two ACLs' ids follow it. */
+export function externalLocalnetGroupId(subnet: string): string {
+  return `subnet/${subnet}/ext-localnet`;
+}
+/** Its name: `@name` in an ACL match, so letters, digits and `_` only (a hash of the Subnet's name). */
+export function externalLocalnetGroupName(subnet: string): string {
+  return `zovn_ln_${createHash("sha256").update(subnet).digest("hex").slice(0, 16)}`;
+}
 /**
- * Whether ZStack's switch has a `localnet` port (a flat or VLAN network). A distributed router port there would
- * answer and route from every node with one MAC, which the physical switches would see move between their ports
- * (OVN needs ovn-chassis-mac-mappings for that); we put no router port (nor Service group) on such a switch.
+ * Priority of the two allow-stateless ACLs on ZStack's localnet port: the lowest, so any ACL of ZStack's that
+ * matches the same packets (a drop, a reject) still decides them; ours only keeps them out of conntrack.
  */
-export function hasLocalnetPort(
-  ports: Iterable<string>,
-  portOf: (uuid: string) => { readonly type: string } | undefined,
-): boolean {
-  for (const u of ports) if (portOf(u)?.type === "localnet") return true;
-  return false;
+export const EXTERNAL_LOCALNET_STATELESS_PRIORITY = 0;
+
+/**
+ * Whether the NB server's schema has the ACL action `allow-stateless` (ZStack's OVN decides; 23.03 has it). Without
+ * it the localnet group's ACLs cannot be written: the router port goes without them (node -> pod works, answers
+ * routed back through another node's localnet port do not).
+ */
+export function supportsStatelessAcl(schema: {
+  readonly tables: ReadonlyMap<
+    string,
+    {
+      readonly columns: ReadonlyMap<
+        string,
+        { readonly type: { readonly key: { readonly enum?: readonly unknown[] } } }
+      >;
+    }
+  >;
+}): boolean {
+  return schema.tables.get("ACL")?.columns.get("action")?.type.key.enum?.includes("allow-stateless") ?? false;
+}
+
+/**
+ * Why the localnet port of a flat/VLAN switch needs these: routing through our distributed router port is
+ * asymmetric across nodes. A flat pod on node A reaching node B (or a Service backend on B) goes pod -> our router
+ * port on A -> tunnel -> B; B's answer is routed on B back onto the flat switch and leaves through B's localnet
+ * port, over the wire, into A's localnet port. A switch with a load balancer (ours: the cluster-IP group) sends
+ * what crosses its localnet port through that port's conntrack zone (ovn-northd leaves localnet ports out of
+ * conntrack only on switches without load balancers), and a zone that sees a SYN-ACK whose SYN went through a
+ * tunnel marks it invalid: ls_out_acl's `ct.inv` flow dropped every such answer (OVN 23.03; ovs-appctl
+ * dpctl/dump-flows on B showed ct(zone=<localnet's>,nat) then ct_state(+inv+trk) -> drop). Packets whose source
+ * is the cluster's own (the inside set: join, cluster and service CIDRs and our own Subnets; the IPv6 ones
+ * literally) cross the localnet port statelessly instead, in both directions; the pod's own zone still tracks
+ * the connection (and un-NATs a Service's answer). Traffic of ZStack's VMs and our pods' own L2 traffic with
+ * them keep the localnet zone as before. The group holds ZStack's localnet port by reference only (a weak
+ * reference in a row of ours; ZStack's rows are not changed), so a port ZStack replaces leaves it by itself and
+ * the next reconcile links the new one.
+ */
+export function localnetStatelessRows(
+  subnet: string,
+  localnetPorts: readonly string[],
+  inside6: readonly string[],
+): DesiredRow[] {
+  if (localnetPorts.length === 0) return [];
+  const tag = { [SUBNET_KEY]: subnet };
+  const id = externalLocalnetGroupId(subnet);
+  const name = externalLocalnetGroupName(subnet);
+  const v6 = [...new Set(inside6.map((c) => formatCidr(parseCidr(c))))].filter((c) => c.includes(":"));
+  const source =
+    v6.length > 0
+      ? `(ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {${v6.join(", ")}})`
+      : `ip4.src == $${INSIDE_ADDRESS_SET_V4}`;
+  const acl = (direction: "from-lport" | "to-lport"): DesiredRow => ({
+    table: "ACL",
+    id: `${id}/${direction}`,
+    row: {
+      direction,
+      priority: EXTERNAL_LOCALNET_STATELESS_PRIORITY,
+      action: "allow-stateless",
+      match: `${direction === "from-lport" ? "inport" : "outport"} == @${name} && ${source}`,
+      external_ids: ownedIds("external-localnet-stateless", `${id}/${direction}`, tag),
+    },
+    parent: { table: "Port_Group", id, column: "acls" },
+  });
+  return [
+    {
+      table: "Port_Group",
+      id,
+      row: { name, external_ids: ownedIds("external-localnet-group", id, tag) },
+      links: [...new Set(localnetPorts)].sort().map((uuid) => ({ column: "ports", uuid })),
+    },
+    acl("from-lport"),
+    acl("to-lport"),
+  ];
 }
 
 /** 0a:58 + the IPv4 address, as our other ports; without one, from a hash of the addresses (stable, not random). */

@@ -43,6 +43,8 @@ export type Kind =
   | "localnet-port"
   | "localnet-source-guard"
   | "external-source-guard"
+  | "external-localnet-group"
+  | "external-localnet-stateless"
   | "mgmt-port"
   | "mgmt-source-guard"
   | "pod-port"

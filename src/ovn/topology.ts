@@ -463,7 +463,14 @@ export const topologyScope: Scope = {
 /** The rows one subnet's reconcile is responsible for: its switch and router ports, never its pods' ports. */
 export function subnetScope(name: string): Scope {
   return {
-    tables: ["Logical_Router_Policy", "Logical_Router_Port", "Logical_Switch_Port", "ACL", "Logical_Switch"],
+    tables: [
+      "Logical_Router_Policy",
+      "Logical_Router_Port",
+      "Logical_Switch_Port",
+      "ACL",
+      "Port_Group",
+      "Logical_Switch",
+    ],
     owns: (id, row) =>
       (id === `subnet/${name}` || id.startsWith(`subnet/${name}/`)) &&
       (row.external_ids as Record<string, string>)[KIND_KEY] !== "pod-port",

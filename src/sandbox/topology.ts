@@ -103,9 +103,8 @@ export interface ZStackNetworkPlan {
   gateway: string;
   vmRange: string;
   /**
-   * Whether the cluster's paths (node → pod, pod → node, pod → Service) reach the switch's pods: true on a switch
-   * with our router port; a switch with a localnet port (flat, VLAN) gets none (its Subnet's ClusterPath
-   * condition is False, reason LocalnetSwitch; docs/external-mode.md).
+   * Whether the demo checks the cluster's paths (node → pod, pod → node, pod → Service) to the switch's pods
+   * (through our router port on it; on the flat switch too, with the nodes' chassis MACs; docs/external-mode.md).
    */
   clusterPath: boolean;
 }
@@ -127,7 +126,7 @@ export const ZSTACK_NETWORKS: readonly ZStackNetworkPlan[] = [
     cidr: FLAT.cidr4,
     gateway: "192.168.100.1",
     vmRange: "192.168.100.2..192.168.100.127",
-    clusterPath: false,
+    clusterPath: true,
   },
 ];
 /**

@@ -79,14 +79,14 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     assert.equal(vms.length, 4);
     const pods = report.pods;
     assert.equal(pods.length, 4, "one pod per node on each of ZStack's switches");
-    // The cluster's paths reach the pods of the overlay switch (our router port); the flat switch, with its
-    // localnet port, gets no router port of ours, so its pods talk with the VMs only.
+    // The cluster's paths reach the pods of both switches through our router port on each: the flat switch, with
+    // its localnet port, too (each node's chassis MAC replaces the router port's MAC on the flat network).
     const reached = ZSTACK_NETWORKS.filter((n) => n.clusterPath);
     assert.deepEqual(
       reached.map((n) => n.network),
-      ["overlay"],
+      ["overlay", "flat"],
     );
-    const expected: Record<string, number> = { "node -> pod": 2, "pod -> node": 2 };
+    const expected: Record<string, number> = { "node -> pod": 4, "pod -> node": 4 };
     for (const n of ZSTACK_NETWORKS) {
       const on = vms.filter((v) => v.network === n.network);
       assert.equal(new Set(on.map((v) => v.host)).size, 2, `a VM on ${n.network} on each hypervisor`);
@@ -111,7 +111,7 @@ describe("zovn sandbox up --zstack", { timeout: UP_TIMEOUT_MS + 20 * 60_000 }, (
     assert.deepEqual(zstackRows(during).sort(), zstackRows(before).sort());
     assert.ok(zstackRows(before).length > 30, "ZStack's content is there");
     // The Subnet's gateway (on the overlay switch ZStack's router) is the pods'; the cluster's networks go through
-    // our router port on the overlay switch (none on the flat one: no routes there).
+    // our router port on each switch.
     for (const n of ZSTACK_NETWORKS) {
       const list = JSON.parse(await sb.zovn(["kubectl", "-n", n.namespace, "get", "pods", "-o", "json"])) as {
         items: { metadata: { annotations?: Record<string, string> } }[];

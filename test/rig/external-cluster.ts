@@ -16,10 +16,13 @@ import { AgentCniHandler } from "../../src/agent/cni-handler.ts";
 import { loadNodeConfig } from "../../src/agent/config.ts";
 import { NodeProviders } from "../../src/agent/node-providers.ts";
 import { NodePods } from "../../src/agent/pod-networks.ts";
+import { mgmtRouteCidrs } from "../../src/agent/subnet-routes.ts";
 import { dispatch } from "../../src/cni/dispatch.ts";
+import { parseCidr } from "../../src/ipam/cidr.ts";
 import type { ApiClient } from "../../src/k8s/api-client.ts";
 import { type ChassisCheck, ChassisWatch } from "../../src/node/external-chassis.ts";
 import { externalSb } from "../../src/node/external-sb.ts";
+import { MGMT_PORT_ANNOTATION, parseMgmtPortAnnotation } from "../../src/node/mgmt-port.ts";
 import { interfaceWithAddress, podMtu } from "../../src/node/mtu.ts";
 import { NodeSetup } from "../../src/node/node-setup.ts";
 import { INTEGRATION_BRIDGE } from "../../src/node/ovs-bridge.ts";
@@ -56,6 +59,14 @@ export interface OurNode {
   readonly node: OvsNode;
   readonly mtu: number;
   readonly setup: NodeSetup;
+  /** The node's flat link's peer on the wire namespace's `flat` bridge (zs.wire). */
+  readonly flatWirePort: string;
+  /**
+   * Gives the node its management port as zstack-ovnkube-node does, from the controller's Node annotation: routes
+   * via it for the cluster and service CIDRs and `subnetCidrs` (the accepted Subnets'). Resolves with the
+   * management address (no prefix) once the device is configured.
+   */
+  addMgmtPort(subnetCidrs: readonly string[]): Promise<string>;
 }
 
 /** A VM of ZStack's: its port (added by ZStack's writer) bound to a namespace on one of the hypervisors. */
@@ -226,7 +237,7 @@ export async function useExternalCluster(
     // The machine: its management link with the address on br-phy (the userspace datapath's tunnel endpoint
     // must be on an OVS bridge, as on ZStack's hosts), and a link into the flat network, left to the agent.
     await zs.plug(node.netns.path, "eth0", "mgmt");
-    await zs.plug(node.netns.path, FLAT_UPLINK, "flat");
+    const flatWirePort = await zs.plug(node.netns.path, FLAT_UPLINK, "flat");
     await node.exec("ip", ["link", "set", "eth0", "up"]);
     await node.exec("ip", ["link", "set", FLAT_UPLINK, "up"]);
     await node.vsctl(
@@ -358,7 +369,42 @@ export async function useExternalCluster(
       name,
       new AgentCniHandler({ attacher, pods, log: silentLogger, notReady, annotationBudgetMs: 120_000 }),
     );
-    return { name, chassis: cfg.chassisName, ip, node, mtu, setup };
+    const addMgmtPort: OurNode["addMgmtPort"] = async (subnetCidrs) => {
+      const ann = await until(
+        `the management port annotation of ${name}`,
+        async () => {
+          const n = await api.request<{ metadata: { annotations?: Record<string, string> } }>(
+            `/api/v1/nodes/${name}`,
+          );
+          return parseMgmtPortAnnotation(n.metadata.annotations?.[MGMT_PORT_ANNOTATION], {
+            node: name,
+            joinCidr: cfg.joinCIDR,
+          });
+        },
+        120_000,
+      );
+      setup.update({
+        mgmt: {
+          bridge: INTEGRATION_BRIDGE,
+          lspName: ann.name,
+          mac: ann.mac,
+          ip: ann.ip,
+          gateway: ann.gateway,
+          routeCidrs: mgmtRouteCidrs(
+            [...cfg.clusterCIDRs, ...cfg.serviceCIDRs],
+            subnetCidrs.map((c) => parseCidr(c)),
+          ),
+          mtu,
+        },
+      });
+      await until(
+        `${name}'s management port configured`,
+        async () => setup.mgmtConfigured || undefined,
+        120_000,
+      );
+      return ann.ip.split("/")[0] as string;
+    };
+    return { name, chassis: cfg.chassisName, ip, node, mtu, setup, flatWirePort, addMgmtPort };
   }
 
   return { api, sim, zs, nodes, vms, vlanSwitch, zstackBefore, addPod };

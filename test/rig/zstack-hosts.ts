@@ -40,9 +40,12 @@ export interface ZStackHosts {
   waitInstalled(vm: Vm, tap: string): Promise<void>;
   /**
    * Plugs another machine (a node of ours) into one of the hosts' networks: a veth named `ifname` in the netns at
-   * `netnsPath`, its peer on that network's bridge. Removed with the hosts (or with that netns).
+   * `netnsPath`, its peer on that network's bridge. Removed with the hosts (or with that netns). Resolves with the
+   * peer's name on the bridge (in `wire`).
    */
-  plug(netnsPath: string, ifname: string, network: Network): Promise<void>;
+  plug(netnsPath: string, ifname: string, network: Network): Promise<string>;
+  /** The name of the "wire" namespace holding a Linux bridge per network (named as the network). */
+  readonly wire: string;
   stop(): Promise<void>;
 }
 
@@ -115,6 +118,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
         netnsPath,
       ]);
       await runTool("ip", ["-n", wire.name, "link", "set", end, "master", network, "up"]);
+      return end;
     };
     for (const node of nodes) {
       await plug(node.netns.path, "eth0", "mgmt");
@@ -228,7 +232,7 @@ export async function startZStackHosts(sim: ZStackSim): Promise<ZStackHosts> {
         await sleep(100);
       }
     };
-    return { hosts, startVm, waitInstalled, plug, stop };
+    return { hosts, startVm, waitInstalled, plug, wire: wire.name, stop };
   } catch (err) {
     await stop();
     throw err;

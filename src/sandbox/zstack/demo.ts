@@ -153,7 +153,7 @@ export async function runZStackDemo(
         );
       }
     }
-    // A switch with a localnet port (flat) has no router port of ours: no path from the cluster to its pods.
+    // The cluster's paths go through our router port on the switch (on the flat one too, with chassis MACs).
     if (!net.clusterPath) continue;
     const vip = (
       await kubectl(layout, state, [

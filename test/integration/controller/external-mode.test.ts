@@ -774,8 +774,9 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       );
       assert.ok(!listOf(afterPod?.addresses).includes(podAddress(pod)), "the deleted pod left the set");
 
-      // A Subnet on the flat switch (a localnet port): no router port of ours there, nor a group reference; the
-      // status says so, the Subnet stays Ready, and its pods get addresses (without the cluster routes).
+      // A Subnet on the flat switch (a localnet port): a router port of ours there too (the nodes' chassis MACs
+      // keep its MAC off the physical network), with its source guard and the group reference; no ClusterPath
+      // condition (an earlier version's False one goes); its pods get the cluster routes.
       const flat = sim.uuid("flat-switch");
       await createNamespace(api, "zsflat");
       await createSubnet(api, "zs-flat", {
@@ -785,20 +786,48 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         namespaces: ["zsflat"],
       });
       const flatReady = await until(
-        "zs-flat Ready with its ClusterPath condition",
+        "zs-flat Ready",
+        async () => {
+          const x = await getSubnet(api, "zs-flat");
+          return readyCondition(x)?.reason === "Ready" ? x : undefined;
+        },
+        60_000,
+      );
+      assert.equal(
+        flatReady.status?.conditions?.some((c) => c.type === "ClusterPath"),
+        false,
+        "no ClusterPath condition",
+      );
+      // Upgrade: the False ClusterPath condition an earlier version wrote (no router port on a localnet switch)
+      // goes with the next status write.
+      await api.request(`${SUBNET_PATH}/zs-flat/status`, {
+        method: "PATCH",
+        body: {
+          status: {
+            conditions: [
+              ...(flatReady.status?.conditions ?? []),
+              {
+                type: "ClusterPath",
+                status: "False",
+                reason: "LocalnetSwitch",
+                message: "an earlier version's",
+                lastTransitionTime: "2026-01-01T00:00:00Z",
+              },
+            ],
+          },
+        },
+      });
+      await until(
+        "the earlier version's ClusterPath condition gone",
         async () => {
           const x = await getSubnet(api, "zs-flat");
           return readyCondition(x)?.reason === "Ready" &&
-            x.status?.conditions?.some((c) => c.type === "ClusterPath")
-            ? x
+            !x.status?.conditions?.some((c) => c.type === "ClusterPath")
+            ? true
             : undefined;
         },
         60_000,
       );
-      const path = flatReady.status?.conditions?.find((c) => c.type === "ClusterPath");
-      assert.equal(path?.status, "False");
-      assert.equal(path?.reason, "LocalnetSwitch");
-      assert.ok(path?.message.includes(flat) && path.message.includes("localnet"), path?.message);
       await createPods(api, [["zsflat", "onflat"]]);
       const onFlat = await until(
         "the pod on the flat switch annotated",
@@ -811,17 +840,75 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const flatAnn = parsePodNetworksAnnotation(onFlat.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
       assert.match(podAddress(onFlat) ?? "", /^192\.168\.100\.\d+$/);
       assert.deepEqual(flatAnn?.gateway_ips, ["192.168.100.1"]);
-      assert.deepEqual(flatAnn?.routes ?? [], []);
       await sim.sync();
       const flatDump = await sim.dump();
-      for (const id of ["ext-rtoe", "ext-etor", "ext-guard-v4"])
-        for (const table of ["Logical_Router_Port", "Logical_Switch_Port", "Logical_Router_Policy"])
-          assert.deepEqual(
-            find(flatDump, table, `subnet/zs-flat/${id}`),
-            [],
-            `no ${table} ${id} for zs-flat`,
-          );
-      assert.deepEqual(listOf(flatDump.Logical_Switch?.[flat]?.load_balancer_group), []);
+      const [flatLrp] = find(flatDump, "Logical_Router_Port", "subnet/zs-flat/ext-rtoe");
+      assert.ok(flatLrp, "our router port on the flat switch");
+      const flatRouterIp = String((listOf(flatLrp[1].networks) as string[])[0]).replace(/\/24$/, "");
+      assert.match(flatRouterIp, /^192\.168\.100\.\d+$/);
+      assert.deepEqual(flatAnn?.routes, [
+        { dest: "100.64.0.0/16", nextHop: flatRouterIp },
+        { dest: "10.244.0.0/16", nextHop: flatRouterIp },
+        { dest: "10.96.0.0/16", nextHop: flatRouterIp },
+      ]);
+      const [etor] = find(flatDump, "Logical_Switch_Port", "subnet/zs-flat/ext-etor");
+      assert.ok(
+        etor && listOf(flatDump.Logical_Switch?.[flat]?.ports).includes(etor[0]),
+        "joined to the flat switch",
+      );
+      assert.equal(find(flatDump, "Logical_Router_Policy", "subnet/zs-flat/ext-guard-v4").length, 1);
+      assert.deepEqual(listOf(flatDump.Logical_Switch?.[flat]?.load_balancer_group), [group[0]]);
+      // ZStack's localnet port, held by a group of ours (a weak reference in our row: ZStack's rows unchanged) whose
+      // two allow-stateless ACLs keep the cluster's routed traffic out of the localnet port's conntrack zone.
+      const localnet = listOf(flatDump.Logical_Switch?.[flat]?.ports).filter(
+        (u) => flatDump.Logical_Switch_Port?.[u as string]?.type === "localnet",
+      );
+      assert.equal(localnet.length, 1, "the flat switch's localnet port");
+      const [lnGroup] = find(flatDump, "Port_Group", "subnet/zs-flat/ext-localnet");
+      assert.ok(lnGroup, "our group on the flat switch's localnet port");
+      assert.deepEqual(listOf(lnGroup[1].ports), localnet);
+      const lnAcls = listOf(lnGroup[1].acls).map((u) => flatDump.ACL?.[u as string]);
+      assert.deepEqual(lnAcls.map((a) => [a?.direction, a?.action, a?.priority]).sort(), [
+        ["from-lport", "allow-stateless", 0],
+        ["to-lport", "allow-stateless", 0],
+      ]);
+      // ZStack takes its localnet port off the switch and puts it back (as ZStack's own rows, by a raw transaction:
+      // the same UUID and columns, so its rows end as they were): the group follows the switch, without the port
+      // while it is gone (nothing to skip conntrack for) and holding it again once it is back.
+      const lnUuid = localnet[0] as string;
+      const lnRow = flatDump.Logical_Switch_Port?.[lnUuid] as Record<string, unknown>;
+      const transact = (ops: unknown[]) =>
+        run("ovsdb-client", [
+          "transact",
+          sim.nbRemotes[0] as string,
+          JSON.stringify(["OVN_Northbound", ...ops]),
+        ]);
+      const portsOp = (mutator: "insert" | "delete", ref: unknown) => ({
+        op: "mutate",
+        table: "Logical_Switch",
+        where: [["_uuid", "==", ["uuid", flat]]],
+        mutations: [["ports", mutator, ref]],
+      });
+      await transact([portsOp("delete", ["uuid", lnUuid])]);
+      const groupPorts = async () => {
+        const [g] = find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet");
+        return g ? listOf(g[1].ports) : undefined;
+      };
+      await until(
+        "our group without the localnet port gone",
+        async () => ((await groupPorts()) ?? []).length === 0 || undefined,
+        60_000,
+      );
+      const { _uuid: _u, ...columns } = lnRow;
+      await transact([
+        { op: "insert", table: "Logical_Switch_Port", uuid: lnUuid, row: columns, "uuid-name": "ln" },
+        portsOp("insert", ["named-uuid", "ln"]),
+      ]);
+      await until(
+        "our group holding the localnet port put back",
+        async () => (JSON.stringify(await groupPorts()) === JSON.stringify([lnUuid]) ? true : undefined),
+        60_000,
+      );
       await deletePods(api, [["zsflat", "onflat"]]);
       await until(
         "the flat pod's port gone",
@@ -841,6 +928,11 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
           return diffDumps(before, d).filter((l) => l.includes(flat)).length === 0 ? true : undefined;
         },
         60_000,
+      );
+      assert.deepEqual(
+        find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet"),
+        [],
+        "our localnet group went with the Subnet",
       );
       // The overlay Subnet's reference stays: its router port is still there.
       assert.deepEqual(listOf((await sim.dump()).Logical_Switch?.[overlay]?.load_balancer_group), [group[0]]);

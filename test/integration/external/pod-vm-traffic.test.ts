@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
+import { chassisMac } from "../../../src/node/chassis-mac.ts";
 import { OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
@@ -225,23 +226,159 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       assert.match(neigh, new RegExp(`^${vm.ip.replaceAll(".", "\\.")} lladdr ${vm.port.mac}`, "m"));
   }
 
+  // The cluster's paths to pods on the flat switch (a localnet port): our router port is on it too, distributed,
+  // and each node's chassis MAC (ovn-chassis-mac-mappings, written by the agent) replaces its MAC on the flat
+  // network (and its VLANs). The flat pod is on node2, the VLAN pod (also a localnet switch, on the same provider
+  // network) on node1; a backend pod of ours (the default Subnet) on node1; the nodes' management ports (routes via
+  // them for the cluster, service and Subnet CIDRs, as the agent sets them).
+  await createNamespace(api, "be");
+  const backend = await c.addPod(node1, "be", "backend");
+  const mgmt = new Map<OurNode, string>();
+  for (const n of c.nodes) mgmt.set(n, await n.addMgmtPort([OVERLAY.cidr4, FLAT.cidr4, VLAN.cidr4]));
+  for (const n of c.nodes) {
+    const ids = await n.node.vsctl("get", "Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings");
+    assert.equal(ids.trim(), `"flat:${chassisMac(n.chassis)}"`, `${n.name}'s chassis MAC mapping`);
+  }
+  const flatRoutes = (await execIn(podF.netns.path, "ip", ["-4", "route", "show"])).stdout;
+  console.log(`# ${podF.name}'s routes:\n${flatRoutes}`);
+  assert.match(
+    flatRoutes,
+    /^100\.64\.0\.0\/16 via 192\.168\.100\.\d+ /m,
+    "the join CIDR via our router port",
+  );
+  // Node -> flat/VLAN pod (kubelet probes): on the same node and on the other; the pod sees the management address.
+  for (const [n, pod] of [
+    [node1, podV],
+    [node1, podF],
+    [node2, podF],
+    [node2, podV],
+  ] as const)
+    assert.equal(
+      await tcp(
+        n.node.netns.path,
+        pod.netns.path,
+        pod.ip,
+        port++,
+        `${n.name} -> flat pod ${pod.ip} on ${pod.node.name}`,
+      ),
+      mgmt.get(n),
+    );
+  // Flat/VLAN pod -> each node's management address, its own and the other's. Towards the other node the request
+  // crosses a tunnel and the answer comes back routed onto the flat network (the other node's chassis MAC, through
+  // both localnet ports): it crosses them statelessly (our group on the localnet ports; without it, the localnet
+  // port's conntrack zone, there because of the Service group, saw a SYN-ACK without its SYN and dropped it).
+  for (const pod of [podF, podV])
+    for (const n of c.nodes)
+      assert.equal(
+        await tcp(
+          pod.netns.path,
+          n.node.netns.path,
+          mgmt.get(n) as string,
+          port++,
+          `${pod.name} ${pod.ip} on ${pod.node.name} -> ${n.name} ${mgmt.get(n)}`,
+        ),
+        pod.ip,
+      );
+  // The group of ours holding each flat/VLAN switch's localnet port (by a weak reference: ZStack's rows unchanged).
+  {
+    const d = await sim.dump();
+    const lsps = d.Logical_Switch_Port ?? {};
+    for (const sw of [flat, vlan]) {
+      const ports = JSON.stringify(d.Logical_Switch?.[sw]?.ports ?? []);
+      const localnet = Object.entries(lsps)
+        .filter(([u, r]) => r.type === "localnet" && ports.includes(u))
+        .map(([u]) => u);
+      assert.equal(localnet.length, 1, `one localnet port on ${sw}`);
+      const holders = Object.values(d.Port_Group ?? {}).filter(
+        (g) =>
+          JSON.stringify(g.external_ids).includes('["zstack.io/kind","external-localnet-group"]') &&
+          JSON.stringify(g.ports).includes(localnet[0] as string),
+      );
+      assert.equal(holders.length, 1, `our localnet group holds ${sw}'s localnet port`);
+    }
+  }
+  // Flat pod on node2 -> a Service whose backend (a pod on our default Subnet) is on node1: DNAT on ZStack's flat
+  // switch (our cluster-IP group), through our router port; the backend sees the pod's own address.
+  const svc = await api.request<{ spec: { clusterIP: string } }>("/api/v1/namespaces/be/services", {
+    method: "POST",
+    body: { metadata: { name: "web" }, spec: { ports: [{ name: "http", port: 80, targetPort: 8080 }] } },
+  });
+  await api.request("/apis/discovery.k8s.io/v1/namespaces/be/endpointslices", {
+    method: "POST",
+    body: {
+      metadata: { name: "web-1", labels: { "kubernetes.io/service-name": "web" } },
+      addressType: "IPv4",
+      endpoints: [{ addresses: [backend.ip], conditions: { ready: true }, nodeName: node1.name }],
+      ports: [{ name: "http", port: 8080, protocol: "TCP" }],
+    },
+  });
+  const vip = svc.spec.clusterIP;
+  await until(
+    `pod ${podF.ip} -> Service ${vip}:80 -> ${backend.ip}:8080 on ${node1.name}`,
+    async () => {
+      const server = execIn(
+        backend.netns.path,
+        "timeout",
+        ["5", "nc", "-n", "-v", "-l", backend.ip, "8080"],
+        {
+          timeoutMs: 7_000,
+        },
+      );
+      await sleep(200);
+      const cl = await execIn(podF.netns.path, "nc", ["-N", "-w", "3", vip, "80"], { input: "hello\n" });
+      const got = await server;
+      if (cl.code !== 0 || got.stdout !== "hello\n") return undefined;
+      return /Connection received on (\S+)/.exec(got.stderr)?.[1] === podF.ip ? true : undefined;
+    },
+    120_000,
+  );
+  console.log(`# flat pod ${podF.ip} -> Service ${vip} -> backend ${backend.ip} on ${node1.name}: ok`);
+  // VMs <-> flat pods still work with our router port on the switch.
+  for (const vm of c.vms.filter((v) => v.network === "flat")) {
+    assert.equal(
+      await tcp(podF.netns.path, vm.netns.path, vm.ip, port++, `pod ${podF.ip} -> VM ${vm.ip}`),
+      podF.ip,
+    );
+    assert.equal(
+      await tcp(vm.netns.path, podF.netns.path, podF.ip, port++, `VM ${vm.ip} -> pod ${podF.ip}`),
+      vm.ip,
+    );
+  }
+  // What the flat network's switch (the wire's Linux bridge) learned: our router port's MAC never (its frames
+  // leave each node with that node's chassis MAC), each node's chassis MAC only on that node's port.
+  const lrps = (await sim.dump()).Logical_Router_Port ?? {};
+  const rtoeMacs = Object.values(lrps)
+    .filter((r) => String(r.name).startsWith("zovn-rtoe-"))
+    .map((r) => String(r.mac));
+  assert.equal(rtoeMacs.length, 3, "a router port of ours on each of the three switches");
+  const fdb = (await execIn(`/run/netns/${c.zs.wire}`, "bridge", ["fdb", "show", "br", "flat"])).stdout;
+  console.log(`# the flat network's fdb:\n${fdb}`);
+  const learned = (mac: string) =>
+    [...fdb.matchAll(new RegExp(`^${mac} dev (\\S+)`, "gm"))].map((m) => m[1]).filter((d) => d !== "flat");
+  for (const mac of rtoeMacs)
+    assert.deepEqual(learned(mac), [], `router port MAC ${mac} learned on the wire`);
+  for (const n of c.nodes)
+    assert.deepEqual(learned(chassisMac(n.chassis)), [n.flatWirePort], `${n.name}'s chassis MAC`);
+
   // While the plugin runs: ZStack's rows differ only by the documented mutations: the three switches' `ports`
-  // grew by our pods' ports, the overlay switch's also by our router port and its `load_balancer_group` by our
-  // cluster-IP Service group; the flat and VLAN switches (a localnet port each) get no router port nor group.
+  // grew by our pods' ports and our router port, and their `load_balancer_group` by our cluster-IP Service group
+  // (the flat and VLAN switches, with a localnet port each, too).
   await sim.sync();
   const during = await sim.dump();
   const ours = oursIn(during);
   assert.deepEqual(onlyDocumentedMutations(c.zstackBefore, during, ours), []);
-  assert.equal(podPorts(during).length, 4);
+  assert.equal(podPorts(during).length, 5);
   const changed = diffDumps(c.zstackBefore, during)
     .filter((l) => !/^\S+ \S+: added$/.test(l))
     .map((l) => l.split(":")[0]);
   assert.deepEqual(
     changed.sort(),
     [
+      `Logical_Switch ${flat} load_balancer_group`,
       `Logical_Switch ${flat} ports`,
       `Logical_Switch ${overlay} load_balancer_group`,
       `Logical_Switch ${overlay} ports`,
+      `Logical_Switch ${vlan} load_balancer_group`,
       `Logical_Switch ${vlan} ports`,
     ].sort(),
   );
@@ -249,7 +386,7 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
   // The pods go (CNI DEL is the runtime's; their ports leave with the pods), then the Subnets (our router ports
   // leave ZStack's switches): ZStack's rows are as they were before the controller started, but for the Service
   // group, ours by its name.
-  for (const p of [podO, podF, podV, podO2])
+  for (const p of [podO, podF, podV, podO2, backend])
     await api.request(`/api/v1/namespaces/${p.namespace}/pods/${p.name}`, {
       method: "DELETE",
       query: { gracePeriodSeconds: 0 },
@@ -272,6 +409,14 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
         ? true
         : undefined,
     120_000,
+  );
+  const after = await sim.dump();
+  assert.deepEqual(
+    Object.values(after.Port_Group ?? {}).filter((g) =>
+      JSON.stringify(g.external_ids).includes('"external-localnet-group"'),
+    ),
+    [],
+    "our localnet groups went with their Subnets",
   );
   console.log(`# done in ${Date.now() - started} ms`);
 });

@@ -3,6 +3,7 @@
 
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { chassisMac } from "../../../src/node/chassis-mac.ts";
 import { NodeSetup, type NodeSetupConfig } from "../../../src/node/node-setup.ts";
 import { parseBridgeMappings } from "../../../src/node/provider-bridges.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
@@ -61,6 +62,24 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
 
     const second = await setup.reconcile();
     assert.deepEqual([second.bridge, second.providers, second.chassis], [[], [], []], "nothing to do");
+    // The agent restarted (a new NodeSetup on the same database): nothing written, the chassis MAC mappings as
+    // they were, byte for byte (ovn-controller sees no change, so nothing flaps on the provider network).
+    const mac = chassisMac("node1");
+    const macs = `"physnet1:${mac},physnet2:${mac}"`;
+    assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"), macs);
+    const restarted = await new NodeSetup({
+      client,
+      hostNetns: node.netns.path,
+      bridge: { name: "br-int", datapathType: "netdev" },
+      chassis: chassis("physnet1:br-admin,physnet2:br-p2"),
+      providers: mappings,
+    }).reconcile();
+    assert.deepEqual(
+      [restarted.bridge, restarted.providers, restarted.chassis],
+      [[], [], []],
+      "a restart writes nothing",
+    );
+    assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"), macs);
 
     // The admin's bridge gets an uplink when the configuration names one, and loses only that one later.
     setup.update({
@@ -76,11 +95,16 @@ describe("provider network bridges on a real Open_vSwitch database", () => {
     });
     const third = await setup.reconcile();
     assert.deepEqual(third.providers.sort(), ["removed br-p2", "uplink up1 off br-admin"]);
-    assert.deepEqual(third.chassis, ["ovn-bridge-mappings"]);
+    assert.deepEqual(third.chassis.sort(), ["ovn-bridge-mappings", "ovn-chassis-mac-mappings"]);
     const bridges = (await node.vsctl("list-br")).trim().split("\n").sort();
     assert.deepEqual(bridges, ["br-admin", "br-int", "br-other"]);
     assert.equal((await node.vsctl("list-ports", "br-admin")).trim(), "");
     assert.equal(await get("Open_vSwitch", ".", "external_ids:ovn-bridge-mappings"), '"physnet1:br-admin"');
+    // The chassis MAC mappings follow: physnet2's entry went with its mapping.
+    assert.match(
+      await get("Open_vSwitch", ".", "external_ids:ovn-chassis-mac-mappings"),
+      /^"physnet1:0e(:[0-9a-f]{2}){5}"$/,
+    );
   });
 
   test("a provider bridge that does not exist and has no uplink configured is reported, not created; its mapping is written", async (t) => {
