@@ -48,6 +48,7 @@ export type Kind =
   | "pod-port"
   | "node-pods"
   | "egress-policy"
+  | "node-reply-policy"
   | "egress-route"
   | "inside-set"
   | "external-pods-set"
