@@ -350,7 +350,17 @@ describe("node-local traffic to an ETP Local Service keeps the node's address (t
   test("the reserved source ports: a pod elsewhere answering a node connection from them is returned to that node", async () => {
     // node1 reaches the far pod directly from its own address and a reserved port: the reply policy brings the
     // answer to node1's management port (routes keep it symmetric), where before it went out through node2.
-    await c.node.exec("ip", ["route", "replace", `${FAR_IP}/32`, "via", NET.joinGateway, "dev", MGMT_IFNAME, "src", NODE_IP]);
+    await c.node.exec("ip", [
+      "route",
+      "replace",
+      `${FAR_IP}/32`,
+      "via",
+      NET.joinGateway,
+      "dev",
+      MGMT_IFNAME,
+      "src",
+      NODE_IP,
+    ]);
     try {
       const r = await dial(nodeNetns, FAR_IP, 8080, { sourcePort: NODE_REPLY_PORT_MIN + 7 });
       assert.equal(r.who, "far", r.stderr);
