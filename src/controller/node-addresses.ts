@@ -34,6 +34,7 @@ const NOT_A_HOST: readonly { cidr: Cidr; what: string }[] = [
   { cidr: v4Net(V4(127, 0, 0, 0), 8), what: "a loopback address" },
   { cidr: v4Net(V4(169, 254, 0, 0), 16), what: "a link-local address" },
   { cidr: v4Net(V4(224, 0, 0, 0), 4), what: "a multicast address" },
+  // With the limited broadcast address 255.255.255.255.
   { cidr: v4Net(V4(240, 0, 0, 0), 4), what: "a reserved (240.0.0.0/4) address" },
 ];
 
@@ -85,10 +86,6 @@ export function nodeReplyAddresses(
     const special = NOT_A_HOST.find((r) => cidrContains(r.cidr, ip));
     if (special) {
       refuse(`is ${special.what}`);
-      continue;
-    }
-    if (ip.value === V4(255, 255, 255, 255)) {
-      refuse("is the broadcast address");
       continue;
     }
     const within = inside.find((c) => c.family === 4 && cidrContains(c, ip));
