@@ -20,8 +20,10 @@ import { applyServiceNat, type NatServicePort, serviceRuleset } from "../../../s
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { KIND_KEY } from "../../../src/ovn/ownership.ts";
 import {
+  CLUSTER_ROUTER,
   macFromIPv4,
   mgmtPortName,
+  NODE_REPLY_POLICY_PRIORITY,
   NODE_REPLY_PORT_MIN,
   nodePodsAddressSet,
   nodeRows,
@@ -339,6 +341,46 @@ describe("node-local traffic to an ETP Local Service keeps the node's address (t
     const r = await dial(c.ext.path, NODE_IP, 30093, { sourcePort: 40_093 });
     assert.equal(r.who, "near", r.stderr);
     assert.equal(r.peer, NODE2_IP);
+  });
+
+  test("why the policy matches the reserved ports: a reroute on the node's address alone would send node2's replies from node1's pod to node2, and node2's connection fails", async () => {
+    const naive = "h_naive_reply";
+    try {
+      await c.nb.transact((tx) => {
+        const p = tx.insert("Logical_Router_Policy", {
+          priority: NODE_REPLY_POLICY_PRIORITY,
+          match: `ip4.dst == ${NODE2_IP}`,
+          action: "reroute",
+          nexthops: [NODE2_MGMT.ip.split("/")[0] as string],
+          external_ids: { [naive]: "1" },
+        } as never);
+        tx.mutate("Logical_Router", [["name", "==", CLUSTER_ROUTER]], [["policies", "insert", [p]]]);
+      });
+      await c.node.appctl("dpctl/flush-conntrack");
+      let r = await dial(c.ext.path, NODE_IP, 30093, { sourcePort: 40_094 });
+      for (let i = 0; i < 60 && r.who === "near"; i++) {
+        // ovn-controller installs the flows in its own time.
+        await sleep(500);
+        r = await dial(c.ext.path, NODE_IP, 30093, { sourcePort: 40_094 });
+      }
+      assert.equal(r.who, undefined, `answered through the naive reroute: ${r.stdout}`);
+    } finally {
+      const rows = [...c.nb.cache.table("Logical_Router_Policy").values()].filter(
+        (p) => p.external_ids[naive],
+      );
+      await c.nb.transact((tx) => {
+        for (const p of rows) {
+          tx.mutate("Logical_Router", [["name", "==", CLUSTER_ROUTER]], [["policies", "delete", [p._uuid]]]);
+          tx.delete("Logical_Router_Policy", [["_uuid", "==", p._uuid]]);
+        }
+      });
+    }
+    let back = await dial(c.ext.path, NODE_IP, 30093, { sourcePort: 40_095 });
+    for (let i = 0; i < 60 && back.who !== "near"; i++) {
+      await sleep(500);
+      back = await dial(c.ext.path, NODE_IP, 30093, { sourcePort: 40_095 });
+    }
+    assert.equal(back.peer, NODE2_IP, back.stderr);
   });
 
   test("unchanged: a pod → another node's address leaves through its own node, SNATed to it", async () => {
