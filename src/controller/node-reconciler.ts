@@ -27,6 +27,8 @@ export class NodeReconciler implements Reconciler {
   readonly workers = 2;
   private readonly o: ControllerOptions;
   private readonly nodes: Informer<NodeLite>;
+  /** Each node's refused addresses as last reported: a Node's every status update must not repeat the report. */
+  private readonly reported = new Map<string, string>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -112,6 +114,10 @@ export class NodeReconciler implements Reconciler {
       addresses: n.status?.addresses,
     }));
     const { accepted, refused } = nodeReplyAddresses(node.metadata.name, all, this.insideRanges());
+    const key = JSON.stringify(refused);
+    if (this.reported.get(node.metadata.name) === key) return accepted.map(formatIp);
+    if (refused.length > 0) this.reported.set(node.metadata.name, key);
+    else this.reported.delete(node.metadata.name);
     for (const r of refused) {
       this.o.log.warn(
         { node: node.metadata.name, field: r.field, address: r.address, why: r.reason },
@@ -146,6 +152,7 @@ export class NodeReconciler implements Reconciler {
     const nn = this.ctx.mgmtPorts as ManagementPorts;
     const node = this.nodes.get(name);
     if (!node) {
+      this.reported.delete(name);
       await nn.remove(name);
       return undefined;
     }
