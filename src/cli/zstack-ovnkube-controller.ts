@@ -14,6 +14,7 @@ import { CONTROLLER_HEALTH_PORT, HealthServer } from "../observability/health-se
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { WatchTrace } from "../observability/watch-trace.ts";
+import { CHASSIS_GUARD_MONITOR } from "../ovn/chassis-mac-guard.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
 import { type SbTables, sbModel } from "../ovsdb/models/sb.generated.ts";
@@ -117,7 +118,7 @@ async function main(): Promise<number> {
           remotes: cfg.ovn.sbdbAddress,
           model: sbModel,
           leaderOnly: false,
-          monitor: { Chassis: { columns: ["name", "hostname", "other_config", "external_ids"] } },
+          monitor: CHASSIS_GUARD_MONITOR,
           ...(ssl.enabled
             ? {
                 tls: {

@@ -424,33 +424,28 @@ export class SubnetReconciler implements Reconciler {
       subnet,
       v,
       holders,
-      onExternal ? this.clusterPathOf(name, guard, routerPortProblem) : undefined,
+      onExternal ? this.clusterPathOf(name, guard) : undefined,
     );
     // SB not read yet: its "ready" brings the Subnet back too; the delay covers a connection that stays down.
     if (guard.state === "unknown") return { requeueAfterMs: 10_000 };
     return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
   }
 
-  /** The ClusterPath condition of a Subnet on a foreign switch: our router port there, or why it is not. */
+  /**
+   * The ClusterPath condition of a Subnet on a foreign switch while the chassis MAC guard keeps our router port off
+   * it (or cannot tell yet and there is none); undefined (no condition) otherwise.
+   */
   private clusterPathOf(
     name: string,
     guard: MacGuard,
-    routerPortProblem: string | undefined,
-  ): { up: boolean; reason: string; message: string } {
-    const lrpName = externalRouterPortName(name);
+  ): { up: boolean; reason: string; message: string } | undefined {
     if (guard.state === "blocked") return { up: false, reason: CHASSIS_MAC_MISSING, message: guard.message };
-    if (findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name)))
-      return {
-        up: true,
-        reason: "RouterPortPresent",
-        message: `the cluster router's port ${lrpName} is on the switch: nodes reach the Subnet's pods and they the cluster`,
-      };
-    if (guard.state === "unknown") return { up: false, reason: "ChassisUnknown", message: guard.message };
-    return {
-      up: false,
-      reason: "RouterPortPending",
-      message: routerPortProblem ?? `the cluster router's port ${lrpName} is not on the switch yet`,
-    };
+    if (
+      guard.state === "unknown" &&
+      !findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name))
+    )
+      return { up: false, reason: "ChassisUnknown", message: guard.message };
+    return undefined;
   }
 
   /** Keeps the addresses of the Subnet's router port before the guard removes it (see guardedRouterIps). */

@@ -75,6 +75,11 @@ export function parseChassisMacMappings(text: string | undefined): Map<string, s
   }).valid;
 }
 
+/** What an SB client of the guard monitors (the controller's, read only). */
+export const CHASSIS_GUARD_MONITOR = {
+  Chassis: { columns: ["name", "hostname", "other_config", "external_ids"] },
+} as const;
+
 /** The columns of an SB Chassis row the guard reads. */
 export interface ChassisView {
   readonly name: string;
