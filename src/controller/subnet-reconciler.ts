@@ -373,6 +373,7 @@ export class SubnetReconciler implements Reconciler {
         "the cluster router's port is off the external switch: a node maps its network without a chassis MAC",
       );
     if (!subnet) {
+      this.guardedRouterIps.delete(name);
       this.ctx.loadedSpecs.delete(name);
       this.podPorts.unloadSubnet(name);
       this.o.metrics?.deleteSubnet(name);
