@@ -358,16 +358,18 @@ export class SubnetReconciler implements Reconciler {
     return networks.length > 0
       ? [
           ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
-          ...this.localnetRows(name, switchUuid),
+          ...this.localnetRows(name, switchUuid, networks),
         ]
       : [];
   }
 
   /**
-   * On a switch with localnet ports (flat/VLAN), the group of ours holding them and its two allow-stateless ACLs,
-   * which keep the cluster's own routed traffic out of the localnet ports' conntrack zone (localnetStatelessRows).
+   * On a switch with localnet ports (flat/VLAN), the group of ours holding them and its ACLs, which keep what
+   * crosses the localnet ports out of their conntrack zone and the physical network off our router port
+   * (localnetStatelessRows). Each row is inserted with its chosen UUID unless NB holds a row under it already (not
+   * ours: ours is found by id), so a retried insert after a lost reply is refused instead of duplicated.
    */
-  private localnetRows(name: string, switchUuid: string): DesiredRow[] {
+  private localnetRows(name: string, switchUuid: string, networks: readonly string[]): DesiredRow[] {
     const cache = this.o.nb.cache;
     const ls = cache.table("Logical_Switch").get(switchUuid);
     const ports = cache.table("Logical_Switch_Port");
@@ -384,8 +386,11 @@ export class SubnetReconciler implements Reconciler {
       }
       return [];
     }
-    const net = this.ctx.net;
-    return localnetStatelessRows(name, localnet, [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR]);
+    return localnetStatelessRows(name, localnet, networks).map((r) => {
+      if (r.uuid === undefined || !cache.table(r.table as never).get(r.uuid)) return r;
+      const { uuid: _taken, ...rest } = r;
+      return rest;
+    });
   }
 
   /**
@@ -479,7 +484,7 @@ export class SubnetReconciler implements Reconciler {
       txn.wait("Logical_Switch", [["_uuid", "==", switchUuid]], ["name"], "==", [{ name: ls.name }]);
       plan(cache, nb.schema, txn as never, [
         ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
-        ...this.localnetRows(name, switchUuid),
+        ...this.localnetRows(name, switchUuid, networks),
       ]);
       if (lbGroup) this.linkLbGroup(txn, switchUuid, lbGroup, "insert");
       await txn.commit();
