@@ -64,6 +64,7 @@ export class SubnetReconciler implements Reconciler {
   private readonly podPorts: PodPortAllocator;
   /** Subnets already warned that ZStack's NB cannot take the localnet group's ACLs (once each). */
   private readonly warnedNoStatelessAcl = new Set<string>();
+  private readonly warnedDefaultAclDrop = new Set<string>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -136,6 +137,12 @@ export class SubnetReconciler implements Reconciler {
           this.externalChanged();
       }),
       nb.cache.subscribe("DHCP_Options", () => this.externalChanged()),
+      // ZStack turning default_acl_drop on or off decides whether our localnet groups may exist (localnetRows).
+      nb.cache.subscribe("NB_Global", (events) => {
+        const drop = (r: unknown) =>
+          (r as { options?: Readonly<Record<string, string>> } | undefined)?.options?.default_acl_drop;
+        if (events.some((e) => e.kind !== "update" || drop(e.row) !== drop(e.old))) this.externalChanged();
+      }),
       nb.cache.subscribe("Logical_Router", (events) => {
         if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
       }),
@@ -386,6 +393,21 @@ export class SubnetReconciler implements Reconciler {
       }
       return [];
     }
+    // ZStack's NB may make every switch with ACLs drop by default (NB_Global options:default_acl_drop): a group of
+    // ours holding the switch's localnet port would make ZStack's switch one "with ACLs" and cut its VMs off. Then
+    // no group (an existing one goes with this reconcile): a pod's answer routed back through another node's
+    // localnet port is dropped by that port's conntrack zone, as without allow-stateless.
+    if (localnet.length > 0 && defaultAclDrop(cache)) {
+      if (!this.warnedDefaultAclDrop.has(name)) {
+        this.warnedDefaultAclDrop.add(name);
+        this.o.log.warn(
+          { subnet: name, switch: switchUuid },
+          "ZStack's NB sets NB_Global options:default_acl_drop=true: the localnet group is not written (it would make ZStack's switch drop its VMs' traffic by default), so answers routed back through another node's localnet port are dropped by its conntrack zone (docs/external-mode.md)",
+        );
+      }
+      return [];
+    }
+    this.warnedDefaultAclDrop.delete(name);
     return localnetStatelessRows(name, localnet, networks).map((r) => {
       if (r.uuid === undefined || !cache.table(r.table as never).get(r.uuid)) return r;
       const { uuid: _taken, ...rest } = r;
@@ -665,4 +687,13 @@ export class SubnetReconciler implements Reconciler {
     }
     for (const sn of changed) this.ctx.usageChanged(sn);
   }
+}
+
+/** Whether NB_Global's `options:default_acl_drop` is "true" (OVN: switches and routers with ACLs drop by default). */
+export function defaultAclDrop(cache: {
+  table(name: "NB_Global"): { values(): Iterable<{ readonly options?: Readonly<Record<string, string>> }> };
+}): boolean {
+  for (const row of cache.table("NB_Global").values())
+    if (row.options?.default_acl_drop === "true") return true;
+  return false;
 }

@@ -19,11 +19,7 @@ import {
 } from "./external-router-port.ts";
 import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
-import {
-  EGRESS_POLICY_PRIORITY,
-  EXTERNAL_PODS_POLICY_PRIORITY,
-  subnetScope,
-} from "./topology.ts";
+import { EGRESS_POLICY_PRIORITY, EXTERNAL_PODS_POLICY_PRIORITY, subnetScope } from "./topology.ts";
 
 const TARGETS = {
   joinCIDR: "100.64.0.0/16",
