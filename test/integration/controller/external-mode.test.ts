@@ -875,9 +875,11 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
         ["to-lport", "allow-stateless", 0],
       ]);
       // Each of our ACLs under its chosen UUID: a retried insert after a lost reply is refused, never a second row.
-      for (const u of listOf(lnGroup[1].acls)) {
-        const id = (flatDump.ACL?.[u as string]?.external_ids as Record<string, string>)["zstack.io/id"];
-        assert.equal(u, rowUuid("external-localnet-acl", id as string), `ACL ${id}`);
+      for (const suffix of ["from-lport", "to-lport", "router-guard"]) {
+        const id = `subnet/zs-flat/ext-localnet/${suffix}`;
+        const rows = find(flatDump, "ACL", id);
+        assert.equal(rows.length, 1, `ACL ${id}`);
+        assert.equal(rows[0]?.[0], rowUuid("external-localnet-acl", id), `ACL ${id}'s UUID`);
       }
       // ZStack's NB turns on default_acl_drop (every switch with ACLs then drops by default): our group would make
       // ZStack's flat switch one with ACLs and cut its VMs off, so it goes (the router port stays); turned off
