@@ -178,6 +178,7 @@ export class ServiceProxy {
   };
   private nodeIps: readonly IpAddress[] = [];
   private serviceSnatIps: readonly IpAddress[] = [];
+  private nodeReplyIps: readonly IpAddress[] = [];
   private applied: string | undefined;
   /** The ports of the last applied ruleset: what the kernel's conntrack entries may have been DNATed by. */
   private appliedPorts: readonly NatServicePort[] | undefined;
@@ -351,6 +352,17 @@ export class ServiceProxy {
     this.schedule();
   }
 
+  /**
+   * The node's addresses the controller's reply policy holds (from its annotation): the node's own connections
+   * from them to an ETP Local Service keep them as source (service-nat.ts `_sc`).
+   */
+  setNodeReplyIps(ips: readonly IpAddress[]): void {
+    const key = (l: readonly IpAddress[]) => l.map((ip) => `${ip.family}/${ip.value}`).join(",");
+    if (key(ips) === key(this.nodeReplyIps)) return;
+    this.nodeReplyIps = [...ips];
+    this.schedule();
+  }
+
   /** The ServiceCIDR routes are recomputed too when what they must stay clear of changes. */
   guardChanged(): void {
     if (this.serviceCidrs.hasSynced()) this.recomputeCidrs();
@@ -390,6 +402,7 @@ export class ServiceProxy {
       mgmtIfname: this.opts.mgmtIfname,
       nodeIps: this.nodeIps,
       serviceSnatIps: this.serviceSnatIps,
+      nodeReplyIps: this.nodeReplyIps,
       ports: plan.ports,
     };
     const script = serviceRuleset(spec);

@@ -14,8 +14,10 @@ import { CONTROLLER_HEALTH_PORT, HealthServer } from "../observability/health-se
 import { createLogger } from "../observability/log.ts";
 import { Metrics } from "../observability/metrics.ts";
 import { WatchTrace } from "../observability/watch-trace.ts";
+import { CHASSIS_GUARD_MONITOR } from "../ovn/chassis-mac-guard.ts";
 import { OvsdbClient } from "../ovsdb/client.ts";
 import { type NbTables, nbModel } from "../ovsdb/models/nb.generated.ts";
+import { type SbTables, sbModel } from "../ovsdb/models/sb.generated.ts";
 import { notReadyUntilStopped } from "./not-ready.ts";
 import { runMain } from "./process-exit.ts";
 
@@ -108,6 +110,33 @@ async function main(): Promise<number> {
     if (e) nbError = e;
   });
 
+  // External mode: ZStack's SB, read only, for the chassis MAC guard (ovn/chassis-mac-guard.ts). Followed from any
+  // member (no writes); while it is unreachable, the guard keeps router ports on flat/VLAN switches as they are.
+  const sb =
+    cfg.ovn.mode === "external" && cfg.ovn.sbdbAddress
+      ? new OvsdbClient<SbTables>({
+          remotes: cfg.ovn.sbdbAddress,
+          model: sbModel,
+          leaderOnly: false,
+          monitor: CHASSIS_GUARD_MONITOR,
+          ...(ssl.enabled
+            ? {
+                tls: {
+                  ca: ssl.caCert,
+                  cert: ssl.clientCert,
+                  key: ssl.clientKey,
+                  verifyHostname: ssl.verifyHostname,
+                },
+              }
+            : {}),
+          logger: log.child({ db: "sb" }),
+        })
+      : undefined;
+  sb?.on("connectFailed", (e) =>
+    log.warn({ err: e.message }, "cannot reach ZStack's southbound database yet (chassis MAC guard)"),
+  );
+  sb?.connect({ retry: true }).catch((err: unknown) => log.error({ err }, "cannot connect to ZStack's SB"));
+
   const metrics = new Metrics({ defaultLabels: { component: "controller" } });
   // Never posts itself: each term's controller records through events.fenced(term), so a deposed term's
   // Events are refused like its other writes; closing this one at shutdown flushes the current term's.
@@ -128,6 +157,7 @@ async function main(): Promise<number> {
         joinCIDR: cfg.network.joinCIDR,
         tunnel: cfg.tunnel.type,
         ovnMode: cfg.ovn.mode,
+        ...(sb ? { sb } : {}),
         workers: cfg.controller.workers,
         log,
         metrics,
@@ -200,6 +230,7 @@ async function main(): Promise<number> {
   await events.close();
   await watchTrace?.close();
   await nb.close();
+  await sb?.close();
   await health.stop();
   api.close();
   return 0;

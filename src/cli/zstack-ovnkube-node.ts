@@ -369,6 +369,7 @@ async function main(): Promise<number> {
     mgmtAnnotation = ann;
     const serviceSnatIps = ann.serviceSnatIp ? [parseIp(ann.serviceSnatIp)] : [];
     services.setServiceSnatIps(serviceSnatIps);
+    services.setNodeReplyIps((ann.nodeReplyIps ?? []).map((t) => parseIp(t)));
     const accessKey = serviceSnatIps.map(formatIp).join(",");
     if (egress && cfg.podAccessFrom.length > 0 && accessKey !== podAccessKey) {
       podAccessKey = accessKey;

@@ -11,6 +11,7 @@ import type { WatchTrace } from "../observability/watch-trace.ts";
 import type { ClusterNetworks } from "../ovn/topology.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
 import type { NbTables } from "../ovsdb/models/nb.generated.ts";
+import type { SbTables } from "../ovsdb/models/sb.generated.ts";
 import type { ReconcilerManager } from "./framework.ts";
 import type { ClusterInformers } from "./informers.ts";
 import type { ManagementPorts } from "./management-ports.ts";
@@ -30,6 +31,12 @@ export interface ControllerOptions {
    * (docs/external-mode.md). Default standalone, where such Subnets are judged but take no pods.
    */
   ovnMode?: "standalone" | "external";
+  /**
+   * External mode: ZStack's SB, monitoring at least Chassis (name, hostname, other_config, external_ids); read
+   * only. With it, our router port goes on a flat/VLAN switch only while every chassis of ours mapping its network
+   * has a chassis MAC for it (ovn/chassis-mac-guard.ts); without it, that guard is off.
+   */
+  sb?: OvsdbClient<SbTables>;
   workers?: number;
   /** Every object is enqueued again this often, catching anything a watch missed. Default 5 min. */
   resyncMs?: number;

@@ -46,6 +46,12 @@ export interface MgmtPort {
   readonly gateway: string;
   /** Without prefix. */
   readonly serviceSnatIp: string;
+  /**
+   * The node's own IPv4 addresses whose replies the cluster router returns to this port (its reply policy is in
+   * NB once this is known): the node agent may then send node-local Service connections to pods with the
+   * node's address as source. Absent when there are none.
+   */
+  readonly nodeReplyIps?: readonly string[];
 }
 
 const snatOwner = (node: string) => `node/${node}/service-snat`;
@@ -174,12 +180,12 @@ export class ManagementPorts {
    * Ensures the node's management port, address set and policy; one NB transaction if anything changes. A fresh
    * address that NB refuses (a port not in this view holds it) is tried again once the view has caught up.
    */
-  async ensure(node: string): Promise<MgmtPort> {
+  async ensure(node: string, replyIps: readonly string[] = []): Promise<MgmtPort> {
     this.busy.add(node);
     try {
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.ensureOnce(node);
+          return await this.ensureOnce(node, replyIps);
         } catch (e) {
           if (!(e instanceof JoinAddressTakenError) || attempt >= ADDRESS_ATTEMPTS) throw e;
         }
@@ -191,7 +197,7 @@ export class ManagementPorts {
     }
   }
 
-  private async ensureOnce(node: string): Promise<MgmtPort> {
+  private async ensureOnce(node: string, replyIps: readonly string[]): Promise<MgmtPort> {
     const res = this.allocator.allocate(nodeOwner(node));
     if (!res.ok) throw new Error(`node ${node}: no management address: ${res.message}`);
     const ip = res.addresses[0] as string;
@@ -209,7 +215,13 @@ export class ManagementPorts {
     const mac =
       (existing?.addresses as readonly string[] | undefined)?.[0]?.split(" ")[0] ?? macForAddresses(res.ips);
     const prefix = this.net.joinCIDR.slice(this.net.joinCIDR.indexOf("/") + 1);
-    const mgmt = { name: node, mgmtIP: `${ip}/${prefix}`, mgmtMAC: mac, serviceSnatIP: serviceSnatIp };
+    const mgmt = {
+      name: node,
+      mgmtIP: `${ip}/${prefix}`,
+      mgmtMAC: mac,
+      serviceSnatIP: serviceSnatIp,
+      replyIPs: replyIps,
+    };
     const txn = this.nb.transaction();
     // NB refuses a fresh address that some join port already holds, however wrong this view of NB is (a write
     // whose reply was lost, another controller's, a reload from a server still applying its predecessor's log).
@@ -265,7 +277,14 @@ export class ManagementPorts {
         for (const f of fresh) this.pending.delete(f.owner);
       }
     }
-    return { name: mgmtPortName(node), ip: mgmt.mgmtIP, mac, gateway: this.net.joinGateway, serviceSnatIp };
+    return {
+      name: mgmtPortName(node),
+      ip: mgmt.mgmtIP,
+      mac,
+      gateway: this.net.joinGateway,
+      serviceSnatIp,
+      ...(replyIps.length > 0 ? { nodeReplyIps: [...new Set(replyIps)].sort() } : {}),
+    };
   }
 
   private podsByChassis() {

@@ -1,19 +1,34 @@
 // Nodes: each Node's management port on the join switch (its address from the join CIDR), the address set of
-// its pods and its egress policy in NB, and the annotation that tells the node agent its management port.
+// its pods, its egress policy and its reply policy (for its own validated InternalIPs) in NB, and the
+// annotation that tells the node agent its management port and which of its addresses the reply policy holds.
 
+import { formatIp } from "../ipam/address.ts";
+import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { InvalidInputError } from "../ipam/problem.ts";
 import type { Informer } from "../k8s/informer.ts";
+import { findOwned } from "../ovn/nb-diff.ts";
 import { KIND_KEY, NODE_KEY } from "../ovn/ownership.ts";
 import { setSize } from "../ovsdb/live-set.ts";
 import { type ControllerContext, type ControllerOptions, NODES } from "./context.ts";
 import type { Disposer, Reconciler } from "./framework.ts";
 import type { NodeLite } from "./informers.ts";
 import { type ManagementPorts, MGMT_PORT_ANNOTATION } from "./management-ports.ts";
+import { nodeReplyAddresses } from "./node-addresses.ts";
+
+/** The InternalIPs a Node lists, as a comparable key. */
+function internalKey(n: NodeLite | undefined): string {
+  return JSON.stringify(
+    (n?.status?.addresses ?? []).filter((a) => a?.type === "InternalIP").map((a) => a?.address),
+  );
+}
 
 export class NodeReconciler implements Reconciler {
   readonly name = NODES;
   readonly workers = 2;
   private readonly o: ControllerOptions;
   private readonly nodes: Informer<NodeLite>;
+  /** Each node's refused addresses as last reported: a Node's every status update must not repeat the report. */
+  private readonly reported = new Map<string, string>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -30,9 +45,9 @@ export class NodeReconciler implements Reconciler {
       unfollow,
       this.nodes.addHandlers(
         {
-          onAdd: (n) => ctx.requeueNode(n.metadata.name),
-          onUpdate: (_, n) => ctx.requeueNode(n.metadata.name),
-          onDelete: (n) => ctx.requeueNode(n.metadata.name),
+          onAdd: (n) => this.nodeChanged(undefined, n),
+          onUpdate: (o, n) => this.nodeChanged(o, n),
+          onDelete: (n) => this.nodeChanged(n, undefined),
         },
         { replay: true },
       ),
@@ -46,6 +61,11 @@ export class NodeReconciler implements Reconciler {
         for (const e of events) {
           if (e.kind === "delete") continue;
           const ids = e.row.external_ids as Readonly<Record<string, string>>;
+          // The ranges a node address may not be in changed: every node's addresses are judged again.
+          if (ids[KIND_KEY] === "inside-set") {
+            for (const k of this.nodes.keys()) ctx.requeueNode(k);
+            continue;
+          }
           const node = ids[NODE_KEY];
           if (ids[KIND_KEY] !== "node-pods" || !node) continue;
           const shrank = e.kind === "update" && setSize(e.row, "addresses") < setSize(e.old, "addresses");
@@ -53,6 +73,67 @@ export class NodeReconciler implements Reconciler {
         }
       }),
     ];
+  }
+
+  /**
+   * A Node's InternalIPs decide its neighbours' reply policies too (an address two Nodes claim is refused for
+   * both), so a change of them requeues every node; any other change only the node itself.
+   */
+  private nodeChanged(old: NodeLite | undefined, cur: NodeLite | undefined): void {
+    const name = (cur ?? old)?.metadata.name;
+    if (!name) return;
+    if (internalKey(old) !== internalKey(cur)) for (const k of this.nodes.keys()) this.ctx.requeueNode(k);
+    this.ctx.requeueNode(name);
+  }
+
+  /** The ranges the cluster routes itself: the inside address set as NB holds it, and the configured ranges. */
+  private insideRanges(): Cidr[] {
+    const net = this.ctx.net;
+    const set = findOwned(this.o.nb.cache as never, "Address_Set", "inside-v4");
+    const texts = [
+      ...net.clusterCIDRs,
+      ...net.serviceCIDRs,
+      net.joinCIDR,
+      ...(((set?.addresses as readonly string[] | undefined) ?? []) as string[]),
+    ];
+    const out: Cidr[] = [];
+    for (const t of texts) {
+      try {
+        out.push(parseCidr(t.includes("/") ? t : `${t}/${t.includes(":") ? 128 : 32}`));
+      } catch (e) {
+        if (!(e instanceof InvalidInputError)) throw e;
+      }
+    }
+    return out;
+  }
+
+  /** The node's InternalIPs its reply policy may hold; each refused one is reported on the Node. */
+  private replyAddresses(node: NodeLite): string[] {
+    const all = [...this.nodes.list()].map((n) => ({
+      name: n.metadata.name,
+      addresses: n.status?.addresses,
+    }));
+    const { accepted, refused } = nodeReplyAddresses(node.metadata.name, all, this.insideRanges());
+    const key = JSON.stringify(refused);
+    if (this.reported.get(node.metadata.name) === key) return accepted.map(formatIp);
+    if (refused.length > 0) this.reported.set(node.metadata.name, key);
+    else this.reported.delete(node.metadata.name);
+    for (const r of refused) {
+      this.o.log.warn(
+        { node: node.metadata.name, field: r.field, address: r.address, why: r.reason },
+        "node address refused for the node reply policy",
+      );
+      this.o.events?.warning(
+        {
+          apiVersion: "v1",
+          kind: "Node",
+          name: node.metadata.name,
+        },
+        "NodeAddressRefused",
+        `${r.field}: ${JSON.stringify(r.address)} ${r.reason}; node-local Service connections from this address keep the management address as source`,
+      );
+    }
+    return accepted.map(formatIp);
   }
 
   /** Nodes deleted while we were not running still have rows in NB: reconcile them too. */
@@ -71,10 +152,11 @@ export class NodeReconciler implements Reconciler {
     const nn = this.ctx.mgmtPorts as ManagementPorts;
     const node = this.nodes.get(name);
     if (!node) {
+      this.reported.delete(name);
       await nn.remove(name);
       return undefined;
     }
-    const mgmt = await nn.ensure(name);
+    const mgmt = await nn.ensure(name, this.replyAddresses(node));
     const value = JSON.stringify(mgmt);
     if (node.metadata.annotations?.[MGMT_PORT_ANNOTATION] !== value) {
       await this.o.api.request(`/api/v1/nodes/${name}`, {

@@ -578,11 +578,31 @@ export class PodPortAllocator {
    * <name>`, a foreign holder like any router port on the switch), so no pod takes it meanwhile and no conflict is
    * seen when the holdings report it. A write that did not land gives it back with dropRouterAddresses.
    */
-  reserveRouterAddresses(subnet: string): { ips: string[] } | { problem: string } {
+  reserveRouterAddresses(
+    subnet: string,
+    prefer?: readonly string[],
+  ): { ips: string[] } | { problem: string } {
     const sn = this.subnets.get(subnet);
     if (!sn?.external) return { problem: `subnet ${subnet} is not loaded on a foreign switch` };
     const view = sn.external.holdings;
     const picker = `\0router-port/${subnet}`;
+    // The port's earlier addresses (it was taken off the switch and comes back), when nothing holds them now.
+    const takenOrBad = (ip: string) => {
+      try {
+        return view.isTaken(parseIp(ip));
+      } catch {
+        return true;
+      }
+    };
+    if (prefer && prefer.length > 0 && !prefer.some(takenOrBad)) {
+      const res = sn.allocator.allocateStatic(prefer, picker);
+      if (res.ok) {
+        for (const ip of res.ips) sn.allocator.release(ip, picker);
+        for (const ip of res.ips)
+          sn.allocator.recordHolder(ip, { owner: routerPortHolder(subnet), foreign: true });
+        return { ips: [...res.addresses] };
+      }
+    }
     for (let round = 0; round < 8; round++) {
       const res = sn.allocator.allocate(picker);
       if (!res.ok) return { problem: res.message };

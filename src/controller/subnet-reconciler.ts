@@ -7,6 +7,7 @@ import type { SubnetDefinition } from "../ipam/subnet-spec.ts";
 import { isNotFound } from "../k8s/api-client.ts";
 import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
+import { chassisMacMissingMessage, nodesMissingChassisMac } from "../ovn/chassis-mac-guard.ts";
 import {
   externalRouterPortId,
   externalRouterPortName,
@@ -51,6 +52,18 @@ import { type ClusterFacts, judgeSubnets, statusFor, type Verdict } from "./subn
 
 type Txn = ReturnType<OvsdbClient<NbTables>["transaction"]>;
 
+/** The reason (Ready and ClusterPath) of a Subnet whose router port the chassis MAC guard keeps off its switch. */
+export const CHASSIS_MAC_MISSING = "ChassisMacMissing";
+
+/**
+ * The chassis MAC guard on a foreign switch with localnet ports: "clear" (the port may be there), "unknown" (SB not
+ * read yet: the port stays as it is, none is created), or the nodes missing a chassis MAC, by physical network.
+ */
+type MacGuard =
+  | { readonly state: "clear" }
+  | { readonly state: "unknown"; readonly message: string }
+  | { readonly state: "blocked"; readonly message: string };
+
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
 export const SUBNET_FINALIZER = "network.zstack.io/subnet-protection";
 
@@ -65,6 +78,11 @@ export class SubnetReconciler implements Reconciler {
   /** Subnets already warned that ZStack's NB cannot take the localnet group's ACLs (once each). */
   private readonly warnedNoStatelessAcl = new Set<string>();
   private readonly warnedDefaultAclDrop = new Set<string>();
+  /**
+   * The addresses of router ports the chassis MAC guard removed, by Subnet: the port takes them again when it comes
+   * back (if still free), so the routes its pods were wired with keep their next hop.
+   */
+  private readonly guardedRouterIps = new Map<string, string[]>();
 
   constructor(private readonly ctx: ControllerContext) {
     this.o = ctx.o;
@@ -146,7 +164,50 @@ export class SubnetReconciler implements Reconciler {
       nb.cache.subscribe("Logical_Router", (events) => {
         if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
       }),
+      ...this.watchChassis(),
     ];
+  }
+
+  /**
+   * A chassis registered, gone, or its mappings changed in SB (and SB read again after a reconnect): the Subnets on
+   * foreign switches are judged again by the chassis MAC guard.
+   */
+  private watchChassis(): Disposer[] {
+    const sb = this.o.sb;
+    if (!sb) return [];
+    const again = () => this.externalChanged();
+    const onState = (state: string) => {
+      if (state === "ready") again();
+    };
+    sb.on("state", onState);
+    return [sb.cache.subscribe("Chassis", again), () => sb.off("state", onState)];
+  }
+
+  /**
+   * Whether our router port may be on the foreign switch: a switch without localnet ports, or without SB to read,
+   * has no guard; else every chassis of ours mapping a localnet port's network must have a chassis MAC for it.
+   */
+  private macGuard(switchUuid: string): MacGuard {
+    const { sb, nb } = this.o;
+    if (!sb) return { state: "clear" };
+    const ls = nb.cache.table("Logical_Switch").get(switchUuid);
+    const ports = nb.cache.table("Logical_Switch_Port");
+    const networks = new Set<string>();
+    for (const u of (ls?.ports ?? []) as readonly string[]) {
+      const p = ports.get(u);
+      const network = p?.type === "localnet" ? p.options.network_name : undefined;
+      if (network) networks.add(network);
+    }
+    if (networks.size === 0) return { state: "clear" };
+    if (!sb.connected)
+      return {
+        state: "unknown",
+        message: `waiting to read ZStack's SB (ovn.sbdbAddress): the cluster router's port goes on ${ls?.name ?? switchUuid} once every node of ours mapping its physical network is known to have a chassis MAC for it`,
+      };
+    const nodeNames = new Set(this.nodes.list().map((n) => n.metadata.name));
+    const missing = nodesMissingChassisMac(sb.cache.table("Chassis").values(), nodeNames, networks);
+    if (missing.size === 0) return { state: "clear" };
+    return { state: "blocked", message: chassisMacMissingMessage(ls?.name ?? switchUuid, missing) };
   }
 
   /** Subnets deleted while we were not running still have rows in NB: reconcile them too. */
@@ -263,10 +324,16 @@ export class SubnetReconciler implements Reconciler {
     // localnet port (flat/VLAN) gets one too: the nodes' chassis MACs (node agent, ovn-chassis-mac-mappings) keep
     // its MAC off the physical network.
     const ext = v?.externalSwitch;
-    const routerPort =
-      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external"
-        ? this.existingExternalRouterPort(name, ext.uuid)
-        : [];
+    const onExternal = Boolean(
+      subnet && v?.definition && externalSwitch && ext && this.o.ovnMode === "external",
+    );
+    // On a flat/VLAN switch, a node of ours without a chassis MAC for its network would put the router port's MAC
+    // on ZStack's wire: the port is not there while one is (removed with its guards, group and load-balancer
+    // reference, as a Subnet deletion removes them).
+    const guard: MacGuard = onExternal && ext ? this.macGuard(ext.uuid) : { state: "clear" };
+    const blocked = guard.state === "blocked";
+    if (blocked) this.rememberRouterIps(name);
+    const routerPort = onExternal && ext && !blocked ? this.existingExternalRouterPort(name, ext.uuid) : [];
     const desired =
       subnet && v?.definition && !externalSwitch
         ? subnetRows(
@@ -305,9 +372,15 @@ export class SubnetReconciler implements Reconciler {
       if (ipLbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, ipLbGroup, "insert");
       if (lbGroup) lbLinked = this.linkLbGroup(txn, ext.uuid, lbGroup, "delete") || lbLinked;
     }
-    if (!subnet) lbLinked = this.unlinkLbGroupsOf(txn, name, found, ext?.uuid) || lbLinked;
+    if (!subnet || blocked) lbLinked = this.unlinkLbGroupsOf(txn, name, found, ext?.uuid) || lbLinked;
     if (!s.empty || lbLinked) await txn.commit();
+    if (blocked && !s.empty)
+      this.o.log.warn(
+        { subnet: name, switch: ext?.uuid, removed: s.deleted },
+        "the cluster router's port is off the external switch: a node maps its network without a chassis MAC",
+      );
     if (!subnet) {
+      this.guardedRouterIps.delete(name);
       this.ctx.loadedSpecs.delete(name);
       this.podPorts.unloadSubnet(name);
       this.o.metrics?.deleteSubnet(name);
@@ -325,7 +398,7 @@ export class SubnetReconciler implements Reconciler {
     if (v?.definition && externalSwitch && ext && this.o.ovnMode === "external") {
       const specKey = JSON.stringify([subnet.spec, ext.uuid, ext.name]);
       if (this.ctx.loadedSpecs.get(name) !== specKey) this.loadAllocator(name, specKey, v.definition, ext);
-      if (routerPort.length === 0)
+      if (routerPort.length === 0 && guard.state === "clear")
         routerPortProblem = await this.ensureExternalRouterPort(name, ext.uuid, ipLbGroup);
       // Pods parked while the switch did not match (the allocator stayed loaded) go on once it matches again.
       this.ctx.wakeWaitingForSubnet(name);
@@ -354,8 +427,44 @@ export class SubnetReconciler implements Reconciler {
     }
     // Its pods wait for the router port (their routes go through it); tried again as addresses free up.
     if (routerPortProblem) this.o.events?.warning(ref, "RouterPortNotCreated", routerPortProblem);
-    await this.writeSubnetStatus(subnet, v, holders);
+    if (guard.state === "blocked") this.o.events?.warning(ref, CHASSIS_MAC_MISSING, guard.message);
+    await this.writeSubnetStatus(
+      subnet,
+      v,
+      holders,
+      onExternal ? this.clusterPathOf(name, guard) : undefined,
+    );
+    // SB not read yet: its "ready" brings the Subnet back too; the delay covers a connection that stays down.
+    if (guard.state === "unknown") return { requeueAfterMs: 10_000 };
     return routerPortProblem ? { requeueAfterMs: 30_000 } : undefined;
+  }
+
+  /**
+   * The ClusterPath condition of a Subnet on a foreign switch while the chassis MAC guard keeps our router port off
+   * it (or cannot tell yet and there is none); undefined (no condition) otherwise.
+   */
+  private clusterPathOf(
+    name: string,
+    guard: MacGuard,
+  ): { up: boolean; reason: string; message: string } | undefined {
+    if (guard.state === "blocked") return { up: false, reason: CHASSIS_MAC_MISSING, message: guard.message };
+    if (
+      guard.state === "unknown" &&
+      !findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name))
+    )
+      return { up: false, reason: "ChassisUnknown", message: guard.message };
+    return undefined;
+  }
+
+  /** Keeps the addresses of the Subnet's router port before the guard removes it (see guardedRouterIps). */
+  private rememberRouterIps(name: string): void {
+    const lrp = findOwned(this.o.nb.cache as never, "Logical_Router_Port", externalRouterPortId(name));
+    const networks = (lrp?.networks as readonly string[] | undefined) ?? [];
+    if (networks.length > 0)
+      this.guardedRouterIps.set(
+        name,
+        networks.map((n) => n.slice(0, n.indexOf("/"))),
+      );
   }
 
   /** Our router port rows on the switch as NB holds them (its networks kept), or [] when there is none yet. */
@@ -483,7 +592,7 @@ export class SubnetReconciler implements Reconciler {
     const ls = nb.cache.table("Logical_Switch").get(switchUuid);
     if (!ls) return undefined;
     const lrpName = externalRouterPortName(name);
-    const got = this.podPorts.reserveRouterAddresses(name);
+    const got = this.podPorts.reserveRouterAddresses(name, this.guardedRouterIps.get(name));
     if ("problem" in got)
       return `no address for the cluster router's port ${lrpName} on ${ls.name} (${switchUuid}): ${got.problem}; the Subnet's pods wait for it`;
     const def = this.ctx.verdicts.get(name)?.definition;
@@ -511,6 +620,7 @@ export class SubnetReconciler implements Reconciler {
       if (lbGroup) this.linkLbGroup(txn, switchUuid, lbGroup, "insert");
       await txn.commit();
       landed = true;
+      this.guardedRouterIps.delete(name);
       await nb.echo();
       this.o.log.info(
         { subnet: name, networks },
@@ -598,6 +708,7 @@ export class SubnetReconciler implements Reconciler {
     subnet: Subnet,
     v: Verdict | undefined,
     holders: readonly string[],
+    clusterPath?: { up: boolean; reason: string; message: string },
   ): Promise<void> {
     if (!v) return;
     const name = subnet.metadata.name;
@@ -620,6 +731,14 @@ export class SubnetReconciler implements Reconciler {
         ...(boundUuid !== undefined ? { logicalSwitchUUID: boundUuid } : {}),
         ...(subnet.metadata.deletionTimestamp ? { deleting: { holders } } : {}),
         ...(ext ? { conflicts } : {}),
+        ...(clusterPath
+          ? {
+              clusterPath: {
+                ...clusterPath,
+                previous: subnet.status?.conditions?.find((c) => c.type === "ClusterPath") as never,
+              },
+            }
+          : {}),
       },
       { tunnel: this.o.tunnel },
       subnet.status?.conditions?.find((c) => c.type === "Ready") as never,

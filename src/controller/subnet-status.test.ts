@@ -287,3 +287,49 @@ test("the status records the switch UUID the Subnet is bound to", () => {
   assert.equal(body.logicalSwitchUUID, uuid);
   assert.equal("logicalSwitchUUID" in statusFor(v, { ports: 0, logicalSwitch: "x" }, FACTS), false);
 });
+
+test("a ClusterPath held back makes Ready False with its reason; its transition time stays while its status does", () => {
+  const spec = { cidr: "10.8.0.0/24", gateway: "10.8.0.1" };
+  const [v] = [...judgeSubnets([sn("flat", "1", spec)], FACTS).values()];
+  assert.ok(v);
+  const blocked = {
+    up: false,
+    reason: "ChassisMacMissing",
+    message: "node node1 maps physical network flat ...",
+  };
+  const t0 = new Date("2026-11-27T10:00:00Z");
+  const s1 = statusFor(v, { ports: 0, logicalSwitch: "x", clusterPath: blocked }, FACTS, undefined, t0);
+  assert.deepEqual(
+    s1.conditions.map((c) => [c.type, c.status, c.reason]),
+    [
+      ["Ready", "False", "ChassisMacMissing"],
+      ["ClusterPath", "False", "ChassisMacMissing"],
+    ],
+  );
+  assert.equal(s1.conditions[0]?.message, blocked.message);
+  const path1 = s1.conditions[1];
+  const s2 = statusFor(
+    v,
+    { ports: 0, logicalSwitch: "x", clusterPath: { ...blocked, previous: path1 } },
+    FACTS,
+    s1.conditions[0],
+    new Date("2026-11-27T11:00:00Z"),
+  );
+  assert.equal(s2.conditions[1]?.lastTransitionTime, "2026-11-27T10:00:00Z");
+  const up = { up: true, reason: "RouterPortPresent", message: "..." };
+  const s3 = statusFor(
+    v,
+    { ports: 0, logicalSwitch: "x", clusterPath: { ...up, previous: s2.conditions[1] } },
+    FACTS,
+    s2.conditions[0],
+    new Date("2026-11-27T12:00:00Z"),
+  );
+  assert.deepEqual(
+    s3.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime]),
+    [
+      ["Ready", "True", "Ready", "2026-11-27T12:00:00Z"],
+      ["ClusterPath", "True", "RouterPortPresent", "2026-11-27T12:00:00Z"],
+    ],
+  );
+  assert.equal(statusFor(v, { ports: 0, logicalSwitch: "x" }, FACTS).conditions.length, 1);
+});

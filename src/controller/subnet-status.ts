@@ -356,7 +356,7 @@ export interface SubnetStatusBody {
   portCapacity: number;
   message: string;
   conditions: {
-    type: "Ready" | "AddressConflict";
+    type: "Ready" | "AddressConflict" | "ClusterPath";
     status: "True" | "False";
     reason: string;
     message: string;
@@ -397,6 +397,17 @@ export function statusFor(
      * message each naming both. Given (even empty), the status carries an AddressConflict condition.
      */
     conflicts?: readonly string[];
+    /**
+     * On a foreign switch: whether the cluster's path to its pods (our router port there) may be up. Given, the
+     * status carries a ClusterPath condition; when it is held back, Ready is False with the same reason (the
+     * Subnet's new pods wait for the port).
+     */
+    clusterPath?: {
+      readonly up: boolean;
+      readonly reason: string;
+      readonly message: string;
+      readonly previous?: SubnetStatusBody["conditions"][number];
+    };
   },
   facts: Pick<ClusterFacts, "tunnel">,
   previous?: SubnetStatusBody["conditions"][number],
@@ -421,6 +432,10 @@ export function statusFor(
     ready = false;
     reason = "PortCapacityExceeded";
     message = `the switch holds ${usage.ports} ports, OVN's limit per switch with VXLAN is ${VXLAN_PORTS_PER_SWITCH}; add a Subnet or use Geneve`;
+  } else if (ready && usage.clusterPath && !usage.clusterPath.up) {
+    ready = false;
+    reason = usage.clusterPath.reason;
+    message = usage.clusterPath.message;
   }
   const status = ready ? "True" : "False";
   const lastTransitionTime =
@@ -445,6 +460,20 @@ export function statusFor(
       lastTransitionTime:
         previousConflict && previousConflict.status === cStatus
           ? previousConflict.lastTransitionTime
+          : now.toISOString().replace(/\.\d+Z$/, "Z"),
+    });
+  }
+  if (usage.clusterPath) {
+    const p = usage.clusterPath;
+    const pStatus = p.up ? "True" : "False";
+    conditions.push({
+      type: "ClusterPath",
+      status: pStatus,
+      reason: p.reason,
+      message: p.message,
+      lastTransitionTime:
+        p.previous && p.previous.status === pStatus
+          ? p.previous.lastTransitionTime
           : now.toISOString().replace(/\.\d+Z$/, "Z"),
     });
   }

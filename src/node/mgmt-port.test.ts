@@ -75,6 +75,35 @@ describe("management port", () => {
     }
   });
 
+  test("nodeReplyIps: canonical, sorted and once each; anything but a list of IPv4 addresses off the join network is refused", () => {
+    const out = parseMgmtPortAnnotation(
+      JSON.stringify({ ...v, nodeReplyIps: ["192.168.200.12", "192.168.200.11", "192.168.200.12"] }),
+      EXPECT,
+    );
+    assert.deepEqual(out?.nodeReplyIps, ["192.168.200.11", "192.168.200.12"]);
+    assert.equal(
+      parseMgmtPortAnnotation(JSON.stringify({ ...v, nodeReplyIps: [] }), EXPECT)?.nodeReplyIps,
+      undefined,
+    );
+    const cases: [unknown, RegExp][] = [
+      ["192.168.200.11", /must be a list/],
+      [Array.from({ length: 17 }, (_, i) => `192.168.200.${i + 1}`), /at most 16/],
+      [[7], /nodeReplyIps\[0\] must be a string/],
+      [["192.168.200.11", "fd00::11"], /nodeReplyIps\[1\] fd00::11 is not an IPv4 address/],
+      [["100.64.0.9"], /inside the join network/],
+      [["192.168.200.11 table 5"], /nodeReplyIps\[0\]/],
+      [["192.168.200.11/32"], /nodeReplyIps\[0\]/],
+    ];
+    for (const [bad, why] of cases) {
+      const reasons: string[] = [];
+      const got = parseMgmtPortAnnotation(JSON.stringify({ ...v, nodeReplyIps: bad }), EXPECT, (r) =>
+        reasons.push(r),
+      );
+      assert.equal(got, undefined, JSON.stringify(bad));
+      assert.match(reasons.join(";"), why, JSON.stringify(bad));
+    }
+  });
+
   test("the device gets MAC, MTU, address and a route per same-family CIDR with the management source", () => {
     assert.deepEqual(
       mgmtInterfaceLines(SPEC, false).map((l) => l.join(" ")),

@@ -47,7 +47,15 @@ export interface MgmtPortAnnotation {
    * connections that entered the node. Absent from a controller that predates it.
    */
   serviceSnatIp?: string;
+  /**
+   * The node's own IPv4 addresses whose replies the cluster router returns to this management port (the
+   * controller's reply policy, in NB before the annotation says so), canonical and sorted. Absent: none.
+   */
+  nodeReplyIps?: string[];
 }
+
+/** More node addresses than any node has: an annotation listing more is refused. */
+const MAX_NODE_REPLY_IPS = 16;
 
 /** What the controller's annotation for this node must say: its port's name, an address on the join network. */
 export interface MgmtPortExpectation {
@@ -78,7 +86,7 @@ export function parseMgmtPortAnnotation(
     return refuse("is not JSON");
   }
   if (typeof v !== "object" || v === null) return refuse("is not a JSON object");
-  const { name, ip, mac, gateway, serviceSnatIp } = v as Record<string, unknown>;
+  const { name, ip, mac, gateway, serviceSnatIp, nodeReplyIps } = v as Record<string, unknown>;
   const wantName = mgmtPortName(expect.node);
   if (name !== wantName) return refuse(`names port ${JSON.stringify(name)}, not this node's ${wantName}`);
   if (typeof ip !== "string" || typeof mac !== "string" || typeof gateway !== "string")
@@ -112,12 +120,27 @@ export function parseMgmtPortAnnotation(
       if (ipEquals(snat, addr) || ipEquals(snat, gw))
         return refuse(`serviceSnatIp ${formatIp(snat)} is also the ip or the gateway`);
     }
+    const replies: IpAddress[] = [];
+    if (nodeReplyIps !== undefined) {
+      if (!Array.isArray(nodeReplyIps) || nodeReplyIps.length > MAX_NODE_REPLY_IPS)
+        return refuse(`nodeReplyIps must be a list of at most ${MAX_NODE_REPLY_IPS} addresses`);
+      for (const [i, t] of nodeReplyIps.entries()) {
+        if (typeof t !== "string") return refuse(`nodeReplyIps[${i}] must be a string`);
+        const a = parseIp(t, `nodeReplyIps[${i}]`);
+        if (a.family !== 4) return refuse(`nodeReplyIps[${i}] ${formatIp(a)} is not an IPv4 address`);
+        if (cidrContains(join, a))
+          return refuse(`nodeReplyIps[${i}] ${formatIp(a)} is inside the join network ${formatCidr(join)}`);
+        if (!replies.some((r) => ipEquals(r, a))) replies.push(a);
+      }
+      replies.sort((x, y) => (x.value < y.value ? -1 : x.value > y.value ? 1 : 0));
+    }
     return {
       name: wantName,
       ip: `${formatIp(addr)}/${prefix}`,
       mac: parseRequestedMac(mac),
       gateway: formatIp(gw),
       ...(snat ? { serviceSnatIp: formatIp(snat) } : {}),
+      ...(replies.length > 0 ? { nodeReplyIps: replies.map(formatIp) } : {}),
     };
   } catch (e) {
     if (e instanceof InvalidInputError) return refuse(e.message);

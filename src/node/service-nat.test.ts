@@ -160,6 +160,67 @@ describe("service NAT ruleset", () => {
     ]);
   });
 
+  test("externalTrafficPolicy Local, the node's own connection from a reply address: every endpoint, the node's address kept towards pods elsewhere, masquerade towards its own", () => {
+    const text = serviceRuleset({
+      ...spec(svcPort({ nodePort: 30080, externalIPs: [ip("192.168.251.5")], externalTrafficLocal: true })),
+      nodeReplyIps: [ip("192.168.200.11")],
+    });
+    assert.match(text, /set node_reply_v4 \{\n {4}type ipv4_addr\n {4}elements = \{ 192\.168\.200\.11 \}/);
+    const ext = target(text, "6 . 30080");
+    assert.equal(target(text, "192.168.251.5 . 6 . 80"), ext, "externalIPs take the same chain");
+    const body = chainOf(text, ext);
+    const all = target(text, "10.96.0.10 . 6 . 80");
+    const sc = /^meta iif 0 ip saddr @node_reply_v4 goto (\w+_sc)$/.exec(body[1] ?? "")?.[1];
+    assert.ok(sc, body.join("\n"));
+    assert.deepEqual(body, [
+      `iifname "zovn-mgmt" goto ${all}`,
+      `meta iif 0 ip saddr @node_reply_v4 goto ${sc}`,
+      `meta iif 0 goto ${all}`,
+      body[3],
+    ]);
+    const scBody = chainOf(text, sc);
+    assert.equal(scBody.length, 1, "no mark of its own: each endpoint's wrapper marks");
+    const wrappers = /vmap \{ 0 : goto (\w+), 1 : goto (\w+) \}/.exec(scBody[0]!)!.slice(1);
+    const [near, far] = wrappers.map((w) => chainOf(text, w!));
+    // 10.244.0.5 is this node's endpoint: masqueraded (the management address, the own-node allow).
+    assert.equal(near![0], "meta mark set meta mark | 0x4000");
+    assert.equal(far![0], "meta mark set meta mark | 0x800");
+    assert.deepEqual(chainOf(text, /^goto (\w+)$/.exec(far![1]!)![1]!), [
+      "meta l4proto 6 dnat ip to 10.244.1.5:8080",
+    ]);
+    // Only the source port changes, into the range the reply policy matches, and only towards the pods.
+    assert.match(
+      text,
+      /meta nfproto ipv4 meta mark & 0x800 != 0 oifname "zovn-mgmt" ip saddr 192\.168\.200\.11 meta l4proto \{ tcp, udp, sctp \} snat ip to 192\.168\.200\.11:61440-65535\n/,
+    );
+    const post = chainOf(text, "nat_postrouting");
+    assert.ok(post.findIndex((l) => l.includes("0x800")) < post.findIndex((l) => l.includes("masquerade")));
+    // ETP Cluster and the clusterIP are as before: the node's own connections are masqueraded.
+    assert.deepEqual(chainOf(text, all).slice(0, 2), MARKS);
+  });
+
+  test("the node's address is kept only for reply addresses that are the node's own IPv4 addresses", () => {
+    const port = svcPort({ nodePort: 30080, externalTrafficLocal: true });
+    for (const replies of [[], [ip("192.168.200.99")], [ip("fd00:200::11")]]) {
+      const text = serviceRuleset({
+        ...spec(port),
+        nodeIps: [ip("192.168.200.11"), ip("fd00:200::11")],
+        nodeReplyIps: replies,
+      });
+      assert.doesNotMatch(text, /node_reply|_sc\b|0x800/, replies.map(formatIp).join(","));
+      assert.equal(
+        text,
+        serviceRuleset({ ...spec(port), nodeIps: [ip("192.168.200.11"), ip("fd00:200::11")] }),
+      );
+    }
+    // ETP Cluster only: the set is there, no Service uses it.
+    const cluster = serviceRuleset({
+      ...spec(svcPort({ nodePort: 30080 })),
+      nodeReplyIps: [ip("192.168.200.11")],
+    });
+    assert.doesNotMatch(cluster, /goto \w+_sc\b/);
+  });
+
   test("externalTrafficPolicy Local with no local endpoint drops outside clients (endpoints exist elsewhere)", () => {
     const text = serviceRuleset(
       spec(svcPort({ nodePort: 30080, externalTrafficLocal: true, localEndpoints: [] })),
@@ -497,10 +558,11 @@ describe("service NAT ruleset refuses hostile values cast as typed ones", () => 
     );
   });
 
-  test("a hostile node IP or management interface throws", () => {
+  test("a hostile node IP, reply address or management interface throws", () => {
     fc.assert(
       fc.property(badIp, (bad) => {
         assert.throws(() => serviceRuleset({ ...spec(svcPort()), nodeIps: [bad] }), TypeError);
+        assert.throws(() => serviceRuleset({ ...spec(svcPort()), nodeReplyIps: [bad] }), TypeError);
       }),
     );
     fc.assert(

@@ -20,10 +20,16 @@
 //   connections that entered the node (outside clients, other nodes' hosts, pods through the management port)
 //   are SNATed to the node's service SNAT address when they go to a pod (out of the management port), which no
 //   own-node allow or ipBlock expansion holds; to a host-network endpoint they are masqueraded as before.
+//   One exception keeps the node's own address, as kube-proxy does: the node's own connection to an ETP Local
+//   Service (`_ext`) from one of the addresses the controller's reply policy holds goes to `_sc`, every endpoint,
+//   where a pod on another node sees the node's address with the source port remapped into 61440-65535: the
+//   cluster router returns such replies to this node's management port (topology.ts nodeReplyMatch), so this
+//   node's conntrack un-DNATs them. A pod on this node still sees the management address (the own-node allow).
 
 import { createHash } from "node:crypto";
 import { familyBits, formatIp, type IpAddress, tryParseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr } from "../ipam/cidr.ts";
+import { NODE_REPLY_PORT_MAX, NODE_REPLY_PORT_MIN } from "../ovn/topology.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { type NatProtocol, nftValueChecks } from "./nft-values.ts";
 import { runTool, ToolError } from "./tool.ts";
@@ -35,6 +41,8 @@ export const SERVICE_NFT_TABLE = "zstack_ovn_svc";
 export const MASQUERADE_MARK = 0x4000;
 /** The mark bit for a DNATed connection that entered the node: SNAT to the service SNAT address. */
 export const SERVICE_SNAT_MARK = 0x2000;
+/** The mark bit for the node's own connection to a pod elsewhere that keeps the node's address (`_sc`). */
+export const NODE_ADDRESS_MARK = 0x800;
 /**
  * What makes a connection the node's own: it was sent by this node's stack (the output hook, where a packet has
  * no input interface), not that its source is a local address. With `accept_local=1` the kernel accepts packets
@@ -101,6 +109,13 @@ export interface ServiceNatSpec {
    * family without one masquerades them to the management address, as before.
    */
   serviceSnatIps?: readonly IpAddress[] | undefined;
+  /**
+   * The node's addresses whose replies the cluster router returns to this node's management port (the
+   * controller's annotation says its reply policy holds them; IPv4 only). The node's own connection from one of
+   * them (also one of nodeIps) to an ETP Local Service keeps it as source to a pod on another node. None: such
+   * connections are masqueraded to the management address, as every other node-local connection.
+   */
+  nodeReplyIps?: readonly IpAddress[] | undefined;
   /**
    * Affinity entries to carry over, by set name (read back from the table being replaced): replacing the table
    * would otherwise forget every client's endpoint whenever any Service changes.
@@ -186,7 +201,7 @@ function carried(spec: ServiceNatSpec, set: string, family: 4 | 6, timeout: numb
   return out.length === 0 ? "" : `    elements = { ${out.join(", ")} }`;
 }
 
-function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyParts {
+function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string, replySet?: string): FamilyParts {
   const ipk = family === 4 ? "ip" : "ip6";
   const addrType = family === 4 ? "ipv4_addr" : "ipv6_addr";
   const out: FamilyParts = {
@@ -280,14 +295,19 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
       rules.push(`    meta l4proto ${proto} dnat ${ipk} to ${fmtEndpoint(e)}`);
       out.chains.push(`  chain ${s}_e${i} {`, ...rules, "  }");
     }
-    const lbChain = (name: string, eps: readonly NatEndpoint[], masquerade: boolean) => {
+    const lbChain = (
+      name: string,
+      eps: readonly NatEndpoint[],
+      masquerade: boolean,
+      via: (e: NatEndpoint) => string = (e) => `${s}_e${index.get(endpointKey(e))}`,
+    ) => {
       const rules: string[] = [];
       if (masquerade)
         rules.push(
           `    ${FROM_NODE} meta mark set meta mark | 0x${MASQUERADE_MARK.toString(16)}`,
           `    ${ENTERED} meta mark set meta mark | 0x${SERVICE_SNAT_MARK.toString(16)}`,
         );
-      const targets = eps.map((e) => `${s}_e${index.get(endpointKey(e))}`);
+      const targets = eps.map(via);
       if (timeout !== undefined)
         for (const [i, t] of targets.entries())
           rules.push(`    ${ipk} saddr @${affinitySet.get(endpointKey(eps[i]!))} goto ${t}`);
@@ -309,10 +329,29 @@ function familyParts(spec: ServiceNatSpec, family: 4 | 6, dev: string): FamilyPa
     if (p.externalTrafficLocal) {
       external = `${s}_ext`;
       lbChain(`${s}_loc`, local, false);
+      if (replySet) {
+        // Every endpoint, the node's address kept towards pods elsewhere; this node's own pods see the management
+        // address (NetworkPolicy's own-node allow), as through `_all`.
+        const isLocal = new Set(local.map(endpointKey));
+        for (const e of all) {
+          const i = index.get(endpointKey(e));
+          const mark = isLocal.has(endpointKey(e)) ? MASQUERADE_MARK : NODE_ADDRESS_MARK;
+          out.chains.push(
+            `  chain ${s}_k${i} {`,
+            `    meta mark set meta mark | 0x${mark.toString(16)}`,
+            `    goto ${s}_e${i}`,
+            "  }",
+          );
+        }
+        lbChain(`${s}_sc`, all, false, (e) => `${s}_k${index.get(endpointKey(e))}`);
+      }
       out.chains.push(
         `  chain ${external} {`,
         // Pods (through their egress reroute) and the node itself are in-cluster clients: Cluster, as kube-proxy.
         `    iifname ${dev} goto ${s}_all`,
+        ...(replySet
+          ? [`    ${FROM_NODE} ${family === 4 ? "ip" : "ip6"} saddr @${replySet} goto ${s}_sc`]
+          : []),
         `    ${FROM_NODE} goto ${s}_all`,
         `    goto ${s}_loc`,
         "  }",
@@ -338,6 +377,10 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
   const dev = JSON.stringify(spec.mgmtIfname);
   const nodeIps = spec.nodeIps.map(checkedIp);
   const snatIps = (spec.serviceSnatIps ?? []).map(checkedIp);
+  // Only addresses that are the node's own: the reply policy returns nothing else to this node.
+  const replyIps = (spec.nodeReplyIps ?? [])
+    .map(checkedIp)
+    .filter((ip) => ip.family === 4 && nodeIps.some((n) => n.family === 4 && n.value === ip.value));
   const t = SERVICE_NFT_TABLE;
   const lines = [`table inet ${t}`, `delete table inet ${t}`, `table inet ${t} {`];
   const nat: string[] = [];
@@ -346,9 +389,10 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
   for (const family of [4, 6] as const) {
     const ipk = family === 4 ? "ip" : "ip6";
     const addrType = family === 4 ? "ipv4_addr" : "ipv6_addr";
-    const parts = familyParts(spec, family, dev);
-    const mine = nodeIps.filter((ip) => ip.family === family).map(formatIp);
     const v = `_v${family}`;
+    const replies = [...new Set(replyIps.filter((ip) => ip.family === family).map(formatIp))];
+    const parts = familyParts(spec, family, dev, replies.length > 0 ? `node_reply${v}` : undefined);
+    const mine = nodeIps.filter((ip) => ip.family === family).map(formatIp);
     const decl = (kind: "set" | "map", name: string, type: string, elements: readonly string[]) => {
       if (elements.length === 0) return false;
       lines.push(
@@ -365,6 +409,7 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
     if (decl("map", `ext${v}`, `${vipType} : verdict`, parts.ext))
       nat.push(`    ${ipk} daddr . meta l4proto . th dport vmap @ext${v}`);
     const haveNodeIps = decl("set", `node_ips${v}`, addrType, [...new Set(mine)]);
+    decl("set", `node_reply${v}`, addrType, replies);
     if (haveNodeIps && decl("map", `nodeports${v}`, "inet_proto . inet_service : verdict", parts.nodeports))
       nat.push(`    ${ipk} daddr @node_ips${v} meta l4proto . th dport vmap @nodeports${v}`);
     const refuse = (match: string) => {
@@ -405,6 +450,14 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
   // Only towards pods (the management port): a connection DNATed to a host-network endpoint leaves another
   // interface and is masqueraded to that interface's address, whose replies come back to this node.
   const snat: string[] = [];
+  // The node's own connections that keep its address towards a pod elsewhere: only the source port changes, into
+  // the range the reply policy matches. Before the rules below: such a packet carries none of their marks.
+  for (const ip of replyIps) {
+    const a = formatIp(ip);
+    snat.push(
+      `    meta nfproto ipv4 meta mark & 0x${NODE_ADDRESS_MARK.toString(16)} != 0 oifname ${dev} ip saddr ${a} meta l4proto { tcp, udp, sctp } snat ip to ${a}:${NODE_REPLY_PORT_MIN}-${NODE_REPLY_PORT_MAX}`,
+    );
+  }
   for (const family of [4, 6] as const) {
     const ip = snatIps.find((a) => a.family === family);
     if (!ip) continue;

@@ -50,6 +50,7 @@ export type Kind =
   | "pod-port"
   | "node-pods"
   | "egress-policy"
+  | "node-reply-policy"
   | "egress-route"
   | "inside-set"
   | "external-pods-set"

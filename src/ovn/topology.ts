@@ -42,6 +42,31 @@ export const MGMT_SOURCE_GUARD_PRIORITY = 32_100;
 export const LOCALNET_SOURCE_GUARD_PRIORITY = 32_100;
 /** Priority of the per-node egress reroute policies (above OVN's default allow, below anything an admin adds at 2000+). */
 export const EGRESS_POLICY_PRIORITY = 1004;
+/**
+ * Priority of the per-node reply policies (see nodeReplyMatch): above the egress reroutes, which would send a
+ * pod's reply to its own node, and above EXTERNAL_PODS_POLICY_PRIORITY (whose destinations, our pods' addresses,
+ * are never a node's address: nothing overlaps); below anything an admin adds at 2000+.
+ */
+export const NODE_REPLY_POLICY_PRIORITY = 1006;
+/**
+ * The lowest of the source ports the node agent gives a node's own connections that reach a pod with the
+ * node's own address as source (node-local NodePort traffic with externalTrafficPolicy Local). 61440-65535 is
+ * one mask (0xf000) in OVN's flows and lies above Linux's default ephemeral ports (32768-60999).
+ */
+export const NODE_REPLY_PORT_MIN = 61_440;
+export const NODE_REPLY_PORT_MAX = 65_535;
+
+/**
+ * What a node's reply policy matches: a packet to one of the node's own addresses whose destination port is in
+ * the reserved range, i.e. a reply to a connection the node sent into OVN through its management port with its
+ * own address as source. Only that node's conntrack can un-DNAT it, so it goes to that node's management port
+ * wherever the pod is. Other traffic to a node address (a reply to a connection the node made to another node's
+ * NodePort or hostPort, DNATed there without SNAT) keeps the egress path through the pod's own node.
+ */
+export function nodeReplyMatch(nodeIps: readonly string[]): string {
+  const ports = (l4: string) => `(${l4} && ${l4}.dst >= ${NODE_REPLY_PORT_MIN})`;
+  return `ip4.dst == {${nodeIps.join(", ")}} && (${["tcp", "udp", "sctp"].map(ports).join(" || ")})`;
+}
 
 export interface ClusterNetworks {
   /** Pod CIDRs of all subnets and the cluster CIDR: destinations that stay inside the cluster. */
@@ -75,6 +100,11 @@ export interface NodeTopology {
    * connections that entered the node. Held by the management port too, so OVN routes replies to the node.
    */
   readonly serviceSnatIP?: string | undefined;
+  /**
+   * The node's own IPv4 addresses (its InternalIPs, validated: see controller/node-addresses.ts) whose replies
+   * the cluster router returns to this node's management port (nodeReplyMatch). None: no reply policy.
+   */
+  readonly replyIPs?: readonly string[] | undefined;
 }
 
 export function subnetSwitchName(subnet: string): string {
@@ -425,6 +455,20 @@ export function nodeRows(n: NodeTopology, podAddresses?: readonly string[]): Des
       parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
     },
   );
+  const replyIPs = [...new Set(n.replyIPs ?? [])].sort();
+  if (replyIPs.length > 0)
+    rows.push({
+      table: "Logical_Router_Policy",
+      id: `node/${n.name}/node-reply-v4`,
+      row: {
+        priority: NODE_REPLY_POLICY_PRIORITY,
+        match: nodeReplyMatch(replyIPs),
+        action: "reroute",
+        nexthops: [mgmtIp],
+        external_ids: ownedIds("node-reply-policy", `node/${n.name}/node-reply-v4`, tag),
+      },
+      parent: { table: "Logical_Router", id: "cluster-router", column: "policies" },
+    });
   return rows;
 }
 
@@ -441,6 +485,7 @@ const TOPOLOGY_KINDS = new Set([
   "mgmt-source-guard",
   "node-pods",
   "egress-policy",
+  "node-reply-policy",
   "egress-route",
   "inside-set",
 ]);
@@ -478,7 +523,7 @@ export function subnetScope(name: string): Scope {
   };
 }
 
-/** The rows one node's reconcile is responsible for: its management port, address set and egress policy. */
+/** The rows one node's reconcile is responsible for: its management port, address set, egress and reply policies. */
 export function nodeScope(node: string): Scope {
   return {
     tables: ["Logical_Router_Policy", "Logical_Switch_Port", "Address_Set", "ACL"],

@@ -736,7 +736,7 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     c.done();
   });
 
-  it("NodePort, externalTrafficPolicy Local: only local endpoints answer, the client address is preserved, and the health check port says 200 only where endpoints are", async () => {
+  it("NodePort, externalTrafficPolicy Local: only local endpoints answer, the client address is preserved, the node itself gets every endpoint with its own address, and the health check port says 200 only where endpoints are", async () => {
     const c = new Checks();
     for (const [node, pod] of [
       ["node1", "lbl-1"],
@@ -755,6 +755,33 @@ describe("Services in the sandbox (no kube-proxy)", { timeout: 40 * 60_000 }, ()
     await c.check("ext → node3 unanswered", () =>
       unanswered("ext", "tcp", `${nodeIP("node3")}:${LB_NODE_PORT}`),
     );
+    // The node itself is an in-cluster client (kube-proxy's short-circuit): node3's own NodePort answers from
+    // the endpoints on node1 and node2, which see node3's own address (the cluster router's reply policy brings
+    // their replies back to node3).
+    await c.check("node3 → its own NodePort: every endpoint, node3's address kept", async () => {
+      const batch = await reachesExactly(
+        "node3",
+        "tcp",
+        `${nodeIP("node3")}:${LB_NODE_PORT}`,
+        ["lbl-1", "lbl-2"],
+        {
+          count: 10,
+        },
+      );
+      const sources = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
+      if (sources.size !== 1 || !sources.has(nodeIP("node3")))
+        throw new Error(`the endpoints must see ${nodeIP("node3")}, saw ${[...sources].join(", ")}`);
+    });
+    // Another node's host is an outside client of node2's NodePort: node2's endpoint only, node1's address kept,
+    // and the reply returns through node2 (which DNATed it), not to node1's reply policy.
+    await c.check("node1 → node2's NodePort: lbl-2, node1's address kept", async () => {
+      const batch = await reachesExactly("node1", "tcp", `${nodeIP("node2")}:${LB_NODE_PORT}`, ["lbl-2"], {
+        count: 10,
+      });
+      const sources = new Set(batch.flatMap((a) => (a.ok ? [a.client.split(":")[0]] : [])));
+      if (sources.size !== 1 || !sources.has(nodeIP("node1")))
+        throw new Error(`lbl-2 must see ${nodeIP("node1")}, saw ${[...sources].join(", ")}`);
+    });
     for (const node of ["node1", "node2"]) {
       await c.check(`health check ${node} 200`, async () => {
         const res = await eventually(`health check on ${node} says 200`, patience, async () => {

@@ -172,7 +172,10 @@ export async function useExternalCluster(
   }
   const zstackBefore = await sim.snapshot();
 
-  const ctl = await startInProcess({ api }, { nbRemote: sim.nbRemotes.join(","), external: true });
+  const ctl = await startInProcess(
+    { api },
+    { nbRemote: sim.nbRemotes.join(","), sbRemote: sim.sbRemotes.join(","), external: true },
+  );
   td.after(() => ctl.stop());
   await ctl.synced;
 

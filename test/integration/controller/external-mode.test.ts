@@ -15,6 +15,7 @@ import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { OvnController } from "../../../src/controller/controller.ts";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
+import { CHASSIS_GUARD_MONITOR } from "../../../src/ovn/chassis-mac-guard.ts";
 import {
   POD_NETWORKS_ANNOTATION,
   parsePodNetwork,
@@ -24,10 +25,12 @@ import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, OUR_LB_GROUPS } from "../../../s
 import { rowUuid } from "../../../src/ovn/ownership.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { type SbTables, sbModel } from "../../../src/ovsdb/models/sb.generated.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
 import {
   diffDumps,
   foreignRows,
+  onlyDocumentedMutations,
   ownedRows,
   useZStackSim,
   type VmPort,
@@ -52,13 +55,29 @@ const NS = "zs";
 
 type Api = Awaited<ReturnType<typeof useApiserver>>["api"];
 
-async function startController(t: { after(fn: () => unknown): void }, api: Api, sim: ZStackSim) {
+async function startController(
+  t: { after(fn: () => unknown): void },
+  api: Api,
+  sim: ZStackSim,
+  opts: { sb?: boolean } = {},
+) {
   const nb = new OvsdbClient<NbTables>({ remotes: sim.nbRemotes.join(","), model: nbModel });
   await nb.connect();
+  // ZStack's SB for the chassis MAC guard, as the controller's entry point reads it (read only).
+  const sb = opts.sb
+    ? new OvsdbClient<SbTables>({
+        remotes: sim.sbRemotes.join(","),
+        model: sbModel,
+        leaderOnly: false,
+        monitor: CHASSIS_GUARD_MONITOR,
+      })
+    : undefined;
+  await sb?.connect();
   const events = new EventRecorder({ client: api, component: "zstack-ovnkube-controller" });
   const ctl = new OvnController({
     api,
     nb,
+    ...(sb ? { sb } : {}),
     clusterCIDR: "10.244.0.0/16",
     serviceCIDRs: ["10.96.0.0/16"],
     joinCIDR: "100.64.0.0/16",
@@ -81,6 +100,7 @@ async function startController(t: { after(fn: () => unknown): void }, api: Api, 
     await running;
     await events.close();
     await nb.close();
+    await sb?.close();
   };
   t.after(stop);
   return { stop, synced };
@@ -1225,6 +1245,251 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       );
     },
   );
+  t.diagnostic(`whole run ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
+
+test("External mode, chassis MAC guard: no router port of ours on ZStack's flat switch while a node of ours maps its network without a chassis MAC", async (t) => {
+  const { api } = await useApiserver(t);
+  const sim = await useZStackSim(t);
+  const flat = sim.uuid("flat-switch");
+  const t0 = Date.now();
+  const nbDump = async () => {
+    await sim.sync();
+    return sim.dump();
+  };
+  const before = foreignRows(await nbDump());
+  const sbTransact = (ops: unknown[]) =>
+    run("ovsdb-client", ["transact", sim.sbRemotes[0] as string, JSON.stringify(["OVN_Southbound", ...ops])]);
+  // The chassis as ovn-controller (OVN 23.03) publishes its node's settings in SB: other_config (the column is
+  // checked on real ovn-controllers by test/integration/external/pod-vm-traffic.test.ts). node1 maps the flat
+  // network without a chassis MAC (an old agent, or ovn-bridge-mappings set by someone else), node2 with one, node3
+  // maps another network only; ZStack's own hypervisor maps flat without a chassis MAC and never counts.
+  const flatMac = (n: number) => `flat:0e:00:00:00:00:0${n}`;
+  const config = (maps: string, macs?: string) => [
+    "map",
+    [["ovn-bridge-mappings", maps], ...(macs ? [["ovn-chassis-mac-mappings", macs]] : [])],
+  ];
+  const chassisRows: [string, string, unknown][] = [
+    ["k8s-node1", "node1", config("flat:br-flat")],
+    ["k8s-node2", "node2", config("flat:br-flat", flatMac(2))],
+    ["k8s-node3", "node3", config("other:br-other")],
+    ["5f0c1a9e2b7d4c3a8e6f0a1b2c3d4e5f", "172.20.0.99", config("flat:br-eth0")],
+  ];
+  await sbTransact(
+    chassisRows.flatMap(([name, hostname, other_config], i) => [
+      {
+        op: "insert",
+        table: "Encap",
+        row: { type: "geneve", ip: `127.0.0.${201 + i}`, chassis_name: name },
+        "uuid-name": `e${i}`,
+      },
+      {
+        op: "insert",
+        table: "Chassis",
+        row: { name, hostname, encaps: ["named-uuid", `e${i}`], other_config },
+      },
+    ]),
+  );
+  const setNode1 = (macs?: string) =>
+    sbTransact([
+      {
+        op: "update",
+        table: "Chassis",
+        where: [["name", "==", "k8s-node1"]],
+        row: { other_config: config("flat:br-flat", macs) },
+      },
+    ]);
+  for (const name of ["node1", "node2", "node3"])
+    await api.request("/api/v1/nodes", { method: "POST", body: { metadata: { name } } });
+
+  let ctl = await startController(t, api, sim, { sb: true });
+  await createNamespace(api, "zsguard");
+  await createSubnet(api, "zs-guard", {
+    cidr: "192.168.100.0/24",
+    gateway: "192.168.100.1",
+    externalLogicalSwitch: "l2-flat-network",
+    namespaces: ["zsguard"],
+  });
+  const find = (d: DatabaseDump, table: string, id: string) =>
+    Object.entries(d[table] ?? {}).filter(([, r]) => {
+      const ids = plain(r.external_ids) as Record<string, string>;
+      return ids["zstack.io/owner"] === "zstack-ovnkube-controller" && ids["zstack.io/id"] === id;
+    });
+  const ROWS = [
+    ["Logical_Router_Port", "subnet/zs-guard/ext-rtoe"],
+    ["Logical_Switch_Port", "subnet/zs-guard/ext-etor"],
+    ["Logical_Router_Policy", "subnet/zs-guard/ext-guard-v4"],
+    ["Logical_Router_Policy", "subnet/zs-guard/ext-guard-v4-allow"],
+    ["Port_Group", "subnet/zs-guard/ext-localnet"],
+  ] as const;
+  /** The router port is absent with everything that goes with it, and ZStack's rows are as before. */
+  const assertNoRouterPort = async (when: string) => {
+    const d = await nbDump();
+    for (const [table, id] of ROWS) assert.equal(find(d, table, id).length, 0, `${when}: no ${table} ${id}`);
+    assert.deepEqual(
+      listOf(d.Logical_Switch?.[flat]?.load_balancer_group),
+      [],
+      `${when}: no group reference`,
+    );
+    // ZStack's rows as before but for the pod's own port in the switch's ports (our load-balancer groups have no
+    // external_ids: they show as foreign rows added); the group reference was checked above.
+    const ours = new Set([
+      ...Object.entries(d.Logical_Switch_Port ?? {})
+        .filter(([, r]) => (plain(r.external_ids) as Record<string, string>)["zstack.io/kind"] === "pod-port")
+        .map(([u]) => u),
+      ...Object.entries(d.Load_Balancer_Group ?? {})
+        .filter(([, r]) => (OUR_LB_GROUPS as readonly string[]).includes(String(r.name)))
+        .map(([u]) => u),
+    ]);
+    assert.deepEqual(
+      onlyDocumentedMutations(before, foreignRows(d), ours),
+      [],
+      `${when}: ZStack's rows as before`,
+    );
+  };
+  const guarded = async (when: string) => {
+    const s = await untilReason(api, "zs-guard", "ChassisMacMissing");
+    const path = s.status?.conditions?.find((c) => c.type === "ClusterPath");
+    assert.equal(path?.status, "False", when);
+    assert.equal(path?.reason, "ChassisMacMissing", when);
+    const msg = path?.message ?? "";
+    assert.match(msg, /node node1 maps physical network flat without a chassis MAC/, msg);
+    assert.match(msg, /roll out the zstack-ovnkube-node DaemonSet/, msg);
+    for (const other of ["node2", "node3", "172.20.0.99"]) assert.ok(!msg.includes(other), msg);
+    return s;
+  };
+  const clear = async (when: string) => {
+    const s = await untilReason(api, "zs-guard", "Ready");
+    assert.equal(
+      s.status?.conditions?.some((c) => c.type === "ClusterPath"),
+      false,
+      `${when}: no ClusterPath condition`,
+    );
+    const d = await until(
+      `${when}: our router port on the flat switch`,
+      async () => {
+        const x = await nbDump();
+        return find(x, "Logical_Router_Port", "subnet/zs-guard/ext-rtoe").length === 1 ? x : undefined;
+      },
+      60_000,
+    );
+    for (const [table, id] of ROWS) assert.equal(find(d, table, id).length, 1, `${when}: ${table} ${id}`);
+    const [[etor]] = find(d, "Logical_Switch_Port", "subnet/zs-guard/ext-etor") as [[string, unknown]];
+    assert.ok(listOf(d.Logical_Switch?.[flat]?.ports).includes(etor), `${when}: joined to the flat switch`);
+    assert.equal(listOf(d.Logical_Switch?.[flat]?.load_balancer_group).length, 1, `${when}: group reference`);
+    const [[, lrp]] = find(d, "Logical_Router_Port", "subnet/zs-guard/ext-rtoe") as [
+      [string, Record<string, unknown>],
+    ];
+    return String((listOf(lrp.networks) as string[])[0]).replace(/\/24$/, "");
+  };
+
+  await t.test(
+    "node1 without a chassis MAC: no router port, the condition and an Event name it",
+    async () => {
+      await guarded("at first");
+      const ev = await until(
+        "ChassisMacMissing Event",
+        async () => {
+          const l = await api.request<{
+            items: { reason: string; message: string; involvedObject: { name: string } }[];
+          }>("/api/v1/namespaces/default/events");
+          return l.items.find(
+            (e) => e.reason === "ChassisMacMissing" && e.involvedObject.name === "zs-guard",
+          );
+        },
+        60_000,
+      );
+      assert.match(ev.message, /node node1 maps physical network flat/, ev.message);
+      await assertNoRouterPort("guarded");
+    },
+  );
+
+  await t.test(
+    "a pod created meanwhile gets no port and no annotation (no routes to a port that is not there)",
+    async () => {
+      await createPods(api, [["zsguard", "waiter"]]);
+      // The pod's reconcile has run once the Subnet has loaded; give it a moment more, then it must still wait.
+      await new Promise((r) => setTimeout(r, 3000));
+      const p = (await listPods(api)).find((x) => x.metadata.namespace === "zsguard");
+      assert.ok(p, "the pod exists");
+      assert.equal(p.metadata.annotations?.[POD_NETWORKS_ANNOTATION], undefined, "no annotation yet");
+      const ports = Object.values((await sim.dump()).Logical_Switch_Port ?? {}).filter(
+        (r) => (plain(r.external_ids) as Record<string, string>)["zstack.io/pod"] === "zsguard/waiter",
+      );
+      assert.equal(ports.length, 0, "no port yet");
+    },
+  );
+
+  let routerIp = "";
+  await t.test(
+    "node1's chassis MAC appears: the port comes, and the waiting pod gets routes through it",
+    async () => {
+      await setNode1(flatMac(1));
+      routerIp = await clear("MAC added");
+      const pod = await until(
+        "the waiting pod annotated",
+        async () =>
+          (await listPods(api)).find(
+            (p) => p.metadata.namespace === "zsguard" && podAddress(p) !== undefined,
+          ),
+        60_000,
+      );
+      const ann = parsePodNetworksAnnotation(pod.metadata.annotations?.[POD_NETWORKS_ANNOTATION]);
+      assert.deepEqual(ann?.routes, [
+        { dest: "100.64.0.0/16", nextHop: routerIp },
+        { dest: "10.244.0.0/16", nextHop: routerIp },
+        { dest: "10.96.0.0/16", nextHop: routerIp },
+      ]);
+    },
+  );
+
+  await t.test(
+    "node1 loses it (a malformed entry counts as none): the port goes with its guard, group and reference; the pod keeps its routes; it comes back on the same address",
+    async () => {
+      const annBefore = (await listPods(api)).find((p) => p.metadata.namespace === "zsguard")?.metadata
+        .annotations?.[POD_NETWORKS_ANNOTATION];
+      await setNode1("flat:0e:00:00:00:00");
+      await guarded("MAC malformed");
+      await until(
+        "the router port removed",
+        async () =>
+          find(await nbDump(), "Logical_Router_Port", "subnet/zs-guard/ext-rtoe").length === 0
+            ? true
+            : undefined,
+        60_000,
+      );
+      await assertNoRouterPort("MAC malformed");
+      const annAfter = (await listPods(api)).find((p) => p.metadata.namespace === "zsguard")?.metadata
+        .annotations?.[POD_NETWORKS_ANNOTATION];
+      assert.equal(annAfter, annBefore, "the pod's annotation is kept");
+      await setNode1(flatMac(1));
+      assert.equal(await clear("MAC back"), routerIp, "the router port takes its earlier address again");
+    },
+  );
+
+  await t.test("guarded again, a restart with nothing changed writes nothing", async () => {
+    await setNode1();
+    await guarded("MAC removed");
+    await until(
+      "the router port removed",
+      async () =>
+        find(await nbDump(), "Logical_Router_Port", "subnet/zs-guard/ext-rtoe").length === 0
+          ? true
+          : undefined,
+      60_000,
+    );
+    const full = await nbDump();
+    const status = (await getSubnet(api, "zs-guard")).metadata.resourceVersion;
+    await ctl.stop();
+    ctl = await startController(t, api, sim, { sb: true });
+    await ctl.synced;
+    // The new term has judged the Subnet (its status unchanged: no write) and the pod; let its queues settle.
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.deepEqual(diffDumps(full, await nbDump()), [], "the restarted controller wrote nothing to NB");
+    assert.equal((await getSubnet(api, "zs-guard")).metadata.resourceVersion, status, "nor the Subnet");
+    await setNode1(flatMac(1));
+    await clear("after the restart, MAC back");
+  });
   t.diagnostic(`whole run ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 });
 

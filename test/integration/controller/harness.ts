@@ -9,10 +9,12 @@ import { OvnController } from "../../../src/controller/controller.ts";
 import { ApiClient, isNotFound } from "../../../src/k8s/api-client.ts";
 import type { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
+import { CHASSIS_GUARD_MONITOR } from "../../../src/ovn/chassis-mac-guard.ts";
 import { POD_KEY, POD_UID_KEY } from "../../../src/ovn/ownership.ts";
 import { POD_NETWORKS_ANNOTATION, parsePodNetworksAnnotation } from "../../../src/ovn/pod-port.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
+import { type SbTables, sbModel } from "../../../src/ovsdb/models/sb.generated.ts";
 import { NODE_FLAGS } from "../../../src/runtime-flags.ts";
 import { tsNodeCommand } from "../../../src/sandbox/repo.ts";
 import { type KubeApiserver, useKubeApiserver } from "../../rig/kube-apiserver.ts";
@@ -400,12 +402,22 @@ export interface InProcessController {
  */
 export async function startInProcess(
   c: Pick<Cluster, "api"> & Partial<Pick<Cluster, "srv">>,
-  opts: { nbRemote?: string; events?: EventRecorder; external?: boolean } = {},
+  opts: { nbRemote?: string; events?: EventRecorder; external?: boolean; sbRemote?: string } = {},
 ): Promise<InProcessController> {
   const remotes = opts.nbRemote ?? c.srv?.unix;
   if (!remotes) throw new Error("startInProcess needs the cluster's NB server or nbRemote");
   const nb = new OvsdbClient<NbTables>({ remotes, model: nbModel });
   await nb.connect();
+  // ZStack's SB (External mode): the chassis MAC guard reads its Chassis rows, as the controller's entry point does.
+  const sb = opts.sbRemote
+    ? new OvsdbClient<SbTables>({
+        remotes: opts.sbRemote,
+        model: sbModel,
+        leaderOnly: false,
+        monitor: CHASSIS_GUARD_MONITOR,
+      })
+    : undefined;
+  await sb?.connect({ retry: true });
   const ctl = new OvnController({
     api: c.api,
     nb,
@@ -413,6 +425,7 @@ export async function startInProcess(
     serviceCIDRs: ["10.96.0.0/16"],
     joinCIDR: "100.64.0.0/16",
     ...(opts.external ? { tunnel: "geneve", ovnMode: "external" } : { tunnel: "vxlan" }),
+    ...(sb ? { sb } : {}),
     log: silentLogger,
     ...(opts.events ? { events: opts.events } : {}),
   });
@@ -429,6 +442,7 @@ export async function startInProcess(
       abort.abort();
       await running;
       await nb.close();
+      await sb?.close();
     },
   };
 }

@@ -13,6 +13,7 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SUBNET_PATH, type Subnet } from "../../../src/api/subnet.ts";
 import { chassisMac } from "../../../src/node/chassis-mac.ts";
+import { nodesMissingChassisMac } from "../../../src/ovn/chassis-mac-guard.ts";
 import { OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import type { DatabaseDump } from "../../rig/dump-format.ts";
@@ -111,6 +112,39 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
       },
       120_000,
     );
+
+  // The controller follows ZStack's SB for the chassis MAC guard: real ovn-controllers (OVN 23.03) publish their
+  // node's ovn-bridge-mappings and ovn-chassis-mac-mappings in the Chassis row's other_config, where the guard
+  // reads them; with both nodes' chassis MACs there, the flat and VLAN Subnets got their router ports (Ready above).
+  const sbRows = new OvsdbClient({ remotes: sim.sbRemotes, database: "OVN_Southbound", monitor: {} });
+  t.after(() => sbRows.close());
+  await sbRows.connect({ retry: true });
+  const [chassisConfig] = (await sbRows.transactRaw([
+    {
+      op: "select",
+      table: "Chassis",
+      where: [],
+      columns: ["name", "hostname", "other_config", "external_ids"],
+    },
+  ])) as [{ rows: { name: string; hostname: string; other_config: unknown; external_ids: unknown }[] }];
+  const asMap = (v: unknown) => Object.fromEntries((v as ["map", [string, string][]])[1]);
+  const views = chassisConfig.rows.map((r) => ({
+    name: r.name,
+    hostname: r.hostname,
+    other_config: asMap(r.other_config),
+    external_ids: asMap(r.external_ids),
+  }));
+  for (const n of c.nodes) {
+    const row = views.find((v) => v.name === n.chassis);
+    assert.equal(row?.hostname, n.name, `${n.chassis}'s hostname is the node name`);
+    assert.match(row?.other_config["ovn-bridge-mappings"] ?? "", /(^|,)flat:/, `${n.chassis}'s other_config`);
+    assert.equal(row?.other_config["ovn-chassis-mac-mappings"], `flat:${chassisMac(n.chassis)}`);
+  }
+  assert.deepEqual(
+    [...nodesMissingChassisMac(views, new Set(c.nodes.map((n) => n.name)), [FLAT.network])],
+    [],
+    "no node of ours maps flat without a chassis MAC",
+  );
 
   // One pod per network; the flat one on the second node, which maps `flat` by its Node labels.
   const t0 = Date.now();

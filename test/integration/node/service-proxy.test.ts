@@ -277,6 +277,42 @@ describe("Service proxy with the chart's node ServiceAccount", () => {
     await until("the Service gone from the rules", () => !(rig.scripts.at(-1) ?? "").includes("dnat"));
   });
 
+  test("reply addresses from the controller: the node's own ETP Local connections keep its address while it is one of its InternalIPs; nft accepts the rules", async (t) => {
+    const rig = startProxy(t);
+    await rig.proxy.start();
+    await until("the first ruleset", () => rig.scripts.length === 1);
+    await kubectl(
+      ["apply", "-f", "-"],
+      serviceYaml("sc", "  type: NodePort\n  externalTrafficPolicy: Local\n"),
+    );
+    await kubectl(["apply", "-f", "-"], sliceYaml("sc", [{ ip: "10.244.1.7", node: "node2" }]));
+    await until("DNAT to the endpoint", () =>
+      (rig.scripts.at(-1) ?? "").includes("dnat ip to 10.244.1.7:8080"),
+    );
+    assert.doesNotMatch(rig.scripts.at(-1) ?? "", /node_reply_v4|_sc\b/);
+    const applied = rig.scripts.length;
+    rig.proxy.setNodeReplyIps([parseIp("192.168.200.11")]);
+    await until("the short-circuit chain", () => /goto s[0-9a-f]{16}_sc\n/.test(rig.scripts.at(-1) ?? ""));
+    const script = rig.scripts.at(-1) ?? "";
+    assert.equal(rig.scripts.length, applied + 1, "one apply");
+    assert.match(script, /snat ip to 192\.168\.200\.11:61440-65535/);
+    const check = await nftCheck(script);
+    assert.equal(check.code, 0, check.stderr);
+    // The same addresses again: nothing to apply.
+    rig.proxy.setNodeReplyIps([parseIp("192.168.200.11")]);
+    await rig.proxy.settled();
+    assert.equal(rig.scripts.length, applied + 1);
+    // The node's InternalIP changes before the controller's annotation follows: masquerade again meanwhile.
+    rig.proxy.setNodeIps([parseIp("192.168.200.99")]);
+    await until(
+      "no short-circuit for an address no longer the node's",
+      () => !(rig.scripts.at(-1) ?? "").includes("_sc"),
+    );
+    rig.proxy.setNodeIps([parseIp("192.168.200.11")]);
+    await kubectl(["delete", "service", "sc"]);
+    await kubectl(["delete", "endpointslice", "sc-manual"]);
+  });
+
   test("topology hints follow this node's zone label; loadBalancerSourceRanges become a filter nft accepts", async (t) => {
     const rig = startProxy(t);
     await rig.proxy.start();
