@@ -77,6 +77,7 @@ export class SubnetReconciler implements Reconciler {
   private readonly podPorts: PodPortAllocator;
   /** Subnets already warned that ZStack's NB cannot take the localnet group's ACLs (once each). */
   private readonly warnedNoStatelessAcl = new Set<string>();
+  private readonly warnedDefaultAclDrop = new Set<string>();
   /**
    * The addresses of router ports the chassis MAC guard removed, by Subnet: the port takes them again when it comes
    * back (if still free), so the routes its pods were wired with keep their next hop.
@@ -154,6 +155,12 @@ export class SubnetReconciler implements Reconciler {
           this.externalChanged();
       }),
       nb.cache.subscribe("DHCP_Options", () => this.externalChanged()),
+      // ZStack turning default_acl_drop on or off decides whether our localnet groups may exist (localnetRows).
+      nb.cache.subscribe("NB_Global", (events) => {
+        const drop = (r: unknown) =>
+          (r as { options?: Readonly<Record<string, string>> } | undefined)?.options?.default_acl_drop;
+        if (events.some((e) => e.kind !== "update" || drop(e.row) !== drop(e.old))) this.externalChanged();
+      }),
       nb.cache.subscribe("Logical_Router", (events) => {
         if (events.some((e) => e.kind !== "update")) this.datapathsChanged();
       }),
@@ -467,16 +474,18 @@ export class SubnetReconciler implements Reconciler {
     return networks.length > 0
       ? [
           ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
-          ...this.localnetRows(name, switchUuid),
+          ...this.localnetRows(name, switchUuid, networks),
         ]
       : [];
   }
 
   /**
-   * On a switch with localnet ports (flat/VLAN), the group of ours holding them and its two allow-stateless ACLs,
-   * which keep the cluster's own routed traffic out of the localnet ports' conntrack zone (localnetStatelessRows).
+   * On a switch with localnet ports (flat/VLAN), the group of ours holding them and its ACLs, which keep what
+   * crosses the localnet ports out of their conntrack zone and the physical network off our router port
+   * (localnetStatelessRows). Each row is inserted with its chosen UUID unless NB holds a row under it already (not
+   * ours: ours is found by id), so a retried insert after a lost reply is refused instead of duplicated.
    */
-  private localnetRows(name: string, switchUuid: string): DesiredRow[] {
+  private localnetRows(name: string, switchUuid: string, networks: readonly string[]): DesiredRow[] {
     const cache = this.o.nb.cache;
     const ls = cache.table("Logical_Switch").get(switchUuid);
     const ports = cache.table("Logical_Switch_Port");
@@ -493,8 +502,26 @@ export class SubnetReconciler implements Reconciler {
       }
       return [];
     }
-    const net = this.ctx.net;
-    return localnetStatelessRows(name, localnet, [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR]);
+    // ZStack's NB may make every switch with ACLs drop by default (NB_Global options:default_acl_drop): a group of
+    // ours holding the switch's localnet port would make ZStack's switch one "with ACLs" and cut its VMs off. Then
+    // no group (an existing one goes with this reconcile): a pod's answer routed back through another node's
+    // localnet port is dropped by that port's conntrack zone, as without allow-stateless.
+    if (localnet.length > 0 && defaultAclDrop(cache)) {
+      if (!this.warnedDefaultAclDrop.has(name)) {
+        this.warnedDefaultAclDrop.add(name);
+        this.o.log.warn(
+          { subnet: name, switch: switchUuid },
+          "ZStack's NB sets NB_Global options:default_acl_drop=true: the localnet group is not written (it would make ZStack's switch drop its VMs' traffic by default), so answers routed back through another node's localnet port are dropped by its conntrack zone (docs/external-mode.md)",
+        );
+      }
+      return [];
+    }
+    this.warnedDefaultAclDrop.delete(name);
+    return localnetStatelessRows(name, localnet, networks).map((r) => {
+      if (r.uuid === undefined || !cache.table(r.table as never).get(r.uuid)) return r;
+      const { uuid: _taken, ...rest } = r;
+      return rest;
+    });
   }
 
   /**
@@ -588,7 +615,7 @@ export class SubnetReconciler implements Reconciler {
       txn.wait("Logical_Switch", [["_uuid", "==", switchUuid]], ["name"], "==", [{ name: ls.name }]);
       plan(cache, nb.schema, txn as never, [
         ...externalRouterPortRows({ subnet: name, switchUuid, networks }),
-        ...this.localnetRows(name, switchUuid),
+        ...this.localnetRows(name, switchUuid, networks),
       ]);
       if (lbGroup) this.linkLbGroup(txn, switchUuid, lbGroup, "insert");
       await txn.commit();
@@ -779,4 +806,13 @@ export class SubnetReconciler implements Reconciler {
     }
     for (const sn of changed) this.ctx.usageChanged(sn);
   }
+}
+
+/** Whether NB_Global's `options:default_acl_drop` is "true" (OVN: switches and routers with ACLs drop by default). */
+export function defaultAclDrop(cache: {
+  table(name: "NB_Global"): { values(): Iterable<{ readonly options?: Readonly<Record<string, string>> }> };
+}): boolean {
+  for (const row of cache.table("NB_Global").values())
+    if (row.options?.default_acl_drop === "true") return true;
+  return false;
 }

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { parseIp } from "../ipam/address.ts";
 import { overlaps, parseCidr } from "../ipam/cidr.ts";
 import {
+  EXTERNAL_LOCALNET_ROUTER_GUARD_PRIORITY,
   EXTERNAL_LOCALNET_STATELESS_PRIORITY,
   EXTERNAL_SOURCE_GUARD_PRIORITY,
   externalLocalnetGroupId,
@@ -18,12 +19,7 @@ import {
 } from "./external-router-port.ts";
 import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
-import {
-  EGRESS_POLICY_PRIORITY,
-  EXTERNAL_PODS_POLICY_PRIORITY,
-  INSIDE_ADDRESS_SET_V4,
-  subnetScope,
-} from "./topology.ts";
+import { EGRESS_POLICY_PRIORITY, EXTERNAL_PODS_POLICY_PRIORITY, subnetScope } from "./topology.ts";
 
 const TARGETS = {
   joinCIDR: "100.64.0.0/16",
@@ -119,29 +115,23 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
   const LN = ["0b1f0000-0000-4000-8000-00000000000b", "0a1f0000-0000-4000-8000-00000000000a"];
 
   test("a switch without a localnet port gets no group", () => {
-    assert.deepEqual(localnetStatelessRows("zs", [], ["100.64.0.0/16"]), []);
+    assert.deepEqual(localnetStatelessRows("zs", [], ["10.60.0.2/24"]), []);
   });
 
-  test("a group of ours holding the localnet ports by reference, and two allow-stateless ACLs at the lowest priority", () => {
-    const rows = localnetStatelessRows(
-      "zs-flat",
-      [...LN, LN[0] as string],
-      ["100.64.0.0/16", "10.244.0.0/16"],
-    );
-    assert.equal(rows.length, 3);
-    const [pg, from, to] = rows;
+  test("a group of ours holding the localnet ports, every IP packet stateless across them, the wire kept off our router port", () => {
+    const rows = localnetStatelessRows("zs-flat", [...LN, LN[0] as string], ["10.60.0.2/24", "fd60::2/64"]);
+    assert.equal(rows.length, 4);
+    const [pg, from, to, guard] = rows;
     const name = externalLocalnetGroupName("zs-flat");
     assert.match(name, /^zovn_ln_[0-9a-f]{16}$/, "an identifier for @name in a match");
     assert.notEqual(name, externalLocalnetGroupName("zs-flat2"));
     assert.equal(pg?.table, "Port_Group");
     assert.equal(pg?.id, externalLocalnetGroupId("zs-flat"));
     assert.equal(pg?.row.name, name);
-    // The ports are links (mutate insert of the reference), never a rewrite; each once, in a stable order.
-    assert.equal("ports" in (pg?.row ?? {}), false);
-    assert.deepEqual(
-      pg?.links,
-      [...LN].sort().map((uuid) => ({ column: "ports", uuid })),
-    );
+    // Our own row's column, written whole (each port once, in a stable order): a port that is no longer a
+    // localnet port of the switch is taken out by the next update.
+    assert.deepEqual(pg?.row.ports, [...LN].sort());
+    assert.equal(pg?.links, undefined);
     for (const [acl, dir, side] of [
       [from, "from-lport", "inport"],
       [to, "to-lport", "outport"],
@@ -151,21 +141,58 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
       assert.equal(acl?.row.direction, dir);
       assert.equal(acl?.row.action, "allow-stateless");
       assert.equal(acl?.row.priority, EXTERNAL_LOCALNET_STATELESS_PRIORITY);
-      assert.equal(acl?.row.match, `${side} == @${name} && ip4.src == $${INSIDE_ADDRESS_SET_V4}`);
+      assert.equal(acl?.row.match, `${side} == @${name} && ip`);
     }
-    // Every row ours, under the Subnet's ids: its scope removes them with it.
+    assert.equal(guard?.table, "ACL");
+    assert.deepEqual(guard?.parent, { table: "Port_Group", id: pg?.id, column: "acls" });
+    assert.equal(guard?.row.direction, "from-lport");
+    assert.equal(guard?.row.action, "drop");
+    assert.equal(guard?.row.priority, EXTERNAL_LOCALNET_ROUTER_GUARD_PRIORITY);
+    assert.equal(
+      guard?.row.match,
+      `inport == @${name} && ((arp.op == 1 && arp.tpa == 10.60.0.2) || (nd_ns && nd.target == fd60::2) || (ip && eth.dst == 0a:58:0a:3c:00:02))`,
+    );
+    // The router port's own MAC (the one the guard names) is the row's.
+    const lrp = externalRouterPortRows({
+      subnet: "zs-flat",
+      switchUuid: "u",
+      networks: ["10.60.0.2/24", "fd60::2/64"],
+    })[0];
+    assert.equal(lrp?.row.mac, "0a:58:0a:3c:00:02");
+    // Every row ours, under the Subnet's ids (its scope removes them with it), each with its own chosen UUID, the
+    // same on every call (a retried insert after a lost reply is refused by the server, not duplicated).
     const scope = subnetScope("zs-flat");
-    for (const r of rows) {
+    const again = localnetStatelessRows("zs-flat", LN, ["10.60.0.2/24", "fd60::2/64"]);
+    const uuids = new Set<string>();
+    for (const [i, r] of rows.entries()) {
       const ids = r.row.external_ids as Record<string, string>;
       assert.equal(ids[OWNER_KEY], CONTROLLER);
       assert.equal(ids[ID_KEY], r.id);
       assert.ok(scope.tables.includes(r.table), r.table);
       assert.ok(scope.owns(r.id, r.row as never), r.id);
+      assert.match(String(r.uuid), /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+      assert.equal(r.uuid, again[i]?.uuid);
+      uuids.add(String(r.uuid));
     }
+    assert.equal(uuids.size, rows.length);
+    assert.notEqual(localnetStatelessRows("zs-flat2", LN, ["10.60.0.2/24"])[0]?.uuid, pg?.uuid);
     assert.equal(
       EXTERNAL_LOCALNET_STATELESS_PRIORITY,
       0,
       "any ACL of ZStack's on the same packets outranks ours",
+    );
+  });
+
+  test("a router port with one family: the guard names only that family", () => {
+    const rows = localnetStatelessRows("v4", LN, ["10.61.0.9/24"]);
+    assert.equal(
+      rows[3]?.row.match,
+      `inport == @${externalLocalnetGroupName("v4")} && ((arp.op == 1 && arp.tpa == 10.61.0.9) || (ip && eth.dst == 0a:58:0a:3d:00:09))`,
+    );
+    const v6 = localnetStatelessRows("v6", LN, ["fd60::2/64"]);
+    assert.match(
+      String(v6[3]?.row.match),
+      /^inport == @zovn_ln_[0-9a-f]{16} && \(\(nd_ns && nd\.target == fd60::2\) \|\| \(ip && eth\.dst == 0a:58(:[0-9a-f]{2}){4}\)\)$/,
     );
   });
 
@@ -179,19 +206,6 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
     assert.equal(supportsStatelessAcl(schema(["allow", "allow-related", "drop", "reject"])), false);
     assert.equal(supportsStatelessAcl(schema(undefined)), false);
     assert.equal(supportsStatelessAcl({ tables: new Map() }), false);
-  });
-
-  test("IPv6 cluster networks are matched literally, canonical and once", () => {
-    const rows = localnetStatelessRows("d", LN, [
-      "100.64.0.0/16",
-      "fd00:10:244::/48",
-      "FD00:10:244::/48",
-      "fd98::/108",
-    ]);
-    assert.equal(
-      rows[1]?.row.match,
-      `inport == @${externalLocalnetGroupName("d")} && (ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {fd00:10:244::/48, fd98::/108})`,
-    );
   });
 });
 

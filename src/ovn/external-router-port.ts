@@ -13,12 +13,12 @@
 // and the cluster's own traffic crossing the localnet port skips that port's conntrack zone (localnetStatelessRows).
 
 import { createHash } from "node:crypto";
-import { type IpAddress, parseIp } from "../ipam/address.ts";
+import { formatIp, type IpAddress, parseIp } from "../ipam/address.ts";
 import { cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipam/cidr.ts";
 import { macFromIPv4 } from "../ipam/mac.ts";
 import type { DesiredRow } from "./nb-diff.ts";
-import { addressKey, ownedIds, SUBNET_KEY } from "./ownership.ts";
-import { EXTERNAL_PODS_ADDRESS_SET_V4, INSIDE_ADDRESS_SET_V4 } from "./topology.ts";
+import { addressKey, ownedIds, rowUuid, SUBNET_KEY } from "./ownership.ts";
+import { EXTERNAL_PODS_ADDRESS_SET_V4 } from "./topology.ts";
 
 export function externalRouterPortName(subnet: string): string {
   return `zovn-rtoe-${subnet}`;
@@ -156,6 +156,11 @@ export function externalLocalnetGroupName(subnet: string): string {
  * matches the same packets (a drop, a reject) still decides them; ours only keeps them out of conntrack.
  */
 export const EXTERNAL_LOCALNET_STATELESS_PRIORITY = 0;
+/**
+ * Priority of the drop ACL that keeps the physical network from reaching our router port through the localnet port
+ * (its ARP/ND and frames addressed to its MAC): high, since nothing else has a reason to match them.
+ */
+export const EXTERNAL_LOCALNET_ROUTER_GUARD_PRIORITY = 32_100;
 
 /**
  * Whether the NB server's schema has the ACL action `allow-stateless` (ZStack's OVN decides; 23.03 has it). Without
@@ -177,56 +182,102 @@ export function supportsStatelessAcl(schema: {
 }
 
 /**
- * Why the localnet port of a flat/VLAN switch needs these: routing through our distributed router port is
- * asymmetric across nodes. A flat pod on node A reaching node B (or a Service backend on B) goes pod -> our router
- * port on A -> tunnel -> B; B's answer is routed on B back onto the flat switch and leaves through B's localnet
- * port, over the wire, into A's localnet port. A switch with a load balancer (ours: the cluster-IP group) sends
- * what crosses its localnet port through that port's conntrack zone (ovn-northd leaves localnet ports out of
- * conntrack only on switches without load balancers), and a zone that sees a SYN-ACK whose SYN went through a
- * tunnel marks it invalid: ls_out_acl's `ct.inv` flow dropped every such answer (OVN 23.03; ovs-appctl
- * dpctl/dump-flows on B showed ct(zone=<localnet's>,nat) then ct_state(+inv+trk) -> drop). Packets whose source
- * is the cluster's own (the inside set: join, cluster and service CIDRs and our own Subnets; the IPv6 ones
- * literally) cross the localnet port statelessly instead, in both directions; the pod's own zone still tracks
- * the connection (and un-NATs a Service's answer). Traffic of ZStack's VMs and our pods' own L2 traffic with
- * them keep the localnet zone as before. The group holds ZStack's localnet port by reference only (a weak
- * reference in a row of ours; ZStack's rows are not changed), so a port ZStack replaces leaves it by itself and
- * the next reconcile links the new one.
+ * The group of ours holding the localnet ports of a flat/VLAN switch our router port is on, and its three ACLs.
+ *
+ * Stateless, both directions, every IP packet. Routing through our distributed router port is asymmetric across
+ * nodes: a flat pod on node A reaching node B (or a Service backend on B) goes pod -> our router port on A -> tunnel
+ * -> B; B's answer is routed on B back onto the flat switch and leaves through B's localnet port, over the wire,
+ * into A's localnet port. A switch with a load balancer (ours: the cluster-IP group) sends what crosses its
+ * localnet port through that port's conntrack zone (ovn-northd leaves localnet ports out of conntrack only on
+ * switches without load balancers), and a zone that sees a SYN-ACK whose SYN went through a tunnel marks it
+ * invalid: ls_out_acl's `ct.inv` flow dropped every such answer (OVN 23.03; ovs-appctl dpctl/dump-flows on B showed
+ * ct(zone=<localnet's>,nat) then ct_state(+inv+trk) -> drop). So every IP packet crosses the localnet port without
+ * conntrack, as it did before our load-balancer group was linked to the switch: ZStack's own asymmetric routes
+ * across localnet ports (its own distributed router ports on VLAN networks) keep working, and a packet from the
+ * physical network to a cluster IP is not DNATed by our group at the localnet port (cluster IPs are the cluster's,
+ * not ZStack's network's). The pods' and VMs' own ports still track their connections (and un-NAT a Service's
+ * answer) in their own zones.
+ *
+ * A drop for what the physical network sends to our router port: ARP requests for its IPv4 address, neighbor
+ * solicitations for its IPv6 address, and IP frames addressed to its MAC. Every chassis bound to the switch runs
+ * the cluster router's pipeline for it, ZStack's hypervisors too, which have no chassis MAC of ours: without this,
+ * each would answer an ARP from the wire with the router port's own MAC from its own uplink, and ZStack's
+ * physical switches would see that MAC move between hypervisors. Nothing of ours needs it: a pod asks for the
+ * router port on its own chassis (not through the localnet port), and routed frames carry a chassis MAC as source
+ * and the destination's MAC. ARP replies addressed to the router port's MAC still pass (the answer to a node
+ * routing to a host on the physical network).
+ *
+ * The group holds ZStack's localnet ports by reference only (a weak reference in a row of ours; ZStack's rows are
+ * not changed), written whole: a port ZStack removes leaves it by itself, one that stops being a localnet port
+ * (or moves to another switch) is taken out, and the next reconcile adds a new one.
  */
 export function localnetStatelessRows(
   subnet: string,
   localnetPorts: readonly string[],
-  inside6: readonly string[],
+  routerNetworks: readonly string[],
 ): DesiredRow[] {
   if (localnetPorts.length === 0) return [];
   const tag = { [SUBNET_KEY]: subnet };
   const id = externalLocalnetGroupId(subnet);
   const name = externalLocalnetGroupName(subnet);
-  const v6 = [...new Set(inside6.map((c) => formatCidr(parseCidr(c))))].filter((c) => c.includes(":"));
-  const source =
-    v6.length > 0
-      ? `(ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {${v6.join(", ")}})`
-      : `ip4.src == $${INSIDE_ADDRESS_SET_V4}`;
-  const acl = (direction: "from-lport" | "to-lport"): DesiredRow => ({
+  const ips = routerNetworks.map((n) => parseIp(n.slice(0, n.indexOf("/"))));
+  const mac = routerPortMac(routerNetworks.map((n) => n.slice(0, n.indexOf("/"))));
+  const toRouter = [
+    ...ips.filter((ip) => ip.family === 4).map((ip) => `(arp.op == 1 && arp.tpa == ${formatIp(ip)})`),
+    ...ips.filter((ip) => ip.family === 6).map((ip) => `(nd_ns && nd.target == ${formatIp(ip)})`),
+    `(ip && eth.dst == ${mac})`,
+  ];
+  const acl = (
+    suffix: string,
+    direction: "from-lport" | "to-lport",
+    priority: number,
+    action: "allow-stateless" | "drop",
+    match: string,
+  ): DesiredRow => ({
     table: "ACL",
-    id: `${id}/${direction}`,
+    id: `${id}/${suffix}`,
     row: {
       direction,
-      priority: EXTERNAL_LOCALNET_STATELESS_PRIORITY,
-      action: "allow-stateless",
-      match: `${direction === "from-lport" ? "inport" : "outport"} == @${name} && ${source}`,
-      external_ids: ownedIds("external-localnet-stateless", `${id}/${direction}`, tag),
+      priority,
+      action,
+      match,
+      external_ids: ownedIds("external-localnet-acl", `${id}/${suffix}`, tag),
     },
     parent: { table: "Port_Group", id, column: "acls" },
+    uuid: rowUuid("external-localnet-acl", `${id}/${suffix}`),
   });
   return [
     {
       table: "Port_Group",
       id,
-      row: { name, external_ids: ownedIds("external-localnet-group", id, tag) },
-      links: [...new Set(localnetPorts)].sort().map((uuid) => ({ column: "ports", uuid })),
+      row: {
+        name,
+        ports: [...new Set(localnetPorts)].sort(),
+        external_ids: ownedIds("external-localnet-group", id, tag),
+      },
+      uuid: rowUuid("external-localnet-group", id),
     },
-    acl("from-lport"),
-    acl("to-lport"),
+    acl(
+      "from-lport",
+      "from-lport",
+      EXTERNAL_LOCALNET_STATELESS_PRIORITY,
+      "allow-stateless",
+      `inport == @${name} && ip`,
+    ),
+    acl(
+      "to-lport",
+      "to-lport",
+      EXTERNAL_LOCALNET_STATELESS_PRIORITY,
+      "allow-stateless",
+      `outport == @${name} && ip`,
+    ),
+    acl(
+      "router-guard",
+      "from-lport",
+      EXTERNAL_LOCALNET_ROUTER_GUARD_PRIORITY,
+      "drop",
+      `inport == @${name} && (${toRouter.join(" || ")})`,
+    ),
   ];
 }
 

@@ -44,7 +44,7 @@ export type Kind =
   | "localnet-source-guard"
   | "external-source-guard"
   | "external-localnet-group"
-  | "external-localnet-stateless"
+  | "external-localnet-acl"
   | "mgmt-port"
   | "mgmt-source-guard"
   | "pod-port"

@@ -22,6 +22,7 @@ import {
   parsePodNetworksAnnotation,
 } from "../../../src/ovn/pod-port.ts";
 import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
+import { rowUuid } from "../../../src/ovn/ownership.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { type SbTables, sbModel } from "../../../src/ovsdb/models/sb.generated.ts";
@@ -890,8 +891,51 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
       const lnAcls = listOf(lnGroup[1].acls).map((u) => flatDump.ACL?.[u as string]);
       assert.deepEqual(lnAcls.map((a) => [a?.direction, a?.action, a?.priority]).sort(), [
         ["from-lport", "allow-stateless", 0],
+        ["from-lport", "drop", 32_100],
         ["to-lport", "allow-stateless", 0],
       ]);
+      // Each of our ACLs under its chosen UUID: a retried insert after a lost reply is refused, never a second row.
+      for (const suffix of ["from-lport", "to-lport", "router-guard"]) {
+        const id = `subnet/zs-flat/ext-localnet/${suffix}`;
+        const rows = find(flatDump, "ACL", id);
+        assert.equal(rows.length, 1, `ACL ${id}`);
+        assert.equal(rows[0]?.[0], rowUuid("external-localnet-acl", id), `ACL ${id}'s UUID`);
+      }
+      // ZStack's NB turns on default_acl_drop (every switch with ACLs then drops by default): our group would make
+      // ZStack's flat switch one with ACLs and cut its VMs off, so it goes (the router port stays); turned off
+      // again, it comes back.
+      const nbGlobal = Object.keys(flatDump.NB_Global ?? {})[0] as string;
+      const setDrop = (on: boolean) =>
+        run("ovsdb-client", [
+          "transact",
+          sim.nbRemotes[0] as string,
+          JSON.stringify([
+            "OVN_Northbound",
+            {
+              op: "mutate",
+              table: "NB_Global",
+              where: [["_uuid", "==", ["uuid", nbGlobal]]],
+              mutations: on
+                ? [["options", "insert", ["map", [["default_acl_drop", "true"]]]]]
+                : [["options", "delete", ["set", ["default_acl_drop"]]]],
+            },
+          ]),
+        ]);
+      await setDrop(true);
+      await until(
+        "our localnet group gone while default_acl_drop is on",
+        async () =>
+          find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet").length === 0 ? true : undefined,
+        60_000,
+      );
+      assert.equal(find(await sim.dump(), "Logical_Router_Port", "subnet/zs-flat/ext-rtoe").length, 1);
+      await setDrop(false);
+      await until(
+        "our localnet group back once default_acl_drop is off",
+        async () =>
+          find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet").length === 1 ? true : undefined,
+        60_000,
+      );
       // ZStack takes its localnet port off the switch and puts it back (as ZStack's own rows, by a raw transaction:
       // the same UUID and columns, so its rows end as they were): the group follows the switch, without the port
       // while it is gone (nothing to skip conntrack for) and holding it again once it is back.

@@ -385,6 +385,40 @@ test("External mode: pods on ZStack's overlay, flat and VLAN switches and ZStack
     .filter((r) => String(r.name).startsWith("zovn-rtoe-"))
     .map((r) => String(r.mac));
   assert.equal(rtoeMacs.length, 3, "a router port of ours on each of the three switches");
+  // A host on the physical flat network (an address on the wire's bridge itself) asks for our router port's
+  // address: nobody answers (every chassis bound to the switch runs our router's pipeline, ZStack's hypervisors
+  // too, which have no chassis MAC and would answer with the router port's own MAC from their uplinks; the
+  // localnet group's guard drops the request). The same host reaches the flat pod, so the silence is the guard's.
+  const flatRtoe = Object.values(lrps).find((r) => r.name === "zovn-rtoe-zs-flat");
+  const rtoeIp = String((flatRtoe?.networks as unknown as string[] | string | undefined)?.toString())
+    .split(",")[0]
+    ?.split("/")[0] as string;
+  assert.match(
+    rtoeIp,
+    /^192\.168\.100\.\d+$/,
+    `the flat router port's address (${JSON.stringify(flatRtoe)})`,
+  );
+  const wireNs = `/run/netns/${c.zs.wire}`;
+  const PHYS = "192.168.100.250";
+  assert.equal((await execIn(wireNs, "ip", ["addr", "add", `${PHYS}/24`, "dev", "flat"])).code, 0);
+  const ping = (ip: string) => execIn(wireNs, "ping", ["-c", "3", "-W", "1", "-i", "0.3", ip]);
+  await until(
+    `the physical host ${PHYS} reaches flat pod ${podF.ip}`,
+    async () => ((await ping(podF.ip)).code === 0 ? true : undefined),
+    60_000,
+  );
+  const asked = await ping(rtoeIp);
+  assert.notEqual(asked.code, 0, `the router port ${rtoeIp} answered the physical network: ${asked.stdout}`);
+  const neigh = (await execIn(wireNs, "ip", ["neigh", "show", rtoeIp, "dev", "flat"])).stdout;
+  console.log(
+    `# the physical host's neighbour entry for our router port ${rtoeIp}: ${neigh.trim() || "(none)"}`,
+  );
+  assert.doesNotMatch(
+    neigh,
+    /lladdr/,
+    `an ARP answer for our router port reached the physical network: ${neigh}`,
+  );
+  await execIn(wireNs, "ip", ["addr", "del", `${PHYS}/24`, "dev", "flat"]);
   const fdb = (await execIn(`/run/netns/${c.zs.wire}`, "bridge", ["fdb", "show", "br", "flat"])).stdout;
   console.log(`# the flat network's fdb:\n${fdb}`);
   const learned = (mac: string) =>
