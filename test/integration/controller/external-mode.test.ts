@@ -16,13 +16,13 @@ import { OvnController } from "../../../src/controller/controller.ts";
 import { EventRecorder } from "../../../src/k8s/events.ts";
 import { silentLogger } from "../../../src/observability/log.ts";
 import { CHASSIS_GUARD_MONITOR } from "../../../src/ovn/chassis-mac-guard.ts";
+import { rowUuid } from "../../../src/ovn/ownership.ts";
 import {
   POD_NETWORKS_ANNOTATION,
   parsePodNetwork,
   parsePodNetworksAnnotation,
 } from "../../../src/ovn/pod-port.ts";
 import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP, OUR_LB_GROUPS } from "../../../src/ovn/topology.ts";
-import { rowUuid } from "../../../src/ovn/ownership.ts";
 import { OvsdbClient } from "../../../src/ovsdb/client.ts";
 import { type NbTables, nbModel } from "../../../src/ovsdb/models/nb.generated.ts";
 import { type SbTables, sbModel } from "../../../src/ovsdb/models/sb.generated.ts";
