@@ -517,7 +517,17 @@ export class SubnetReconciler implements Reconciler {
       return [];
     }
     this.warnedDefaultAclDrop.delete(name);
-    return localnetStatelessRows(name, localnet, networks).map((r) => {
+    // ZStack's own load balancers on the switch (rows, or groups not ours): its localnet port was in conntrack for
+    // them before we came, so only the cluster's own traffic skips it.
+    const groups = cache.table("Load_Balancer_Group");
+    const foreignLbs =
+      ((ls?.load_balancer ?? []) as readonly string[]).length > 0 ||
+      ((ls?.load_balancer_group ?? []) as readonly string[]).some(
+        (u) => !OUR_LB_GROUPS.includes(String(groups.get(u)?.name)),
+      );
+    const net = this.ctx.net;
+    const opts = foreignLbs ? { onlyInside6: [...net.clusterCIDRs, ...net.serviceCIDRs, net.joinCIDR] } : {};
+    return localnetStatelessRows(name, localnet, networks, opts).map((r) => {
       if (r.uuid === undefined || !cache.table(r.table as never).get(r.uuid)) return r;
       const { uuid: _taken, ...rest } = r;
       return rest;

@@ -111,6 +111,18 @@ describe("which chassis count", () => {
     assert.deepEqual([...nodesMissingChassisMac(rows, NODES, [])], []);
   });
 
+  test("a stale chassis row of a node (another prefix, never unregistered) does not block while its live row has the MAC", () => {
+    const live = chassis("k8s-node1", "node1", {
+      "ovn-bridge-mappings": "flat:br-flat",
+      "ovn-chassis-mac-mappings": "flat:0e:00:00:00:00:01",
+    });
+    const stale = chassis("old-node1", "node1", { "ovn-bridge-mappings": "flat:br-flat" });
+    assert.deepEqual([...nodesMissingChassisMac([stale, live], NODES, ["flat"])], []);
+    assert.deepEqual([...nodesMissingChassisMac([live, stale], NODES, ["flat"])], []);
+    // Without the live row the stale one still counts: the node maps the network and has no MAC for it.
+    assert.deepEqual([...nodesMissingChassisMac([stale], NODES, ["flat"])], [["flat", ["node1"]]]);
+  });
+
   test("older OVN: the mappings in external_ids count when other_config lacks them", () => {
     const rows = [
       chassis("k8s-node1", "node1", { "ovn-bridge-mappings": "flat:br-flat" }, "external_ids"),
@@ -124,7 +136,7 @@ describe("which chassis count", () => {
     assert.deepEqual([...nodesMissingChassisMac(rows, NODES, ["flat"])], [["flat", ["node1"]]]);
   });
 
-  test("property: the result is exactly the chassis of ours mapping a wanted network without a valid MAC for it", () => {
+  test("property: the result is exactly the nodes whose chassis rows of ours map a wanted network and none of which has a valid MAC for it", () => {
     const networks = ["flat", "vlan", "other"];
     const row = fc.record({
       node: fc.constantFrom("node1", "node2", "node3", "172.20.0.21"),
@@ -144,11 +156,12 @@ describe("which chassis count", () => {
           }),
         );
         const expected = new Map<string, Set<string>>();
-        for (const r of rows) {
-          if (r.prefix === "hv-" || !NODES.has(r.node)) continue;
-          for (const n of r.maps)
-            if (wanted.includes(n) && (r.badMac || !r.macs.includes(n)))
-              expected.set(n, (expected.get(n) ?? new Set()).add(r.node));
+        const ours = rows.filter((r) => r.prefix !== "hv-" && NODES.has(r.node));
+        for (const r of ours) {
+          for (const n of r.maps) {
+            const hasMac = ours.some((o) => o.node === r.node && !o.badMac && o.macs.includes(n));
+            if (wanted.includes(n) && !hasMac) expected.set(n, (expected.get(n) ?? new Set()).add(r.node));
+          }
         }
         const got = nodesMissingChassisMac(views, NODES, wanted);
         assert.deepEqual(

@@ -108,7 +108,10 @@ export function chassisNode(c: ChassisView, nodeNames: ReadonlySet<string>): str
 /**
  * For each physical network in `networks`, the nodes (sorted, each once) whose chassis maps it but has no chassis
  * MAC for it; networks with none are left out. Chassis not ours never count; a chassis of ours that maps none of
- * the networks does not either.
+ * the networks does not either. A node with several chassis rows (a stale one left behind by a `chassisPrefix`
+ * change or an ovn-controller that died without unregistering, next to its live one) is missing a MAC for a network
+ * only if one of its rows maps it and none of them has a MAC for it: a stale row cannot hold our router port off a
+ * switch while the node's live chassis has its MAC.
  */
 export function nodesMissingChassisMac(
   chassis: Iterable<ChassisView>,
@@ -116,14 +119,24 @@ export function nodesMissingChassisMac(
   networks: Iterable<string>,
 ): Map<string, string[]> {
   const wanted = new Set(networks);
-  const out = new Map<string, Set<string>>();
+  const mapsByNode = new Map<string, Set<string>>();
+  const macsByNode = new Map<string, Set<string>>();
   for (const c of chassis) {
     const node = chassisNode(c, nodeNames);
     if (node === undefined) continue;
-    const mapped = parseBridgeMappings(chassisSetting(c, BRIDGE_MAPPINGS_KEY));
-    const macs = parseChassisMacMappings(chassisSetting(c, CHASSIS_MAC_MAPPINGS_KEY));
-    for (const network of mapped) {
-      if (!wanted.has(network) || macs.has(network)) continue;
+    const maps = mapsByNode.get(node) ?? new Set<string>();
+    for (const network of parseBridgeMappings(chassisSetting(c, BRIDGE_MAPPINGS_KEY))) maps.add(network);
+    mapsByNode.set(node, maps);
+    const macs = macsByNode.get(node) ?? new Set<string>();
+    for (const network of parseChassisMacMappings(chassisSetting(c, CHASSIS_MAC_MAPPINGS_KEY)).keys())
+      macs.add(network);
+    macsByNode.set(node, macs);
+  }
+  const out = new Map<string, Set<string>>();
+  for (const [node, maps] of mapsByNode) {
+    const macs = macsByNode.get(node);
+    for (const network of maps) {
+      if (!wanted.has(network) || macs?.has(network)) continue;
       const set = out.get(network) ?? new Set<string>();
       set.add(node);
       out.set(network, set);

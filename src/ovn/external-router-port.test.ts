@@ -19,7 +19,12 @@ import {
 } from "./external-router-port.ts";
 import { CONTROLLER, ID_KEY, OWNER_KEY } from "./ownership.ts";
 import { parsePodNetwork, podNetworksAnnotation } from "./pod-port.ts";
-import { EGRESS_POLICY_PRIORITY, EXTERNAL_PODS_POLICY_PRIORITY, subnetScope } from "./topology.ts";
+import {
+  EGRESS_POLICY_PRIORITY,
+  EXTERNAL_PODS_POLICY_PRIORITY,
+  INSIDE_ADDRESS_SET_V4,
+  subnetScope,
+} from "./topology.ts";
 
 const TARGETS = {
   joinCIDR: "100.64.0.0/16",
@@ -150,7 +155,7 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
     assert.equal(guard?.row.priority, EXTERNAL_LOCALNET_ROUTER_GUARD_PRIORITY);
     assert.equal(
       guard?.row.match,
-      `inport == @${name} && ((arp.op == 1 && arp.tpa == 10.60.0.2) || (nd_ns && nd.target == fd60::2) || (ip && eth.dst == 0a:58:0a:3c:00:02))`,
+      `inport == @${name} && ((arp.op == 1 && arp.tpa == 10.60.0.2) || (arp.spa == 10.60.0.2 && arp.sha != 0a:58:0a:3c:00:02) || (nd_ns && nd.target == fd60::2) || (nd_na && nd.target == fd60::2 && nd.tll != 0a:58:0a:3c:00:02) || (ip && eth.dst == 0a:58:0a:3c:00:02))`,
     );
     // The router port's own MAC (the one the guard names) is the row's.
     const lrp = externalRouterPortRows({
@@ -187,13 +192,27 @@ describe("the localnet port of ZStack's flat/VLAN switch", () => {
     const rows = localnetStatelessRows("v4", LN, ["10.61.0.9/24"]);
     assert.equal(
       rows[3]?.row.match,
-      `inport == @${externalLocalnetGroupName("v4")} && ((arp.op == 1 && arp.tpa == 10.61.0.9) || (ip && eth.dst == 0a:58:0a:3d:00:09))`,
+      `inport == @${externalLocalnetGroupName("v4")} && ((arp.op == 1 && arp.tpa == 10.61.0.9) || (arp.spa == 10.61.0.9 && arp.sha != 0a:58:0a:3d:00:09) || (ip && eth.dst == 0a:58:0a:3d:00:09))`,
     );
     const v6 = localnetStatelessRows("v6", LN, ["fd60::2/64"]);
     assert.match(
       String(v6[3]?.row.match),
-      /^inport == @zovn_ln_[0-9a-f]{16} && \(\(nd_ns && nd\.target == fd60::2\) \|\| \(ip && eth\.dst == 0a:58(:[0-9a-f]{2}){4}\)\)$/,
+      /^inport == @zovn_ln_[0-9a-f]{16} && \(\(nd_ns && nd\.target == fd60::2\) \|\| \(nd_na && nd\.target == fd60::2 && nd\.tll != 0a:58(:[0-9a-f]{2}){4}\) \|\| \(ip && eth\.dst == 0a:58(:[0-9a-f]{2}){4}\)\)$/,
     );
+  });
+
+  test("a switch with load balancers of ZStack's: only the cluster's own sources skip conntrack (IPv6 CIDRs literally, canonical, once)", () => {
+    const rows = localnetStatelessRows("d", LN, ["10.60.0.2/24"], {
+      onlyInside6: ["100.64.0.0/16", "fd00:10:244::/48", "FD00:10:244::/48", "fd98::/108"],
+    });
+    const name = externalLocalnetGroupName("d");
+    const source = `(ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {fd00:10:244::/48, fd98::/108})`;
+    assert.equal(rows[1]?.row.match, `inport == @${name} && ${source}`);
+    assert.equal(rows[2]?.row.match, `outport == @${name} && ${source}`);
+    const v4only = localnetStatelessRows("d", LN, ["10.60.0.2/24"], { onlyInside6: ["100.64.0.0/16"] });
+    assert.equal(v4only[1]?.row.match, `inport == @${name} && ip4.src == $${INSIDE_ADDRESS_SET_V4}`);
+    // The router guard is the same either way.
+    assert.equal(rows[3]?.row.match, localnetStatelessRows("d", LN, ["10.60.0.2/24"])[3]?.row.match);
   });
 
   test("written only when the NB server's schema has the ACL action allow-stateless", () => {

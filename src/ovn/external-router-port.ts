@@ -18,7 +18,7 @@ import { cidrContains, formatCidr, networkOf, overlaps, parseCidr } from "../ipa
 import { macFromIPv4 } from "../ipam/mac.ts";
 import type { DesiredRow } from "./nb-diff.ts";
 import { addressKey, ownedIds, rowUuid, SUBNET_KEY } from "./ownership.ts";
-import { EXTERNAL_PODS_ADDRESS_SET_V4 } from "./topology.ts";
+import { EXTERNAL_PODS_ADDRESS_SET_V4, INSIDE_ADDRESS_SET_V4 } from "./topology.ts";
 
 export function externalRouterPortName(subnet: string): string {
   return `zovn-rtoe-${subnet}`;
@@ -215,6 +215,14 @@ export function localnetStatelessRows(
   subnet: string,
   localnetPorts: readonly string[],
   routerNetworks: readonly string[],
+  opts: {
+    /**
+     * ZStack's switch has load balancers of its own (rows or groups not ours): its localnet port went through
+     * conntrack before we came, for them, so only the cluster's own traffic skips it (sources in the inside set, and
+     * these IPv6 CIDRs literally), and a client on the physical network still reaches ZStack's VIPs.
+     */
+    readonly onlyInside6?: readonly string[];
+  } = {},
 ): DesiredRow[] {
   if (localnetPorts.length === 0) return [];
   const tag = { [SUBNET_KEY]: subnet };
@@ -222,11 +230,34 @@ export function localnetStatelessRows(
   const name = externalLocalnetGroupName(subnet);
   const ips = routerNetworks.map((n) => parseIp(n.slice(0, n.indexOf("/"))));
   const mac = routerPortMac(routerNetworks.map((n) => n.slice(0, n.indexOf("/"))));
+  // What the physical network must not send to our router port: a request for its address, an answer or
+  // announcement claiming its address with another MAC (which would take the flat pods' cluster traffic), and IP
+  // frames to its MAC. Our routers' own ARP requests name its address with its MAC as sender and still pass.
   const toRouter = [
-    ...ips.filter((ip) => ip.family === 4).map((ip) => `(arp.op == 1 && arp.tpa == ${formatIp(ip)})`),
-    ...ips.filter((ip) => ip.family === 6).map((ip) => `(nd_ns && nd.target == ${formatIp(ip)})`),
+    ...ips
+      .filter((ip) => ip.family === 4)
+      .flatMap((ip) => [
+        `(arp.op == 1 && arp.tpa == ${formatIp(ip)})`,
+        `(arp.spa == ${formatIp(ip)} && arp.sha != ${mac})`,
+      ]),
+    ...ips
+      .filter((ip) => ip.family === 6)
+      .flatMap((ip) => [
+        `(nd_ns && nd.target == ${formatIp(ip)})`,
+        `(nd_na && nd.target == ${formatIp(ip)} && nd.tll != ${mac})`,
+      ]),
     `(ip && eth.dst == ${mac})`,
   ];
+  let stateless = "ip";
+  if (opts.onlyInside6 !== undefined) {
+    const v6 = [...new Set(opts.onlyInside6.map((c) => formatCidr(parseCidr(c))))].filter((c) =>
+      c.includes(":"),
+    );
+    stateless =
+      v6.length > 0
+        ? `(ip4.src == $${INSIDE_ADDRESS_SET_V4} || ip6.src == {${v6.join(", ")}})`
+        : `ip4.src == $${INSIDE_ADDRESS_SET_V4}`;
+  }
   const acl = (
     suffix: string,
     direction: "from-lport" | "to-lport",
@@ -262,14 +293,14 @@ export function localnetStatelessRows(
       "from-lport",
       EXTERNAL_LOCALNET_STATELESS_PRIORITY,
       "allow-stateless",
-      `inport == @${name} && ip`,
+      `inport == @${name} && ${stateless}`,
     ),
     acl(
       "to-lport",
       "to-lport",
       EXTERNAL_LOCALNET_STATELESS_PRIORITY,
       "allow-stateless",
-      `outport == @${name} && ip`,
+      `outport == @${name} && ${stateless}`,
     ),
     acl(
       "router-guard",

@@ -936,6 +936,67 @@ test("External mode: Subnets on ZStack's switches, pods next to its VMs, and not
           find(await sim.dump(), "Port_Group", "subnet/zs-flat/ext-localnet").length === 1 ? true : undefined,
         60_000,
       );
+      // ZStack puts a load balancer of its own on the flat switch: its localnet port was in conntrack for it before
+      // we came, so our stateless ACLs narrow to the cluster's own sources; ZStack takes it away, they widen again.
+      const lnMatches = async () => {
+        const d = await sim.dump();
+        return ["from-lport", "to-lport"].map(
+          (sfx) => find(d, "ACL", `subnet/zs-flat/ext-localnet/${sfx}`)[0]?.[1].match,
+        );
+      };
+      assert.deepEqual(await lnMatches(), [
+        `inport == @${lnGroup[1].name} && ip`,
+        `outport == @${lnGroup[1].name} && ip`,
+      ]);
+      const zsLb = "5a1b0000-0000-4000-8000-00000000005a";
+      await run("ovsdb-client", [
+        "transact",
+        sim.nbRemotes[0] as string,
+        JSON.stringify([
+          "OVN_Northbound",
+          {
+            op: "insert",
+            table: "Load_Balancer",
+            uuid: zsLb,
+            row: {
+              name: "zstack-lb",
+              protocol: "tcp",
+              vips: ["map", [["192.168.100.200:80", "192.168.100.21:80"]]],
+            },
+          },
+          {
+            op: "mutate",
+            table: "Logical_Switch",
+            where: [["_uuid", "==", ["uuid", flat]]],
+            mutations: [["load_balancer", "insert", ["uuid", zsLb]]],
+          },
+        ]),
+      ]);
+      await until(
+        "our stateless ACLs narrowed to the cluster's sources",
+        async () =>
+          (await lnMatches()).every((m) => String(m).includes("$zovn_inside_v4")) ? true : undefined,
+        60_000,
+      );
+      await run("ovsdb-client", [
+        "transact",
+        sim.nbRemotes[0] as string,
+        JSON.stringify([
+          "OVN_Northbound",
+          {
+            op: "mutate",
+            table: "Logical_Switch",
+            where: [["_uuid", "==", ["uuid", flat]]],
+            mutations: [["load_balancer", "delete", ["uuid", zsLb]]],
+          },
+          { op: "delete", table: "Load_Balancer", where: [["_uuid", "==", ["uuid", zsLb]]] },
+        ]),
+      ]);
+      await until(
+        "our stateless ACLs wide again",
+        async () => ((await lnMatches()).every((m) => String(m).endsWith("&& ip")) ? true : undefined),
+        60_000,
+      );
       // ZStack takes its localnet port off the switch and puts it back (as ZStack's own rows, by a raw transaction:
       // the same UUID and columns, so its rows end as they were): the group follows the switch, without the port
       // while it is gone (nothing to skip conntrack for) and holding it again once it is back.
