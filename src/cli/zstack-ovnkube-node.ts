@@ -249,6 +249,7 @@ async function main(): Promise<number> {
         );
     },
     ...(egress ? { egress } : {}),
+    reserveReplyPorts: true,
     logger: log,
   });
   const nodeInformer = new Informer<NodeObject>({
