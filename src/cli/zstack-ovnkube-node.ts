@@ -249,6 +249,7 @@ async function main(): Promise<number> {
         );
     },
     ...(egress ? { egress } : {}),
+    reserveReplyPorts: true,
     logger: log,
   });
   const nodeInformer = new Informer<NodeObject>({
@@ -364,6 +365,11 @@ async function main(): Promise<number> {
       n.metadata.annotations?.[MGMT_PORT_ANNOTATION],
       { node: cfg.nodeName, joinCidr: cfg.joinCIDR },
       (why) => log.warn({ annotation: MGMT_PORT_ANNOTATION, why }, "ignoring the management port annotation"),
+      (why) =>
+        log.warn(
+          { annotation: MGMT_PORT_ANNOTATION, why },
+          "ignoring a field of the management port annotation",
+        ),
     );
     if (!ann) return;
     mgmtAnnotation = ann;

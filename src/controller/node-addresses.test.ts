@@ -3,6 +3,7 @@ import { describe, test } from "node:test";
 import fc from "fast-check";
 import { formatIp, ipFromValue } from "../ipam/address.ts";
 import { cidrContains, parseCidr } from "../ipam/cidr.ts";
+import { NODE_REPLY_IPS_MAX } from "../ovn/topology.ts";
 import { type NodeAddressesLite, nodeReplyAddresses } from "./node-addresses.ts";
 
 const INSIDE = ["10.244.0.0/16", "10.96.0.0/16", "100.64.0.0/16"].map((c) => parseCidr(c));
@@ -74,6 +75,31 @@ describe("node reply addresses", () => {
     );
   });
 
+  test("a Node with more than 16 InternalIPs gets the first 16 in address order; each other one is refused with its field", () => {
+    // Listed in reverse: the cut follows address order, not the Node's order.
+    const texts = Array.from({ length: 20 }, (_, i) => `192.168.200.${40 - i}`);
+    const got = nodeReplyAddresses("n1", [internal("n1", ...texts)], INSIDE);
+    assert.equal(NODE_REPLY_IPS_MAX, 16);
+    assert.deepEqual(
+      got.accepted.map(formatIp),
+      Array.from({ length: 16 }, (_, i) => `192.168.200.${21 + i}`),
+    );
+    assert.deepEqual(
+      got.refused.map((r) => `${r.field} ${r.address}`),
+      [
+        "status.addresses[3] 192.168.200.37",
+        "status.addresses[2] 192.168.200.38",
+        "status.addresses[1] 192.168.200.39",
+        "status.addresses[0] 192.168.200.40",
+      ],
+    );
+    for (const r of got.refused) assert.match(r.reason, /beyond the first 16 InternalIPs/);
+    // Refused addresses do not count towards the cap.
+    const mixed = nodeReplyAddresses("n1", [internal("n1", "10.244.0.9", ...texts.slice(0, 16))], INSIDE);
+    assert.equal(mixed.accepted.length, 16);
+    assert.equal(mixed.refused.length, 1);
+  });
+
   test("an address two Nodes claim is refused for both; the other node keeps its own", () => {
     const nodes = [internal("n1", "192.168.200.11"), internal("n2", "192.168.200.12", "192.168.200.11")];
     assert.deepEqual(accepted("n1", nodes), []);
@@ -116,7 +142,7 @@ describe("node reply addresses", () => {
       fc.integer({ min: 0, max: 2 ** 32 - 1 }).map((v) => formatIp(ipFromValue(4, BigInt(v)))),
     );
     const nodesArb = fc.uniqueArray(
-      fc.record({ name: fc.constantFrom("n1", "n2", "n3", "n4"), ips: fc.array(addr, { maxLength: 4 }) }),
+      fc.record({ name: fc.constantFrom("n1", "n2", "n3", "n4"), ips: fc.array(addr, { maxLength: 20 }) }),
       { selector: (n) => n.name, minLength: 1, maxLength: 4 },
     );
     fc.assert(
@@ -126,6 +152,7 @@ describe("node reply addresses", () => {
         const owners = new Map<string, string[]>();
         for (const n of nodes) {
           const got = nodeReplyAddresses(n.name, nodes, INSIDE);
+          assert.ok(got.accepted.length <= NODE_REPLY_IPS_MAX);
           assert.deepEqual(nodeReplyAddresses(n.name, rotated, INSIDE), got);
           for (const a of got.accepted) {
             assert.equal(a.family, 4);

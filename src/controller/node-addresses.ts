@@ -6,6 +6,7 @@
 
 import { type IpAddress, ipEquals, tryParseIp } from "../ipam/address.ts";
 import { type Cidr, cidrContains, formatCidr } from "../ipam/cidr.ts";
+import { NODE_REPLY_IPS_MAX } from "../ovn/topology.ts";
 
 export interface NodeAddressesLite {
   readonly name: string;
@@ -20,7 +21,7 @@ export interface RefusedNodeAddress {
 }
 
 export interface NodeReplyAddresses {
-  /** Sorted by value, each once. */
+  /** Sorted by value, each once, at most NODE_REPLY_IPS_MAX (the first ones). */
   readonly accepted: readonly IpAddress[];
   readonly refused: readonly RefusedNodeAddress[];
 }
@@ -73,7 +74,7 @@ export function nodeReplyAddresses(
       if (ip) others.push(ip);
     }
   }
-  const accepted: IpAddress[] = [];
+  const accepted: { ip: IpAddress; field: string; text: string }[] = [];
   const refused: RefusedNodeAddress[] = [];
   for (const a of self ? internalIps(self) : []) {
     const refuse = (reason: string) => refused.push({ field: a.field, address: a.text, reason });
@@ -99,8 +100,15 @@ export function nodeReplyAddresses(
       refuse("is also another Node's InternalIP");
       continue;
     }
-    if (!accepted.some((x) => ipEquals(x, ip))) accepted.push(ip);
+    if (!accepted.some((x) => ipEquals(x.ip, ip))) accepted.push({ ip, field: a.field, text: a.text });
   }
-  accepted.sort((x, y) => (x.value < y.value ? -1 : x.value > y.value ? 1 : 0));
-  return { accepted, refused };
+  accepted.sort((x, y) => (x.ip.value < y.ip.value ? -1 : x.ip.value > y.ip.value ? 1 : 0));
+  // The agent ignores a longer list; the order makes the cut independent of how the Node lists them.
+  for (const a of accepted.slice(NODE_REPLY_IPS_MAX))
+    refused.push({
+      field: a.field,
+      address: a.text,
+      reason: `is beyond the first ${NODE_REPLY_IPS_MAX} InternalIPs (in address order) a node's reply policy holds`,
+    });
+  return { accepted: accepted.slice(0, NODE_REPLY_IPS_MAX).map((a) => a.ip), refused };
 }

@@ -156,9 +156,18 @@ export class NodeReconciler implements Reconciler {
       await nn.remove(name);
       return undefined;
     }
-    const mgmt = await nn.ensure(name, this.replyAddresses(node));
+    const replies = this.replyAddresses(node);
+    // An address leaves the annotation before its policy leaves NB: the agent stops giving its connections the
+    // reserved ports while the cluster router still returns their replies (it is added in the other order).
+    const interim = withdrawnFirst(node.metadata.annotations?.[MGMT_PORT_ANNOTATION], replies);
+    if (interim !== undefined)
+      await this.o.api.request(`/api/v1/nodes/${name}`, {
+        method: "PATCH",
+        body: { metadata: { annotations: { [MGMT_PORT_ANNOTATION]: interim } } },
+      });
+    const mgmt = await nn.ensure(name, replies);
     const value = JSON.stringify(mgmt);
-    if (node.metadata.annotations?.[MGMT_PORT_ANNOTATION] !== value) {
+    if ((interim ?? node.metadata.annotations?.[MGMT_PORT_ANNOTATION]) !== value) {
       await this.o.api.request(`/api/v1/nodes/${name}`, {
         method: "PATCH",
         body: { metadata: { annotations: { [MGMT_PORT_ANNOTATION]: value } } },
@@ -166,4 +175,25 @@ export class NodeReconciler implements Reconciler {
     }
     return undefined;
   }
+}
+
+/**
+ * The management port annotation without the reply addresses the controller is about to withdraw (those not in
+ * `accepted`), every other field as it is; undefined when none is withdrawn (or there is no list to shrink).
+ * Only addresses already in the annotation are kept, so whatever it holds, nothing is added.
+ */
+export function withdrawnFirst(current: string | undefined, accepted: readonly string[]): string | undefined {
+  if (!current) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(current);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+  const { nodeReplyIps, ...rest } = v as Record<string, unknown>;
+  if (!Array.isArray(nodeReplyIps)) return undefined;
+  const keep = nodeReplyIps.filter((t) => typeof t === "string" && accepted.includes(t));
+  if (keep.length === nodeReplyIps.length) return undefined;
+  return JSON.stringify(keep.length > 0 ? { ...rest, nodeReplyIps: keep } : rest);
 }

@@ -87,7 +87,6 @@ describe("management port", () => {
     );
     const cases: [unknown, RegExp][] = [
       ["192.168.200.11", /must be a list/],
-      [Array.from({ length: 17 }, (_, i) => `192.168.200.${i + 1}`), /at most 16/],
       [[7], /nodeReplyIps\[0\] must be a string/],
       [["192.168.200.11", "fd00::11"], /nodeReplyIps\[1\] fd00::11 is not an IPv4 address/],
       [["100.64.0.9"], /inside the join network/],
@@ -102,6 +101,32 @@ describe("management port", () => {
       assert.equal(got, undefined, JSON.stringify(bad));
       assert.match(reasons.join(";"), why, JSON.stringify(bad));
     }
+  });
+
+  test("a nodeReplyIps longer than 16 is ignored, the rest of the annotation still applies", () => {
+    const list = (n: number) => Array.from({ length: n }, (_, i) => `192.168.200.${i + 1}`);
+    const refused: string[] = [];
+    const ignored: string[] = [];
+    const got = parseMgmtPortAnnotation(
+      JSON.stringify({ ...v, serviceSnatIp: "100.64.0.9", nodeReplyIps: list(17) }),
+      EXPECT,
+      (r) => refused.push(r),
+      (r) => ignored.push(r),
+    );
+    assert.deepEqual(refused, []);
+    assert.match(ignored.join(";"), /nodeReplyIps lists 17 addresses, more than 16: ignored/);
+    assert.equal(got?.name, v.name);
+    assert.equal(got?.serviceSnatIp, "100.64.0.9");
+    assert.equal(got?.nodeReplyIps, undefined);
+    // Exactly the cap is kept whole, and nothing is reported.
+    const full = parseMgmtPortAnnotation(
+      JSON.stringify({ ...v, nodeReplyIps: list(16) }),
+      EXPECT,
+      undefined,
+      (r) => ignored.push(r),
+    );
+    assert.equal(full?.nodeReplyIps?.length, 16);
+    assert.equal(ignored.length, 1);
   });
 
   test("the device gets MAC, MTU, address and a route per same-family CIDR with the management source", () => {

@@ -17,7 +17,7 @@ import {
 import { parseRequestedMac } from "../ipam/mac.ts";
 import { InvalidInputError } from "../ipam/problem.ts";
 import { KIND_KEY } from "../ovn/ownership.ts";
-import { mgmtPortName } from "../ovn/topology.ts";
+import { mgmtPortName, NODE_REPLY_IPS_MAX } from "../ovn/topology.ts";
 import { TimeoutError } from "../ovsdb/errors.ts";
 import type { Interface } from "../ovsdb/models/vswitch.generated.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
@@ -54,9 +54,6 @@ export interface MgmtPortAnnotation {
   nodeReplyIps?: string[];
 }
 
-/** More node addresses than any node has: an annotation listing more is refused. */
-const MAX_NODE_REPLY_IPS = 16;
-
 /** What the controller's annotation for this node must say: its port's name, an address on the join network. */
 export interface MgmtPortExpectation {
   node: string;
@@ -67,12 +64,15 @@ export interface MgmtPortExpectation {
  * The annotation's value with every field in canonical form, or undefined when it is absent or refused (the
  * controller has not written it yet, or someone else wrote it: the name becomes the OVSDB iface-id that binds
  * the device to a logical port, and the address and gateway the node's routes to every pod). `onRefused` is
- * told why a present annotation was refused.
+ * told why a present annotation was refused; `onIgnored` why one of its fields was left out while the rest
+ * stands: a `nodeReplyIps` longer than NODE_REPLY_IPS_MAX (a Node with that many InternalIPs must not cost the
+ * node its management port; without the field the node's own connections keep the management address).
  */
 export function parseMgmtPortAnnotation(
   text: string | undefined,
   expect: MgmtPortExpectation,
   onRefused: (why: string) => void = () => {},
+  onIgnored: (why: string) => void = () => {},
 ): MgmtPortAnnotation | undefined {
   if (!text) return undefined;
   const refuse = (why: string): undefined => {
@@ -121,9 +121,13 @@ export function parseMgmtPortAnnotation(
         return refuse(`serviceSnatIp ${formatIp(snat)} is also the ip or the gateway`);
     }
     const replies: IpAddress[] = [];
-    if (nodeReplyIps !== undefined) {
-      if (!Array.isArray(nodeReplyIps) || nodeReplyIps.length > MAX_NODE_REPLY_IPS)
-        return refuse(`nodeReplyIps must be a list of at most ${MAX_NODE_REPLY_IPS} addresses`);
+    if (nodeReplyIps !== undefined && !Array.isArray(nodeReplyIps))
+      return refuse("nodeReplyIps must be a list");
+    if (Array.isArray(nodeReplyIps) && nodeReplyIps.length > NODE_REPLY_IPS_MAX)
+      onIgnored(
+        `nodeReplyIps lists ${nodeReplyIps.length} addresses, more than ${NODE_REPLY_IPS_MAX}: ignored, the rest of the annotation applies`,
+      );
+    else if (Array.isArray(nodeReplyIps)) {
       for (const [i, t] of nodeReplyIps.entries()) {
         if (typeof t !== "string") return refuse(`nodeReplyIps[${i}] must be a string`);
         const a = parseIp(t, `nodeReplyIps[${i}]`);

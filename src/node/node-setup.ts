@@ -18,6 +18,7 @@ import {
 } from "./mgmt-port.ts";
 import { type BridgeSpec, ensureBridge } from "./ovs-bridge.ts";
 import { ensureProviderBridges, type ProviderBridge } from "./provider-bridges.ts";
+import { ensureReservedPorts } from "./reserved-ports.ts";
 import { applyEgressSnat, type EgressSnatSpec, enableForwarding, snatRuleset } from "./snat.ts";
 import { changedKeys, rootRow, type VswitchClient } from "./vswitch-db.ts";
 
@@ -43,6 +44,11 @@ export interface NodeSetupConfig {
   mgmt?: MgmtPortSpec;
   /** Present in gateway mode "local". */
   egress?: EgressSnatSpec;
+  /**
+   * Reserve the reply policy's ports (61440-65535) in the node's `ip_local_reserved_ports`, merged with the
+   * operator's entries (reserved-ports.ts), so the host never picks one as an ephemeral port. The agent sets it.
+   */
+  reserveReplyPorts?: boolean;
   /** The node's netns path when it is not the agent's own (tests). */
   hostNetns?: string;
   /** Budget of each wait (the management device to appear); default 10 s. */
@@ -66,6 +72,8 @@ export interface ReconcileReport {
   mgmt: string[];
   /** True when the nftables table and forwarding were (re)applied. */
   egress: boolean;
+  /** True when this pass added the reply policy's ports to the host's reserved ports. */
+  reservedPorts: boolean;
   ms: number;
 }
 
@@ -81,6 +89,7 @@ export class NodeSetup {
   private forceApply = false;
   private mgmtApplied: { key: string; ip: string; ifindex: number } | undefined;
   private egressApplied: string | undefined;
+  private portsChecked = false;
   private unsubscribe: (() => void)[] = [];
   private timer: NodeJS.Timeout | undefined;
   private resync: NodeJS.Timeout | undefined;
@@ -201,6 +210,12 @@ export class NodeSetup {
         egress = true;
       }
     }
+    let reservedPorts = false;
+    // Checked on the first pass and on every resync: an operator may rewrite the list meanwhile.
+    if (this.cfg.reserveReplyPorts && (force || !this.portsChecked)) {
+      reservedPorts = await ensureReservedPorts(host);
+      this.portsChecked = true;
+    }
     const report = {
       bridge,
       providers,
@@ -208,9 +223,10 @@ export class NodeSetup {
       chassis,
       mgmt,
       egress,
+      reservedPorts,
       ms: performance.now() - start,
     };
-    if (bridge.length + providers.length + chassis.length + mgmt.length > 0 || egress)
+    if (bridge.length + providers.length + chassis.length + mgmt.length > 0 || egress || reservedPorts)
       this.log.info(report, "node setup changed");
     return report;
   }

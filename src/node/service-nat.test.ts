@@ -87,7 +87,8 @@ describe("service NAT ruleset", () => {
       text,
       /type nat hook output priority -100;[^}]*ip daddr \. meta l4proto \. th dport vmap @vips_v4/,
     );
-    assert.match(text, /type nat hook postrouting priority srcnat;[^}]*meta mark & 0x6000 != 0 masquerade/);
+    assert.match(text, /type nat hook postrouting priority srcnat;[^}]*meta mark & 0x6000 != 0 meta l4proto/);
+    assert.match(text, /\n {4}meta mark & 0x6000 != 0 masquerade\n {2}\}/);
   });
 
   test("connections that entered the node are SNATed to the service SNAT address, the node's own are masqueraded", () => {
@@ -98,6 +99,7 @@ describe("service NAT ruleset", () => {
     assert.deepEqual(chainOf(text, "nat_postrouting"), [
       "type nat hook postrouting priority srcnat; policy accept;",
       'meta nfproto ipv4 meta mark & 0x2000 != 0 oifname "zovn-mgmt" snat ip to 100.64.0.9',
+      "meta mark & 0x6000 != 0 meta l4proto { tcp, udp, sctp } th sport >= 1024 masquerade to :1024-61439",
       "meta mark & 0x6000 != 0 masquerade",
     ]);
     // NodePort, externalIP and clusterIP share the chain that marks by source.
@@ -108,6 +110,7 @@ describe("service NAT ruleset", () => {
     const text = serviceRuleset(spec(svcPort({ nodePort: 30080 })));
     assert.deepEqual(chainOf(text, "nat_postrouting"), [
       "type nat hook postrouting priority srcnat; policy accept;",
+      "meta mark & 0x6000 != 0 meta l4proto { tcp, udp, sctp } th sport >= 1024 masquerade to :1024-61439",
       "meta mark & 0x6000 != 0 masquerade",
     ]);
   });

@@ -32,6 +32,7 @@ import { type Cidr, cidrContains, formatCidr } from "../ipam/cidr.ts";
 import { NODE_REPLY_PORT_MAX, NODE_REPLY_PORT_MIN } from "../ovn/topology.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { type NatProtocol, nftValueChecks } from "./nft-values.ts";
+import { EGRESS_PORTS } from "./snat.ts";
 import { runTool, ToolError } from "./tool.ts";
 
 const { fail, ip: checkedIp, port: checkedPort, protocol: checkedProtocol } = nftValueChecks("service NAT");
@@ -466,11 +467,15 @@ export function serviceRuleset(spec: ServiceNatSpec): string {
       `    meta nfproto ${family === 4 ? "ipv4" : "ipv6"} meta mark & 0x${SERVICE_SNAT_MARK.toString(16)} != 0 oifname ${dev} snat ${ipk} to ${formatIp(ip)}`,
     );
   }
+  const masqMarks = (MASQUERADE_MARK | SERVICE_SNAT_MARK).toString(16);
   lines.push(
     "  chain nat_postrouting {",
     "    type nat hook postrouting priority srcnat; policy accept;",
     ...snat,
-    `    meta mark & 0x${(MASQUERADE_MARK | SERVICE_SNAT_MARK).toString(16)} != 0 masquerade`,
+    // Towards a host-network endpoint on another node this is the node's address: a translated source port
+    // stays below the reply policy's range (snat.ts EGRESS_PORTS), as egress does.
+    `    meta mark & 0x${masqMarks} != 0 meta l4proto { tcp, udp, sctp } th sport >= 1024 masquerade to :${EGRESS_PORTS}`,
+    `    meta mark & 0x${masqMarks} != 0 masquerade`,
     "  }",
     "}",
   );

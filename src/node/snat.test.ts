@@ -3,8 +3,9 @@ import { describe, test } from "node:test";
 import type { IpAddress } from "../ipam/address.ts";
 import { parseIp } from "../ipam/address.ts";
 import { type Cidr, parseCidr } from "../ipam/cidr.ts";
+import { NODE_REPLY_PORT_MIN } from "../ovn/topology.ts";
 import { type InterfaceName, parseInterfaceName } from "./interface-name.ts";
-import { snatRuleset } from "./snat.ts";
+import { EGRESS_PORTS, snatRuleset } from "./snat.ts";
 
 const MGMT = parseInterfaceName("zovn-mgmt");
 const cidrs = (...t: string[]) => t.map((c) => parseCidr(c));
@@ -29,12 +30,46 @@ describe("egress SNAT ruleset", () => {
         "  }",
         "  chain postrouting {",
         "    type nat hook postrouting priority srcnat; policy accept;",
+        '    iifname "zovn-mgmt" oifname != "zovn-mgmt" meta nfproto ipv4 ip daddr != @inside_v4 meta l4proto { tcp, udp, sctp } th sport >= 1024 snat ip to 192.168.200.11:1024-61439',
         '    iifname "zovn-mgmt" oifname != "zovn-mgmt" meta nfproto ipv4 ip daddr != @inside_v4 snat ip to 192.168.200.11',
         "  }",
         "}",
         "",
       ].join("\n"),
     );
+  });
+
+  test("a translated TCP, UDP or SCTP source port from 1024 up stays below the reply policy's 61440, in every family and fallback", () => {
+    const text = snatRuleset({
+      mgmtIfname: MGMT,
+      insideCidrs: cidrs("10.244.0.0/16", "fd00:10:244::/48"),
+      nodeIps: ips("192.168.200.11", "fd00:200::11"),
+    });
+    assert.equal(EGRESS_PORTS, `1024-${NODE_REPLY_PORT_MIN - 1}`);
+    assert.match(
+      text,
+      /meta nfproto ipv6 ip6 daddr != @inside_v6 meta l4proto \{ tcp, udp, sctp \} th sport >= 1024 snat ip6 to \[fd00:200::11\]:1024-61439\n/,
+    );
+    assert.match(text, /meta nfproto ipv6 ip6 daddr != @inside_v6 snat ip6 to fd00:200::11\n/);
+    // Without a node IP the family is masqueraded, with the same port range.
+    const masq = snatRuleset({ mgmtIfname: MGMT, insideCidrs: cidrs("10.244.0.0/16") });
+    assert.match(
+      masq,
+      /meta nfproto ipv4 ip daddr != @inside_v4 meta l4proto \{ tcp, udp, sctp \} th sport >= 1024 masquerade to :1024-61439\n/,
+    );
+    // Every translating egress rule without a port range comes after one with it, so only what the ported
+    // rule does not match (other protocols, ports under 1024) reaches it.
+    for (const t of [text, masq]) {
+      const rules = t.split("\n").filter((l) => l.includes("oifname != "));
+      for (const [i, l] of rules.entries()) {
+        if (l.includes("th sport")) assert.match(l, /:1024-61439$/);
+        else
+          assert.equal(
+            rules[i - 1]?.replace(/ meta l4proto .*$/, ""),
+            l.replace(/ (snat|masquerade).*$/, ""),
+          );
+      }
+    }
   });
 
   test("handles IPv6 in its own set and masquerades a family without a node IP", () => {

@@ -11,14 +11,28 @@
 // pod's own node, SNATed to that node's address, and the sender would drop it. Never to the management
 // address: NetworkPolicy lets the node's own address through to every pod, the service SNAT address it does
 // not; until the controller has given the node a service SNAT address of a family, nothing of it is translated.
+//
+// Ports: the cluster router returns every packet to a node's own address with a TCP, UDP or SCTP destination port
+// of 61440 or more to that node's management port (its reply policy, topology.ts nodeReplyMatch), because the
+// agent's own connections that keep the node's address use those source ports. Egress SNATed to the node's
+// address must never use them, whatever the pod's own ip_local_port_range says: a reply to such a port sent by
+// a pod on another node (its ETP Local NodePort or hostPort kept the address) would be rerouted here, not to the
+// node that DNATed it. So the source port of TCP, UDP and SCTP is kept below 61440; ports under 1024 keep the
+// kernel's default (they stay under 1024), and other protocols (ICMP) are translated as before.
 
 import { writeFile } from "node:fs/promises";
 import { familyBits, formatIp, type IpAddress, isParsedIp } from "../ipam/address.ts";
 import { type Cidr, formatCidr } from "../ipam/cidr.ts";
+import { NODE_REPLY_PORT_MIN } from "../ovn/topology.ts";
 import { type InterfaceName, interfaceNameProblem } from "./interface-name.ts";
 import { runTool, ToolError } from "./tool.ts";
 
 export const NFT_TABLE = "zstack_ovn";
+
+/** Where a translated source port of TCP, UDP or SCTP from 1024 up may land: below the reply policy's ports. */
+export const EGRESS_PORTS = `1024-${NODE_REPLY_PORT_MIN - 1}`;
+/** The match of the packets whose source port is translated into EGRESS_PORTS. */
+const PORTED = "meta l4proto { tcp, udp, sctp } th sport >= 1024";
 
 export interface EgressSnatSpec {
   /** The management port device; only traffic arriving from it is SNATed. */
@@ -80,10 +94,16 @@ export function snatRuleset(spec: EgressSnatSpec): string {
       );
     }
     const notInside = inside.length > 0 ? ` ${proto} daddr != @${set}` : "";
+    // nft writes an IPv6 address followed by a port in brackets.
+    const withPorts = nodeIp && (fam === 4 ? formatIp(nodeIp) : `[${formatIp(nodeIp)}]`);
+    const ported = nodeIp
+      ? `snat ${proto} to ${withPorts}:${EGRESS_PORTS}`
+      : `masquerade to :${EGRESS_PORTS}`;
     const action = nodeIp ? `snat ${proto} to ${formatIp(nodeIp)}` : "masquerade";
     // Without an inside CIDR of this family there is no cluster traffic of it to tell apart: only egress.
     if (fam === 4 || inside.length > 0 || nodeIp) {
-      rules.push(`    iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside} ${action}`);
+      const match = `iifname ${dev} oifname != ${dev} meta nfproto ipv${fam}${notInside}`;
+      rules.push(`    ${match} ${PORTED} ${ported}`, `    ${match} ${action}`);
     }
     const access = accessAll.filter((c) => c.family === fam).map(formatCidr);
     const accessTo = accessSnat.find((ip) => ip.family === fam);

@@ -55,6 +55,11 @@ export const NODE_REPLY_POLICY_PRIORITY = 1006;
  */
 export const NODE_REPLY_PORT_MIN = 61_440;
 export const NODE_REPLY_PORT_MAX = 65_535;
+/**
+ * The most addresses a node's reply policy holds: more than any node has. The controller takes the first of a
+ * Node's InternalIPs in address order up to it; the agent ignores a longer list (never the whole annotation).
+ */
+export const NODE_REPLY_IPS_MAX = 16;
 
 /**
  * What a node's reply policy matches: a packet to one of the node's own addresses whose destination port is in

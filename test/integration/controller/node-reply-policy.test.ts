@@ -1,6 +1,6 @@
 // The controller's per-node reply policies (topology.ts nodeReplyMatch) against a real kube-apiserver and NB:
 // each Node's validated InternalIPs become its policy and its annotation's nodeReplyIps; an address claimed by
-// two Nodes, or inside the cluster's own ranges, is refused with a Warning Event naming the field; the policy
+// two Nodes, inside the cluster's own ranges or beyond the first 16, is refused with a Warning Event naming the field; the policy
 // follows an InternalIP change and leaves with its Node; a restart with nothing changed writes nothing.
 
 import assert from "node:assert/strict";
@@ -140,6 +140,38 @@ test("node reply policies follow the Nodes' validated InternalIPs; refused addre
     "node2's policy follows its new address",
     { node1: "192.168.200.11", node2: "192.168.200.22", node4: "192.168.200.14" },
     { node2: ["192.168.200.22"] },
+  );
+
+  // A Node listing more InternalIPs than a reply policy holds (some cloud controllers do): the first 16 in
+  // address order are kept, each other one is refused with its field.
+  const many = Array.from({ length: 18 }, (_, i) => `192.168.201.${27 - i}`);
+  await addNode("node5", ...many);
+  const first16 = [...many].reverse().slice(0, 16);
+  await settle(
+    "node5's policy holds its first 16 addresses",
+    {
+      node1: "192.168.200.11",
+      node2: "192.168.200.22",
+      node4: "192.168.200.14",
+      node5: first16.join(", "),
+    },
+    { node5: first16 },
+  );
+  for (const [i, a] of [
+    [0, "27"],
+    [1, "26"],
+  ] as const)
+    await refusal(
+      "node5",
+      new RegExp(
+        `^status\\.addresses\\[${i}\\]: "192\\.168\\.201\\.${a}" is beyond the first 16 InternalIPs`,
+      ),
+    );
+  await api.request("/api/v1/nodes/node5", { method: "DELETE" });
+  await settle(
+    "node5's policy gone with it",
+    { node1: "192.168.200.11", node2: "192.168.200.22", node4: "192.168.200.14" },
+    {},
   );
 
   // Restart with nothing changed: not one NB write.

@@ -283,6 +283,7 @@ export async function setUpNodeWithPod(
       insideCidrs: [...NET.clusterCIDRs, ...NET.serviceCIDRs, NET.joinCIDR].map((x) => parseCidr(x)),
       nodeIps: [parseIp(NODE_IP)],
     },
+    reserveReplyPorts: true,
     resyncIntervalMs: 0,
   });
   cleanups.push(() => setup.stop());

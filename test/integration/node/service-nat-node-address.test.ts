@@ -16,7 +16,9 @@ import { parseIp } from "../../../src/ipam/address.ts";
 import { parseInterfaceName, parseNetnsPath } from "../../../src/node/interface-name.ts";
 import { MGMT_IFNAME } from "../../../src/node/mgmt-port.ts";
 import { PodAttacher } from "../../../src/node/pod-attachment.ts";
+import { ensureReservedPorts, RESERVED_PORTS_SYSCTL } from "../../../src/node/reserved-ports.ts";
 import { applyServiceNat, type NatServicePort, serviceRuleset } from "../../../src/node/service-nat.ts";
+import { NFT_TABLE } from "../../../src/node/snat.ts";
 import { findOwned, plan } from "../../../src/ovn/nb-diff.ts";
 import { KIND_KEY } from "../../../src/ovn/ownership.ts";
 import {
@@ -410,6 +412,83 @@ describe("node-local traffic to an ETP Local Service keeps the node's address (t
     } finally {
       await c.node.exec("ip", ["route", "del", `${FAR_IP}/32`]);
     }
+  });
+
+  test("the node setup step reserved the reply policy's ports for the host, and a merge keeps an operator's entries", async () => {
+    const read = async () => (await execIn(nodeNetns, "sysctl", ["-n", RESERVED_PORTS_SYSCTL])).stdout.trim();
+    const before = await read();
+    assert.equal(before, "61440-65535");
+    try {
+      await execIn(nodeNetns, "sysctl", ["-q", "-w", `${RESERVED_PORTS_SYSCTL}=8080,9000-9001`]);
+      assert.equal(await ensureReservedPorts({ netns: nodeNetns }), true);
+      assert.equal(await read(), "8080,9000-9001,61440-65535");
+      // Already there: nothing written.
+      assert.equal(await ensureReservedPorts({ netns: nodeNetns }), false);
+    } finally {
+      await execIn(nodeNetns, "sysctl", ["-q", "-w", `${RESERVED_PORTS_SYSCTL}=${before}`]);
+    }
+  });
+
+  test("a pod whose source port is in the reserved range reaches another node's ETP Local NodePort: its egress SNAT moves the port below 61440", async () => {
+    // node2 as a node serving an ETP Local NodePort with its pod "far": DNAT without SNAT (the client's address is
+    // kept), the pod reached through node2's management port, whose egress reroute brings the reply back there.
+    const np = 30_095;
+    const nodePortTable = [
+      "table ip etpfix_np {",
+      "  chain pre {",
+      "    type nat hook prerouting priority -100; policy accept;",
+      `    iifname "eth0" tcp dport ${np} dnat to ${FAR_IP}:8080`,
+      "  }",
+      "}",
+      "",
+    ].join("\n");
+    const ext = c.ext.path;
+    const egressOf = async () =>
+      (await execIn(nodeNetns, "nft", ["list", "table", "inet", NFT_TABLE])).stdout;
+    const fixed = await egressOf();
+    assert.match(
+      fixed,
+      new RegExp(`th sport >= 1024 snat ip to ${NODE_IP.replaceAll(".", "\\.")}:1024-61439`),
+    );
+    let sport = NODE_REPLY_PORT_MIN + 60;
+    const fromPod = () => dial(nearNetns, NODE2_IP, np, { sourcePort: sport++ });
+    try {
+      for (const [cmd, args] of [
+        ["sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]],
+        ["ip", ["route", "replace", `${FAR_IP}/32`, "via", NET.joinGateway, "dev", "mp2"]],
+      ] as const) {
+        const r = await execIn(ext, cmd, args);
+        assert.equal(r.code, 0, r.stderr);
+      }
+      const r = await execIn(ext, "nft", ["-f", "-"], { input: nodePortTable });
+      assert.equal(r.code, 0, r.stderr);
+      let got = await fromPod();
+      for (let i = 0; i < 20 && got.who !== "far"; i++) {
+        await sleep(500);
+        got = await fromPod();
+      }
+      assert.equal(got.who, "far", got.stderr);
+      assert.equal(got.peer, NODE_IP);
+      // The control: the same egress SNAT without the port range keeps the pod's port, the reply is rerouted
+      // to this node's management port by its reply policy, and the connection fails.
+      const unranged = fixed
+        .split("\n")
+        .filter((l) => !l.includes("th sport"))
+        .join("\n");
+      const load = await execIn(nodeNetns, "nft", ["-f", "-"], {
+        input: `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n${unranged}`,
+      });
+      assert.equal(load.code, 0, load.stderr);
+      const bad = await fromPod();
+      assert.equal(bad.who, undefined, `answered without the port range: ${bad.stdout}`);
+    } finally {
+      await execIn(nodeNetns, "nft", ["-f", "-"], {
+        input: `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n${fixed}`,
+      });
+      await execIn(ext, "nft", ["delete", "table", "ip", "etpfix_np"]);
+      await execIn(ext, "ip", ["route", "del", `${FAR_IP}/32`]);
+    }
+    assert.equal(await egressOf(), fixed);
   });
 
   test("a restart of the reconcile with nothing changed writes nothing", async () => {
