@@ -14,6 +14,7 @@ import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { POD_KEY } from "../../src/ovn/ownership.ts";
+import { OUR_LB_GROUPS } from "../../src/ovn/topology.ts";
 import { OvsdbClient } from "../../src/ovsdb/client.ts";
 import { run } from "../../src/sandbox/command.ts";
 import { localRemote, startOvnCentral } from "../../src/sandbox/ovn-central.ts";
@@ -82,6 +83,13 @@ function foreignAddressesOn(dump: DatabaseDump, switchUuid: string): Set<string>
   return out;
 }
 
+/** Our Service load-balancer groups: ours by name (Load_Balancer_Group has no external_ids). */
+function ourLbGroups(dump: DatabaseDump): string[] {
+  return Object.entries(dump.Load_Balancer_Group ?? {})
+    .filter(([, r]) => OUR_LB_GROUPS.includes(String(r.name)))
+    .map(([u]) => u);
+}
+
 /** Our pod ports by pod ("namespace/name" -> LSP UUID) among the rows of the dump. */
 function podPorts(dump: DatabaseDump): Map<string, string> {
   const out = new Map<string, string>();
@@ -146,8 +154,12 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
     assert.equal(readFileSync(file, "utf8"), text);
     // The plugin is running on it now: ZStack's rows differ only as documented.
     const during = await dumpNb(sb);
-    const ours = new Set(ownedRows(during).map((r) => r.split(" ")[1] as string));
+    const ours = new Set([
+      ...ownedRows(during).map((r) => r.split(" ")[1] as string),
+      ...ourLbGroups(during),
+    ]);
     assert.ok(ours.size > 0, "the plugin's rows are there");
+    assert.equal(ourLbGroups(during).length, OUR_LB_GROUPS.length, "our Service groups are there");
     assert.deepEqual(onlyDocumentedMutations(foreignRows(recorded), foreignRows(during), ours), []);
   });
 
@@ -263,22 +275,26 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
       }
     } finally {
       writing = false;
-      await writerLoop.finally(() => client.close());
+      try {
+        await writerLoop;
+        // ZStack's last rewrite stays ZStack's: it puts the switch back as it was, as ZStack would on its own.
+        await writer.transact([
+          {
+            op: "update",
+            table: "Logical_Switch",
+            where: [["_uuid", "==", ["uuid", overlay]]],
+            row: { external_ids: recorded.Logical_Switch?.[overlay]?.external_ids },
+          },
+        ]);
+      } finally {
+        await client.close();
+      }
     }
     const secs = (Date.now() - started) / 1000;
     t.diagnostic(
       `${CYCLES} cycles in batches of ${BATCH}: ${secs.toFixed(1)} s (${(CYCLES / secs).toFixed(2)} cycles/s), ZStack's writer made ${writes} writes meanwhile (load ${load()})`,
     );
     t.diagnostic(phases.join("; "));
-    // ZStack's last rewrite stays ZStack's: it puts the switch back as it was, as ZStack would on its own.
-    await writer.transact([
-      {
-        op: "update",
-        table: "Logical_Switch",
-        where: [["_uuid", "==", ["uuid", overlay]]],
-        row: { external_ids: recorded.Logical_Switch?.[overlay]?.external_ids },
-      },
-    ]);
   });
 
   it("controller and node agents stopped, zovn uninstall, ZStack's NB restarted from its file: every ZStack row byte-identical to before the plugin first started, none of ours left", async (t) => {
@@ -324,6 +340,7 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
     });
     t.diagnostic(`ZStack's NB restarted and northd caught up in ${Date.now() - started} ms (load ${load()})`);
     assert.deepEqual(ownedRows(restarted), [], "no row of ours is left after the restart");
+    assert.deepEqual(ourLbGroups(restarted), [], "no Service group of ours is left");
     assert.deepEqual(diffDumps(recorded, foreignRows(restarted)), [], "ZStack's rows are byte-identical");
   });
 
