@@ -179,7 +179,7 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
       (network) => (network === "overlay" ? overlay : network),
       hosts as [string, string],
     );
-    const vmPorts = zstackRows(recorded);
+    const zstackOwn = zstackRows(recorded);
     const kc = `${sb.layout.pkiDir}/admin.kubeconfig`;
     const kubectlBin = sb.ctx().state.binaries?.KUBECTL as string;
     const k = (args: readonly string[], input?: string) =>
@@ -191,6 +191,7 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
     // ZStack keeps working meanwhile: a VM comes and goes on the switch and the switch is rewritten, over and over.
     let writing = true;
     let writes = 0;
+    let writerChecks = 0;
     const live = new Set<VmPort>();
     const writerLoop = (async () => {
       for (let i = 0; writing; i++) {
@@ -201,8 +202,8 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
         live.add(vm);
         await writer.rewriteSwitch(overlay, 1000 + i);
         await new Promise((r) => setTimeout(r, 200));
+        live.delete(vm); // before ZStack starts removing it: from here on it may be gone
         await writer.removeVmPort(vm);
-        live.delete(vm);
         writes += 3;
         await new Promise((r) => setTimeout(r, 200));
       }
@@ -229,18 +230,23 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
           },
         );
         const t1 = Date.now();
+        const held = [...live];
         const dump = await dumpNb(sb);
+        // The writer's VM ports it held before the dump and had not started removing by its end.
+        const writerPorts = held.filter((vm) => live.has(vm));
         // No VM port lost: every row of ZStack's is there, and each VM port the writer holds is on the switch.
         const rows = new Set(zstackRows(dump));
         assert.deepEqual(
-          vmPorts.filter((r) => !rows.has(r)),
+          zstackOwn.filter((r) => !rows.has(r)),
           [],
           `batch ${b}: none of ZStack's rows is gone`,
         );
         const onSwitch = new Set(listOf(dump.Logical_Switch?.[overlay]?.ports) as string[]);
-        for (const vm of live)
-          if (dump.Logical_Switch_Port?.[vm.uuid])
-            assert.ok(onSwitch.has(vm.uuid), `batch ${b}: VM port ${vm.name} on the switch`);
+        for (const vm of writerPorts) {
+          assert.ok(dump.Logical_Switch_Port?.[vm.uuid], `batch ${b}: VM port ${vm.name} is there`);
+          assert.ok(onSwitch.has(vm.uuid), `batch ${b}: VM port ${vm.name} on the switch`);
+        }
+        writerChecks += writerPorts.length;
         for (const u of listOf(recorded.Logical_Switch?.[overlay]?.ports) as string[])
           assert.ok(onSwitch.has(u), `batch ${b}: ZStack's port ${u} still on the switch`);
         // Every pod has its port on the switch, and a free address: in the pods' part, held by no row of ZStack's
@@ -253,6 +259,8 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
           assert.ok(port !== undefined, `batch ${b}: pod ${p.metadata.name} has a port`);
           assert.ok(onSwitch.has(port), `batch ${b}: pod ${p.metadata.name}'s port is on ZStack's switch`);
           const ip = p.status.podIP as string;
+          const portAddresses = listOf(dump.Logical_Switch_Port?.[port]?.addresses).join(" ").split(" ");
+          assert.ok(portAddresses.includes(ip), `batch ${b}: ${p.metadata.name}'s port holds ${ip}`);
           assert.ok(
             !taken.has(ip),
             `batch ${b}: ${p.metadata.name} got ${ip}, which a row of ZStack's holds`,
@@ -292,7 +300,7 @@ describe("zovn sandbox up --zstack: pod churn with ZStack's writer, uninstall, b
     }
     const secs = (Date.now() - started) / 1000;
     t.diagnostic(
-      `${CYCLES} cycles in batches of ${BATCH}: ${secs.toFixed(1)} s (${(CYCLES / secs).toFixed(2)} cycles/s), ZStack's writer made ${writes} writes meanwhile (load ${load()})`,
+      `${CYCLES} cycles in batches of ${BATCH}: ${secs.toFixed(1)} s (${(CYCLES / secs).toFixed(2)} cycles/s), ZStack's writer made ${writes} writes meanwhile, ${writerChecks} of its VM ports seen on the switch at a check (load ${load()})`,
     );
     t.diagnostic(phases.join("; "));
   });
