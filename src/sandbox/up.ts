@@ -55,7 +55,14 @@ import {
   ZSTACK_NETWORKS,
 } from "./topology.ts";
 import { ensureUnderlay } from "./underlay.ts";
-import { seedZStack, startZStackHosts, zstackSubnetManifests, zstackSwitchUuid } from "./zstack/world.ts";
+import {
+  recordZStackNb,
+  seedZStack,
+  startZStackHosts,
+  zstackBeforeDumpPath,
+  zstackSubnetManifests,
+  zstackSwitchUuid,
+} from "./zstack/world.ts";
 
 export interface UpOptions {
   /** Explicitly chosen options; the rest come from the running instance's spec or the defaults. */
@@ -324,12 +331,22 @@ async function bringUp(opts: UpOptions, layout: Layout, progress: Progress): Pro
       await progress.step("OVN central ready", () => startOvnCentral(layout, topo, state));
       return;
     }
+    let seeded = false;
     await progress.step("ZStack's NB, SB and northd ready, with ZStack's content", () =>
-      startOvnCentral(layout, topo, state, () => seedZStack(layout, topo)),
+      startOvnCentral(layout, topo, state, async () => {
+        seeded = await seedZStack(layout, topo);
+      }),
     );
     await progress.step("ZStack's hypervisors and VMs ready", () =>
       startZStackHosts(layout, topo, state, bins.PODSERVER, deadline),
     );
+    // Only when this `up` wrote ZStack's content: the plugin has not started on it yet (the node agents and the
+    // controller start after this); a later `up` keeps the first record.
+    if (seeded)
+      await progress.step(
+        `ZStack's NB recorded before the plugin first starts (${zstackBeforeDumpPath(layout)})`,
+        () => recordZStackNb(layout, topo, deadline),
+      );
   };
   const nodes = () =>
     progress.step(

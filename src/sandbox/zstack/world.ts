@@ -7,6 +7,8 @@
 // tap name) is on br-int with the VM port's name as iface-id, running a podserver. Everything is idempotent, as
 // the rest of `up`.
 
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OvsdbClient } from "../../ovsdb/client.ts";
 import { ipBatch, run } from "../command.ts";
@@ -70,9 +72,10 @@ function initialVms(plan: ZStackPlan): InitialVm[] {
 
 /**
  * ZStack's NB content, written once: nothing when the overlay switch is there already (a second `up`); the
- * insert is guarded by a `wait` that no row of the simulator exists, so it can never be written twice.
+ * insert is guarded by a `wait` that no row of the simulator exists, so it can never be written twice. Resolves
+ * true when this call wrote it.
  */
-export async function seedZStack(layout: Layout, topo: Topology): Promise<void> {
+export async function seedZStack(layout: Layout, topo: Topology): Promise<boolean> {
   const plan = zstackPlan(topo);
   const client = new OvsdbClient({ remotes: localRemote(layout, topo, "nb"), database: NB_DB, monitor: {} });
   const timer = setTimeout(() => void client.close(), 60_000);
@@ -83,17 +86,80 @@ export async function seedZStack(layout: Layout, topo: Topology): Promise<void> 
     const [found] = (await client.transactRaw([
       { op: "select", table: "Logical_Switch", where, columns: ["_uuid"] },
     ])) as [{ rows: unknown[] }];
-    if (found.rows.length > 0) return;
+    if (found.rows.length > 0) return false;
     const reply = (await client.transactRaw([
       { op: "wait", table: "Logical_Switch", where, columns: ["_uuid"], until: "==", rows: [], timeout: 0 },
       ...initialContent(hostPair(plan), initialVms(plan)),
     ])) as { error?: string; details?: string }[];
     const bad = reply.find((r) => r?.error);
     if (bad) throw new Error(`ZStack's NB content refused: ${bad.error} ${bad.details ?? ""}`);
+    return true;
   } finally {
     clearTimeout(timer);
     await client.close();
   }
+}
+
+/**
+ * Where `up --zstack` keeps ZStack's NB as ZStack left it before the plugin first started: `ovsdb-client -f json
+ * dump` of OVN_Northbound (every table and column). In the central directory, so `down` removes it with the
+ * database it describes.
+ */
+export function zstackBeforeDumpPath(layout: Layout): string {
+  return join(layout.centralDir, "zstack-nb-before.json");
+}
+
+/**
+ * Records ZStack's NB before our controller and node agents first start (after the seed, northd and ZStack's
+ * hosts): waits until northd has caught up with everything written (nb_cfg bumped, sb_cfg caught up), has
+ * assigned the dynamic port's address and has marked every VM port `up`, then writes the dump
+ * (zstackBeforeDumpPath). The byte-identical check after `zovn uninstall` compares against it.
+ */
+export async function recordZStackNb(layout: Layout, topo: Topology, deadline: number): Promise<void> {
+  const plan = zstackPlan(topo);
+  const remote = localRemote(layout, topo, "nb");
+  const client = new OvsdbClient({ remotes: remote, database: NB_DB, monitor: {} });
+  const timer = setTimeout(() => void client.close(), Math.max(deadline - Date.now(), 60_000));
+  try {
+    await client.connect({ retry: true });
+    const [, sel] = (await client.transactRaw([
+      { op: "mutate", table: "NB_Global", where: [], mutations: [["nb_cfg", "+=", 1]] },
+      { op: "select", table: "NB_Global", where: [], columns: ["nb_cfg"] },
+    ])) as [unknown, { rows: { nb_cfg: number }[] }];
+    const want = sel.rows[0]?.nb_cfg ?? 1;
+    const vmPorts = plan.vms.map((v) => vmPortName(v.vm, 0));
+    for (;;) {
+      const [g, dyn, vms] = (await client.transactRaw([
+        { op: "select", table: "NB_Global", where: [], columns: ["sb_cfg"] },
+        {
+          op: "select",
+          table: "Logical_Switch_Port",
+          where: [["external_ids", "includes", ["map", [[SIM_ROLE_KEY, "edge-dynamic"]]]]],
+          columns: ["dynamic_addresses"],
+        },
+        {
+          op: "select",
+          table: "Logical_Switch_Port",
+          where: [["up", "==", true]],
+          columns: ["name"],
+        },
+      ])) as { rows: Record<string, unknown>[] }[];
+      const caught = Number(g?.rows[0]?.sb_cfg ?? 0) >= want;
+      const dynamic = dyn?.rows.every((r) => typeof r.dynamic_addresses === "string") ?? false;
+      const up = new Set(vms?.rows.map((r) => r.name));
+      if (caught && dynamic && vmPorts.every((n) => up.has(n))) break;
+      if (Date.now() > deadline)
+        throw new Error(
+          `ZStack's NB not settled before recording it (northd caught up: ${caught}, dynamic address: ${dynamic}, VM ports up: ${vmPorts.filter((n) => up.has(n)).length}/${vmPorts.length})`,
+        );
+      await sleep(250);
+    }
+  } finally {
+    clearTimeout(timer);
+    await client.close();
+  }
+  const dump = await run("ovsdb-client", ["-f", "json", "dump", remote, NB_DB]);
+  writeFileSync(zstackBeforeDumpPath(layout), dump);
 }
 
 /** `ovn-nbctl` query of one of ZStack's switches' OVN UUID (by role: the overlay switch's name is the twin's too). */
