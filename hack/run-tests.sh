@@ -7,10 +7,12 @@ mkdir -p .tmp
 tap=.tmp/test-results.tap
 # No --test-force-exit: with it, a file's process could exit before its last results reached the runner, and
 # those tests silently vanished from the counts (seen: datum.test.ts's last suite missing from a passing run).
-# Instead the whole run has a bound well under CI's 90 minutes: one test file once passed every test and then
-# spun in Node's own teardown, past its 'exit' event; `timeout` ends such a run with a clear failure.
+# A test file that passed every test once spun in Node's own teardown, past its 'exit' event (twice now, the second
+# time on 2026-11-27: node::Environment::CleanupHandles looping in uv_run, per gdb): test/exit-at-exit-event.ts,
+# preloaded into every file's process, ends it at the 'exit' event, when every result is written. The whole run
+# still has a bound well under CI's 90 minutes; `timeout` ends anything else that never ends with a clear failure.
 limit="${TEST_TIME_LIMIT:-45m}"
-timeout --kill-after=30s "$limit" node --import tsx --test --test-concurrency="${TEST_CONCURRENCY:-2}" \
+timeout --kill-after=30s "$limit" node --import tsx --import "$PWD/test/exit-at-exit-event.ts" --test --test-concurrency="${TEST_CONCURRENCY:-2}" \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" "$@"
 rc=$?
