@@ -79,21 +79,23 @@ async function main(): Promise<number> {
       ? { ssl: { caCert: ssl.caCert, clientCert: ssl.clientCert, clientKey: ssl.clientKey } }
       : {}),
   };
+  // NB and SB alike.
+  const tls = ssl.enabled
+    ? {
+        tls: {
+          ca: ssl.caCert,
+          cert: ssl.clientCert,
+          key: ssl.clientKey,
+          verifyHostname: ssl.verifyHostname,
+        },
+      }
+    : {};
   const nb = new OvsdbClient<NbTables>({
     remotes: cfg.ovn.nbdbAddress,
     model: nbModel,
     // File paths, read at every connection attempt: a fixed or renewed certificate Secret is used without a
     // restart, and a file that cannot be read is a reason on /readyz, not a crash.
-    ...(ssl.enabled
-      ? {
-          tls: {
-            ca: ssl.caCert,
-            cert: ssl.clientCert,
-            key: ssl.clientKey,
-            verifyHostname: ssl.verifyHostname,
-          },
-        }
-      : {}),
+    ...tls,
     logger: log.child({ db: "nb" }),
     // ovsdb-tool show-log names the replica behind each write.
     comment: `zstack-ovnkube-controller ${cfg.controller.identity}`,
@@ -119,16 +121,7 @@ async function main(): Promise<number> {
           model: sbModel,
           leaderOnly: false,
           monitor: CHASSIS_GUARD_MONITOR,
-          ...(ssl.enabled
-            ? {
-                tls: {
-                  ca: ssl.caCert,
-                  cert: ssl.clientCert,
-                  key: ssl.clientKey,
-                  verifyHostname: ssl.verifyHostname,
-                },
-              }
-            : {}),
+          ...tls,
           logger: log.child({ db: "sb" }),
         })
       : undefined;
