@@ -96,15 +96,29 @@ export class Metrics {
 
   /** Hooks for a WorkQueue named `queue`; the queue name doubles as the controller label. */
   queueHooks(queue: string): QueueObserver {
+    // Called several times per key: each series is looked up once here (prom-client hashes the labels on
+    // every call that names them), and per outcome on first use.
+    const adds = this.queueAdds.labels({ queue });
+    const depth = this.queueDepth.labels({ queue });
+    const retries = this.queueRetries.labels({ queue });
+    const errors = this.reconcileErrors.labels({ controller: queue });
+    const duration = this.reconcileDuration.labels({ controller: queue });
+    const latency = this.queueLatency.labels({ queue });
+    const totals = new Map<string, { inc(): void }>();
     return {
-      onAdd: () => this.queueAdds.inc({ queue }),
-      onDepth: (depth) => this.queueDepth.set({ queue }, depth),
-      onRetry: () => this.queueRetries.inc({ queue }),
+      onAdd: () => adds.inc(),
+      onDepth: (d) => depth.set(d),
+      onRetry: () => retries.inc(),
       onReconciled: (_key, durationMs, outcome, queuedMs) => {
-        this.reconcileTotal.inc({ controller: queue, result: outcome });
-        if (outcome === "error" || outcome === "terminal") this.reconcileErrors.inc({ controller: queue });
-        this.reconcileDuration.observe({ controller: queue }, durationMs / 1000);
-        this.queueLatency.observe({ queue }, queuedMs / 1000);
+        let total = totals.get(outcome);
+        if (!total) {
+          total = this.reconcileTotal.labels({ controller: queue, result: outcome });
+          totals.set(outcome, total);
+        }
+        total.inc();
+        if (outcome === "error" || outcome === "terminal") errors.inc();
+        duration.observe(durationMs / 1000);
+        latency.observe(queuedMs / 1000);
       },
     };
   }
