@@ -163,6 +163,8 @@ export class NetworkPolicyReconciler implements Reconciler {
 
   /** Requeues the policies a pod's change may affect: those selecting it, and those whose egress names its ports. */
   private podChanged(a: PodLite | undefined, b: PodLite | undefined, force = false): void {
+    // No policy, none to requeue: a cluster without NetworkPolicies pays nothing per pod event.
+    if (this.idx.size === 0) return;
     const pa = policyPod(a);
     const pb = policyPod(b);
     if (!force && a && b && JSON.stringify([pa, a.spec.nodeName]) === JSON.stringify([pb, b.spec.nodeName]))

@@ -90,6 +90,8 @@ export class PodAnnotationReconciler implements Reconciler {
       await this.o.api.request(`/api/v1/namespaces/${ns}/pods/${name}`, {
         method: "PATCH",
         body: { metadata: { annotations: { [POD_NETWORKS_ANNOTATION]: want } } },
+        // The pod the PATCH answers with comes back through the watch; parsing it here would be wasted.
+        discardResponse: true,
       });
     } catch (e) {
       if (!isNotFound(e)) throw e;

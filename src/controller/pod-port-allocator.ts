@@ -200,6 +200,8 @@ export class PodPortAllocator {
   private readonly busy = new Set<string>();
   /** Addresses allocated for a port insert under way, by owner: not in NB yet, and not free either. */
   private readonly pending = new Map<string, { subnet: string; ips: readonly string[]; mac: string }>();
+  /** annotationFor's text of a port row on one of our switches, with the subnet state it was made for. */
+  private readonly annotations = new WeakMap<object, { sn: SubnetState; text: string }>();
   /** Port inserts under way, by subnet: the switch's port count in the cache does not show them yet. */
   private readonly pendingPorts = new Map<string, number>();
   private readonly unsubscribe: (() => void)[] = [];
@@ -550,9 +552,19 @@ export class PodPortAllocator {
     if (!p || p.external_ids[POD_UID_KEY] !== uid) return undefined;
     const sn = this.subnets.get((p.external_ids[SUBNET_KEY] as string | undefined) ?? "");
     if (!sn) return undefined;
+    // Asked about three times per pod (the pod stage, the annotation stage, the echo of the PATCH): the text is
+    // kept with the row it was made from. Rows never change, and the subnet state is replaced when the Subnet
+    // is reloaded, so a kept text whose subnet state is still the current one is what building it would give.
+    // Only on our own switches, whose routes are always none; a foreign switch's depend on our router port there.
+    const kept = sn.external ? undefined : this.annotations.get(p);
+    if (kept?.sn === sn) return kept.text;
     const routes = this.routesOf(sn);
     if (routes === undefined) return undefined;
-    return podNetworksAnnotation(addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? "", routes));
+    const text = podNetworksAnnotation(
+      addressingOf(sn, heldIps(p), p.addresses[0]?.split(" ")[0] ?? "", routes),
+    );
+    if (!sn.external) this.annotations.set(p, { sn, text });
+    return text;
   }
 
   /**

@@ -182,6 +182,21 @@ export class PolicyIndex {
     return this.entries.entries();
   }
 
+  /** How many policies there are: with none, a pod's change concerns no policy at all. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Whether any policy lives in the namespace (no array built, unlike inNamespace). */
+  hasPoliciesIn(ns: string): boolean {
+    return this.byNamespace.has(ns);
+  }
+
+  /** How many peers the policies refer to. */
+  get peerCount(): number {
+    return this.refs.size;
+  }
+
   inNamespace(ns: string): PolicyEntry[] {
     return [...(this.byNamespace.get(ns)?.values() ?? [])];
   }

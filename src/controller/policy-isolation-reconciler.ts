@@ -44,6 +44,9 @@ export class PolicyIsolationReconciler implements Reconciler {
   watch(): Disposer[] {
     const { ctx } = this;
     const podChanged = (a: PodLite | undefined, b: PodLite | undefined, force = false) => {
+      // Pods of a namespace without policies are in no isolation group, before or after: checked first, so a
+      // cluster without NetworkPolicies pays nothing per pod event.
+      if (!this.idx.hasPoliciesIn((b ?? a)?.metadata.namespace ?? "")) return;
       const pa = policyPod(a);
       const pb = policyPod(b);
       if (
@@ -54,9 +57,6 @@ export class PolicyIsolationReconciler implements Reconciler {
           JSON.stringify([pb?.labels, !pb, b.spec.nodeName])
       )
         return;
-      const ns = (b ?? a)?.metadata.namespace ?? "";
-      // Pods of a namespace without policies are in no isolation group, before or after.
-      if (this.idx.inNamespace(ns).length === 0) return;
       ctx.requeueIsolation("ingress");
       ctx.requeueIsolation("egress");
       for (const n of new Set([a?.spec.nodeName, b?.spec.nodeName])) if (n) ctx.requeueIsolation(`node/${n}`);

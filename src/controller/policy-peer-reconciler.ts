@@ -65,6 +65,8 @@ export class PolicyPeerReconciler implements Reconciler {
   }
 
   private podChanged(a: PodLite | undefined, b: PodLite | undefined, force = false): void {
+    // No peer, none to requeue: a cluster without NetworkPolicies pays nothing per pod event.
+    if (this.idx.peerCount === 0) return;
     const pa = policyPod(a);
     const pb = policyPod(b);
     if (!force && a && b && JSON.stringify(pa?.labels) === JSON.stringify(pb?.labels) && !pa === !pb) return;

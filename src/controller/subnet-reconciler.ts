@@ -67,6 +67,27 @@ type MacGuard =
 /** Keeps a Subnet whose switch still carries ports; the controller removes it once they are gone. */
 export const SUBNET_FINALIZER = "network.zstack.io/subnet-protection";
 
+/**
+ * A Subnet whose status alone changed (the echo of our own status write, mostly) is reconciled again after
+ * this long, as a usage change is: while pods come in, every write's echo would otherwise start the next write
+ * at once, one status PATCH per apiserver round trip. Its metadata or spec changing is reconciled at once.
+ */
+const STATUS_ECHO_DELAY_MS = 1000;
+
+/** Whether only a Subnet's status (and resourceVersion) differs between the two. */
+function onlyStatusChanged(o: Subnet, n: Subnet): boolean {
+  const a = o.metadata;
+  const b = n.metadata;
+  return (
+    a.generation === b.generation &&
+    a.uid === b.uid &&
+    a.deletionTimestamp === b.deletionTimestamp &&
+    JSON.stringify(a.finalizers) === JSON.stringify(b.finalizers) &&
+    JSON.stringify(a.labels) === JSON.stringify(b.labels) &&
+    JSON.stringify(a.annotations) === JSON.stringify(b.annotations)
+  );
+}
+
 export class SubnetReconciler implements Reconciler {
   readonly name = SUBNETS;
   readonly workers = 2;
@@ -101,9 +122,10 @@ export class SubnetReconciler implements Reconciler {
         {
           onAdd: enqueueAllSubnets,
           // A spec change can change every Subnet's verdict (overlaps, datapaths); a status change, such as
-          // our own status write, concerns only that Subnet.
+          // our own status write, concerns only that Subnet, and is coalesced with the next ones.
           onUpdate: (o, n) => {
             if (JSON.stringify(o.spec) !== JSON.stringify(n.spec)) enqueueAllSubnets();
+            else if (onlyStatusChanged(o, n)) ctx.requeueSubnet(n.metadata.name, STATUS_ECHO_DELAY_MS);
             else ctx.requeueSubnet(n.metadata.name);
           },
           onDelete: (s) => {

@@ -100,3 +100,39 @@ test("heldIps read again, in any order and after its result was changed, gives w
     }),
   );
 });
+
+test("heldIps of one 'MAC IPv4' element, canonical or nearly so, is what portIps reads from it", () => {
+  const hex = fc.constantFrom(..."0123456789abcdefABCDEF".split(""));
+  const hexes = (min: number, max: number) => fc.string({ unit: hex, minLength: min, maxLength: max });
+  const mac = fc.oneof(
+    fc
+      .array(fc.integer({ min: 0, max: 255 }), { minLength: 6, maxLength: 6 })
+      .map((b) => b.map((x) => x.toString(16).padStart(2, "0")).join(":")),
+    fc.array(hexes(2, 2), { minLength: 6, maxLength: 6 }).map((p) => p.join(":")),
+    fc
+      .tuple(fc.array(hexes(1, 3), { minLength: 5, maxLength: 7 }), fc.constantFrom(":", "-"))
+      .map(([p, s]) => p.join(s)),
+  );
+  const octet = fc.oneof(
+    { arbitrary: fc.integer({ min: 0, max: 255 }).map(String), weight: 6 },
+    fc.integer({ min: 0, max: 255 }).map(String),
+    fc.integer({ min: 0, max: 999 }).map(String),
+    fc.integer({ min: 0, max: 99 }).map((n) => `0${n}`),
+    fc.constantFrom("", "x", "-1", "1e2"),
+  );
+  const ip = fc.oneof(
+    { arbitrary: fc.array(octet, { minLength: 4, maxLength: 4 }).map((o) => o.join(".")), weight: 4 },
+    fc.array(octet, { minLength: 3, maxLength: 5 }).map((o) => o.join(".")),
+    fc.array(octet, { minLength: 4, maxLength: 4 }).map((o) => `${o.join(".")}/24`),
+  );
+  const sep = fc.constantFrom(" ", " ", " ", "  ", "\t", " 10.0.0.1 ");
+  const element = fc
+    .tuple(mac, sep, ip, fc.constantFrom("", "", "", " ", " dynamic"))
+    .map(([m, s, i, t]) => `${m}${s}${i}${t}`);
+  fc.assert(
+    fc.property(element, (e) => {
+      assert.deepEqual(heldIps({ addresses: [e] }), portIps([e]).ips.map(formatIp), e);
+    }),
+    { numRuns: 3000 },
+  );
+});

@@ -90,6 +90,10 @@ export function portIps(
   return { ips: [...found.values()].sort(compareIp), problems };
 }
 
+const OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+/** "MAC IPv4" in the form formatLspAddress writes: lower-case MAC, IPv4 without leading zeros or prefix. */
+const CANONICAL_MAC_IPV4 = new RegExp(`^[0-9a-f]{2}(?::[0-9a-f]{2}){5} ${OCTET}(?:\\.${OCTET}){3}$`);
+
 /**
  * The IPs a logical switch port holds, as text, from its `addresses` and `dynamic_addresses` columns.
  * Unreadable elements are skipped: a port whose addresses we cannot read holds nothing we could hand out twice.
@@ -106,7 +110,13 @@ export function heldIps(port: {
       : `2${JSON.stringify([port.addresses, dynamic ?? null])}`;
   let ips = recentlyHeld.get(key);
   if (!ips) {
-    ips = portIps(port.addresses, dynamic).ips.map(formatIp);
+    // A pod port's element, "MAC IPv4" both canonical, is its own parse: checked by a pattern rather than
+    // parsed, once per port added (the property test holds it to portIps).
+    const only = key.charCodeAt(0) === 0x31 ? (port.addresses[0] as string) : undefined;
+    ips =
+      only !== undefined && CANONICAL_MAC_IPV4.test(only)
+        ? [only.slice(only.indexOf(" ") + 1)]
+        : portIps(port.addresses, dynamic).ips.map(formatIp);
     if (recentlyHeld.size >= RECENTLY_HELD_MAX)
       recentlyHeld.delete(recentlyHeld.keys().next().value as string);
     recentlyHeld.set(key, ips);

@@ -18,6 +18,12 @@ export interface RequestOptions {
   /** Whole-request deadline; 30 s by default. */
   timeoutMs?: number;
   signal?: AbortSignal;
+  /**
+   * A 2xx answer's body is read and dropped, not parsed, and the request resolves to undefined: for writes whose
+   * caller needs only to know that they succeeded (a PATCH answers with the whole object). Errors are parsed as
+   * usual.
+   */
+  discardResponse?: boolean;
 }
 
 /** A non-2xx answer; `reason` is the Status reason (NotFound, Conflict, Expired...) when the server sent one. */
@@ -143,9 +149,18 @@ export class ApiClient {
     const timeoutMs = opts.timeoutMs ?? 30_000;
     return new Promise<T>((resolve, reject) => {
       const req = this.transport(url).request(url, options, (res) => {
+        res.on("error", fail);
+        const ok = (res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 300;
+        if (ok && opts.discardResponse) {
+          res.on("end", () => {
+            cleanup();
+            resolve(undefined as T);
+          });
+          res.resume();
+          return;
+        }
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("error", fail);
         res.on("end", () => {
           cleanup();
           const text = Buffer.concat(chunks).toString("utf8");

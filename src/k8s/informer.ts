@@ -102,6 +102,14 @@ export function dropManagedFields(obj: KubeObject): KubeObject {
   return obj;
 }
 
+const NO_VALUES: readonly string[] = Object.freeze([]);
+
+function sameValues(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 function resourceVersionOf(obj: KubeObject): string | undefined {
   return obj.metadata?.resourceVersion;
 }
@@ -114,6 +122,8 @@ export class Informer<T extends KubeObject = KubeObject> {
    */
   private versions = new Map<string, string | undefined>();
   private readonly indexes = new Map<string, Map<string, Set<string>>>();
+  /** Each index with its function, as a list: walked on every event. */
+  private readonly indexers: { idx: Map<string, Set<string>>; fn: (obj: T) => string[] }[] = [];
   private readonly handlers = new Set<InformerHandlers<T>>();
   private rv = "";
   private synced = false;
@@ -136,7 +146,11 @@ export class Informer<T extends KubeObject = KubeObject> {
   constructor(private readonly opts: InformerOptions<T>) {
     this.log = (opts.logger ?? silentLogger).child({ informer: opts.path });
     this.transform = opts.transform ?? ((o) => dropManagedFields(o) as T);
-    for (const name of Object.keys(opts.indexers ?? {})) this.indexes.set(name, new Map());
+    for (const [name, fn] of Object.entries(opts.indexers ?? {})) {
+      const idx = new Map<string, Set<string>>();
+      this.indexes.set(name, idx);
+      this.indexers.push({ idx, fn });
+    }
   }
 
   /** Starts listing and watching in the background; returns at once. */
@@ -435,15 +449,18 @@ export class Informer<T extends KubeObject = KubeObject> {
   }
 
   private updateIndexes(key: string, prev: T | undefined, next: T | undefined): void {
-    for (const [name, fn] of Object.entries(this.opts.indexers ?? {})) {
-      const idx = this.indexes.get(name);
-      if (!idx) continue;
-      for (const v of prev ? fn(prev) : []) {
+    for (const { idx, fn } of this.indexers) {
+      const before = prev ? fn(prev) : NO_VALUES;
+      const after = next ? fn(next) : NO_VALUES;
+      // An update that keeps an object's index values (the usual case: a pod's namespace and node stay) leaves
+      // the index as it is: the key is already filed under each of them.
+      if (prev && sameValues(before, after)) continue;
+      for (const v of before) {
         const keys = idx.get(v);
         keys?.delete(key);
         if (keys?.size === 0) idx.delete(v);
       }
-      for (const v of next ? fn(next) : []) {
+      for (const v of after) {
         let keys = idx.get(v);
         if (!keys) {
           keys = new Set();
@@ -454,16 +471,42 @@ export class Informer<T extends KubeObject = KubeObject> {
     }
   }
 
+  // Called for every handler of every event: no closure per call, unlike call().
   private emitAdd(obj: T): void {
-    for (const h of this.handlers) if (h.onAdd) this.call(() => h.onAdd?.(obj));
+    for (const h of this.handlers) {
+      if (!h.onAdd) continue;
+      try {
+        h.onAdd(obj);
+      } catch (err) {
+        this.handlerThrew(err);
+      }
+    }
   }
 
   private emitUpdate(prev: T, obj: T): void {
-    for (const h of this.handlers) if (h.onUpdate) this.call(() => h.onUpdate?.(prev, obj));
+    for (const h of this.handlers) {
+      if (!h.onUpdate) continue;
+      try {
+        h.onUpdate(prev, obj);
+      } catch (err) {
+        this.handlerThrew(err);
+      }
+    }
   }
 
   private emitDelete(obj: T, info: DeleteInfo): void {
-    for (const h of this.handlers) if (h.onDelete) this.call(() => h.onDelete?.(obj, info));
+    for (const h of this.handlers) {
+      if (!h.onDelete) continue;
+      try {
+        h.onDelete(obj, info);
+      } catch (err) {
+        this.handlerThrew(err);
+      }
+    }
+  }
+
+  private handlerThrew(err: unknown): void {
+    this.log.error({ err }, "informer handler threw");
   }
 
   /** A throwing handler must not stop the informer or the other handlers. */
@@ -471,7 +514,7 @@ export class Informer<T extends KubeObject = KubeObject> {
     try {
       fn();
     } catch (err) {
-      this.log.error({ err }, "informer handler threw");
+      this.handlerThrew(err);
     }
   }
 }

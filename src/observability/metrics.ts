@@ -1,7 +1,8 @@
 // The Prometheus metrics of the controller and the node agent, in one Registry that /metrics serves. Metric
 // names follow the Prometheus conventions (unit suffixes, _total counters) under the zstack_ovn_ prefix.
 
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { FastCounter, FastGauge, FastHistogram } from "./queue-series.ts";
 
 export interface MetricsOptions {
   /** Process metrics (CPU, memory, event-loop lag, GC). Default true. */
@@ -22,13 +23,13 @@ const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly reconcileTotal: Counter<"controller" | "result">;
-  readonly reconcileErrors: Counter<"controller">;
-  readonly reconcileDuration: Histogram<"controller">;
-  readonly queueDepth: Gauge<"queue">;
-  readonly queueAdds: Counter<"queue">;
-  readonly queueRetries: Counter<"queue">;
-  readonly queueLatency: Histogram<"queue">;
+  readonly reconcileTotal: FastCounter;
+  readonly reconcileErrors: FastCounter;
+  readonly reconcileDuration: FastHistogram;
+  readonly queueDepth: FastGauge;
+  readonly queueAdds: FastCounter;
+  readonly queueRetries: FastCounter;
+  readonly queueLatency: FastHistogram;
   readonly ipamAddresses: Gauge<"subnet" | "state">;
   readonly leader: Gauge;
 
@@ -37,50 +38,51 @@ export class Metrics {
     if (opts.processMetrics ?? true)
       collectDefaultMetrics({ register: this.registry, prefix: "zstack_ovn_" });
     const registers = [this.registry];
-    this.reconcileTotal = new Counter({
-      name: "zstack_ovn_reconcile_total",
-      help: "Reconciles run, by controller and result (success, requeue, error, terminal).",
-      labelNames: ["controller", "result"],
+    // The workqueue series, updated several times per key: see queue-series.ts.
+    this.reconcileTotal = new FastCounter(
+      "zstack_ovn_reconcile_total",
+      "Reconciles run, by controller and result (success, requeue, error, terminal).",
+      ["controller", "result"],
       registers,
-    });
-    this.reconcileErrors = new Counter({
-      name: "zstack_ovn_reconcile_errors_total",
-      help: "Reconciles that failed (retried or terminal), by controller.",
-      labelNames: ["controller"],
+    );
+    this.reconcileErrors = new FastCounter(
+      "zstack_ovn_reconcile_errors_total",
+      "Reconciles that failed (retried or terminal), by controller.",
+      ["controller"],
       registers,
-    });
-    this.reconcileDuration = new Histogram({
-      name: "zstack_ovn_reconcile_duration_seconds",
-      help: "Time one reconcile took, by controller.",
-      labelNames: ["controller"],
-      buckets: DURATION_BUCKETS,
+    );
+    this.reconcileDuration = new FastHistogram(
+      "zstack_ovn_reconcile_duration_seconds",
+      "Time one reconcile took, by controller.",
+      ["controller"],
+      DURATION_BUCKETS,
       registers,
-    });
-    this.queueDepth = new Gauge({
-      name: "zstack_ovn_workqueue_depth",
-      help: "Keys waiting in a workqueue.",
-      labelNames: ["queue"],
+    );
+    this.queueDepth = new FastGauge(
+      "zstack_ovn_workqueue_depth",
+      "Keys waiting in a workqueue.",
+      ["queue"],
       registers,
-    });
-    this.queueAdds = new Counter({
-      name: "zstack_ovn_workqueue_adds_total",
-      help: "Keys added to a workqueue, duplicates included.",
-      labelNames: ["queue"],
+    );
+    this.queueAdds = new FastCounter(
+      "zstack_ovn_workqueue_adds_total",
+      "Keys added to a workqueue, duplicates included.",
+      ["queue"],
       registers,
-    });
-    this.queueRetries = new Counter({
-      name: "zstack_ovn_workqueue_retries_total",
-      help: "Keys requeued with backoff after a failed reconcile.",
-      labelNames: ["queue"],
+    );
+    this.queueRetries = new FastCounter(
+      "zstack_ovn_workqueue_retries_total",
+      "Keys requeued with backoff after a failed reconcile.",
+      ["queue"],
       registers,
-    });
-    this.queueLatency = new Histogram({
-      name: "zstack_ovn_workqueue_queue_duration_seconds",
-      help: "Time a key waited in a workqueue before a worker took it.",
-      labelNames: ["queue"],
-      buckets: DURATION_BUCKETS,
+    );
+    this.queueLatency = new FastHistogram(
+      "zstack_ovn_workqueue_queue_duration_seconds",
+      "Time a key waited in a workqueue before a worker took it.",
+      ["queue"],
+      DURATION_BUCKETS,
       registers,
-    });
+    );
     this.ipamAddresses = new Gauge({
       name: "zstack_ovn_ipam_addresses",
       help: "Addresses of a subnet by state: used, available, excluded.",
@@ -96,15 +98,28 @@ export class Metrics {
 
   /** Hooks for a WorkQueue named `queue`; the queue name doubles as the controller label. */
   queueHooks(queue: string): QueueObserver {
+    // Called several times per key: each series is looked up once here, and per outcome on first use.
+    const adds = this.queueAdds.child({ queue });
+    const depth = this.queueDepth.child({ queue });
+    const retries = this.queueRetries.child({ queue });
+    const errors = this.reconcileErrors.child({ controller: queue });
+    const duration = this.reconcileDuration.child({ controller: queue });
+    const latency = this.queueLatency.child({ queue });
+    const totals = new Map<string, { inc(): void }>();
     return {
-      onAdd: () => this.queueAdds.inc({ queue }),
-      onDepth: (depth) => this.queueDepth.set({ queue }, depth),
-      onRetry: () => this.queueRetries.inc({ queue }),
+      onAdd: () => adds.inc(),
+      onDepth: (d) => depth.set(d),
+      onRetry: () => retries.inc(),
       onReconciled: (_key, durationMs, outcome, queuedMs) => {
-        this.reconcileTotal.inc({ controller: queue, result: outcome });
-        if (outcome === "error" || outcome === "terminal") this.reconcileErrors.inc({ controller: queue });
-        this.reconcileDuration.observe({ controller: queue }, durationMs / 1000);
-        this.queueLatency.observe({ queue }, queuedMs / 1000);
+        let total = totals.get(outcome);
+        if (!total) {
+          total = this.reconcileTotal.child({ controller: queue, result: outcome });
+          totals.set(outcome, total);
+        }
+        total.inc();
+        if (outcome === "error" || outcome === "terminal") errors.inc();
+        duration.observe(durationMs / 1000);
+        latency.observe(queuedMs / 1000);
       },
     };
   }

@@ -97,6 +97,34 @@ function referencesUuid(v: Value, uuid: string): boolean {
   return false;
 }
 
+// A class rather than an object literal with closures: plan() runs once per pod and per reconcile.
+class Summary implements PlanSummary {
+  readonly inserted: string[] = [];
+  readonly updated: string[] = [];
+  readonly deleted: string[] = [];
+  readonly relinked: string[] = [];
+  /** table\0id → uuid or named-uuid. */
+  readonly refs = new Map<string, string | NamedUuid>();
+
+  get empty(): boolean {
+    return this.inserted.length + this.updated.length + this.deleted.length + this.relinked.length === 0;
+  }
+
+  refOf(table: string, id: string): string | NamedUuid | undefined {
+    return this.refs.get(`${table}\0${id}`);
+  }
+}
+
+function resolveParent(
+  cache: Cache,
+  refs: ReadonlyMap<string, string | NamedUuid>,
+  p: ParentRef,
+): string | NamedUuid | undefined {
+  if (p.uuid) return p.uuid;
+  if (p.id) return refs.get(`${p.table}\0${p.id}`) ?? findOwned(cache, p.table, p.id)?._uuid;
+  return undefined;
+}
+
 /**
  * Adds to `txn` the operations that turn the owned rows in `scope` into exactly `desired`.
  * `desired` must list parents before their children.
@@ -108,24 +136,9 @@ export function plan(
   desired: readonly DesiredRow[],
   scope?: Scope,
 ): PlanSummary {
-  const refs = new Map<string, string | NamedUuid>(); // table\0id -> uuid or named-uuid
-  const summary: PlanSummary = {
-    inserted: [],
-    updated: [],
-    deleted: [],
-    relinked: [],
-    get empty() {
-      return this.inserted.length + this.updated.length + this.deleted.length + this.relinked.length === 0;
-    },
-    refOf: (table, id) => refs.get(`${table}\0${id}`),
-  };
+  const summary = new Summary();
+  const refs = summary.refs;
   const wanted = new Set<string>();
-
-  const resolveParent = (p: ParentRef): string | NamedUuid | undefined => {
-    if (p.uuid) return p.uuid;
-    if (p.id) return refs.get(`${p.table}\0${p.id}`) ?? findOwned(cache, p.table, p.id)?._uuid;
-    return undefined;
-  };
 
   for (const d of desired) {
     wanted.add(`${d.table}\0${d.id}`);
@@ -154,7 +167,7 @@ export function plan(
       if (existing) summary.updated.push(`${d.table}/${d.id}:${link.column}`);
     }
     for (const p of [...(d.parent ? [d.parent] : []), ...(d.alsoParents ?? [])]) {
-      const parent = resolveParent(p);
+      const parent = resolveParent(cache, refs, p);
       if (parent === undefined) throw new Error(`desired row ${d.id}: parent ${p.table}/${p.id} not found`);
       const parentRow =
         typeof parent === "string" ? (cache.table(p.table).get(parent) as AnyRow | undefined) : undefined;

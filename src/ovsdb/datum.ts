@@ -250,13 +250,6 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
       }
       if (typeof v !== "object") invalid(`expected a map object, got ${typeof v}`, table, column);
       const valueType = ct.value as BaseType;
-      const pair = (k: unknown, val: unknown): unknown[] => [
-        encodeAtom(
-          validateAtom(typeof k === "string" ? keyToAtom(k, ct.key) : k, ct.key, table, column),
-          ct.key,
-        ),
-        encodeAtom(validateAtom(val, valueType, table, column), valueType),
-      ];
       // Every write of external_ids comes here: the pairs are built directly, with no entries array between.
       const o = v as Record<string, unknown>;
       let n = 0;
@@ -266,11 +259,27 @@ export function encodeValue(v: unknown, ct: ColumnType, opts: EncodeOptions = {}
         invalid(`holds at most ${ct.max} pairs, got ${n}`, table, column);
       }
       const pairs: unknown[] = [];
-      if (v instanceof Map) for (const [k, val] of v) pairs.push(pair(k, val));
-      else for (const k in o) if (Object.hasOwn(o, k)) pairs.push(pair(k, o[k]));
+      if (v instanceof Map) for (const [k, val] of v) pairs.push(encodePair(k, val, ct.key, valueType, opts));
+      else
+        for (const k in o) if (Object.hasOwn(o, k)) pairs.push(encodePair(k, o[k], ct.key, valueType, opts));
       return ["map", pairs];
     }
   }
+}
+
+// A function of the module, not a closure made per map encoded: every write of external_ids comes here.
+function encodePair(
+  k: unknown,
+  val: unknown,
+  key: BaseType,
+  value: BaseType,
+  opts: EncodeOptions,
+): unknown[] {
+  const { table, column } = opts;
+  return [
+    encodeAtom(validateAtom(typeof k === "string" ? keyToAtom(k, key) : k, key, table, column), key),
+    encodeAtom(validateAtom(val, value, table, column), value),
+  ];
 }
 
 /** Decodes a wire value; no validation beyond shape, since it comes from the server. */

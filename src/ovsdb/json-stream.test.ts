@@ -58,3 +58,34 @@ test("a message larger than the limit is refused instead of buffered without bou
     for (let i = 0; i < 20; i++) s.push(Buffer.from(i === 0 ? '{"a":"' : "xxxxxxxxxx"));
   }, /larger than 100 bytes/);
 });
+
+test("strings full of quotes and backslashes split right however the bytes are chunked", () => {
+  const tricky = fc.string({
+    unit: fc.constantFrom('"', "\\", "a", "{", "}", "[", "]", "日"),
+    maxLength: 12,
+  });
+  fc.assert(
+    fc.property(
+      fc.array(fc.dictionary(tricky, fc.oneof(tricky, fc.array(tricky, { maxLength: 3 })), { maxKeys: 4 }), {
+        minLength: 1,
+        maxLength: 6,
+      }),
+      fc.array(fc.nat(16), { maxLength: 40 }),
+      (msgs, cuts) => {
+        const bytes = Buffer.from(msgs.map((m) => JSON.stringify(m)).join(""));
+        const s = new JsonStreamSplitter();
+        const got: unknown[] = [];
+        let pos = 0;
+        for (const c of cuts) {
+          const end = Math.min(bytes.length, pos + c);
+          got.push(...s.push(bytes.subarray(pos, end)));
+          pos = end;
+        }
+        got.push(...s.push(bytes.subarray(pos)));
+        assert.deepEqual(got, JSON.parse(`[${msgs.map((m) => JSON.stringify(m)).join(",")}]`));
+        assert.equal(s.pendingBytes, 0);
+      },
+    ),
+    { numRuns: 500 },
+  );
+});

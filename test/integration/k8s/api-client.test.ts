@@ -79,6 +79,29 @@ describe("ApiClient", () => {
     await api.request(path, { method: "POST", body: configMap("by-client") });
   });
 
+  it("discardResponse: a 2xx answer resolves to undefined with the write done, an error answer still rejects with its Status", async (t) => {
+    const api = new ApiClient(kube.kubeConfig);
+    t.after(() => api.close());
+    const path = "/api/v1/namespaces/default/configmaps";
+    await api.request(path, { method: "POST", body: { metadata: { name: "discarded" }, data: { v: "1" } } });
+    const answer = await api.request(`${path}/discarded`, {
+      method: "PATCH",
+      body: { data: { v: "2" } },
+      discardResponse: true,
+    });
+    assert.equal(answer, undefined, "the answered object is not parsed");
+    const now = await api.request<{ data: Record<string, string> }>(`${path}/discarded`);
+    assert.deepEqual(now.data, { v: "2" }, "the PATCH was applied");
+    await assert.rejects(
+      api.request(`${path}/absent`, { method: "PATCH", body: { data: { v: "2" } }, discardResponse: true }),
+      (e) => isNotFound(e),
+      "a 404 is parsed into its ApiError",
+    );
+    // The connection the discarded body was read from is reused for the next request.
+    const again = await api.request<{ data: Record<string, string> }>(`${path}/discarded`);
+    assert.equal(again.data.v, "2");
+  });
+
   it("presents a client certificate rotated on disk from the next request on", async (t) => {
     const [first, second] = await Promise.all([
       issueClient("zovn-rotation-a"),
