@@ -300,7 +300,13 @@ async function controllerRun(): Promise<ControllerResult> {
       return { samples, benchLag: loopDelay(lag) };
     };
     const m0 = await scrape(metricsPort);
+    // The churn window on the monotonic clock V8's CPU profile uses (µs), for bench/services/profile-window.ts.
+    const w0 = process.hrtime.bigint() / 1000n;
     const { samples: ctlSamples, benchLag } = await churn(0);
+    if (PROFILE)
+      log(
+        `   churn window (monotonic µs): --from=${w0} --to=${process.hrtime.bigint() / 1000n} (node --import tsx bench/services/profile-window.ts ${PROFILE_DIR}/*.cpuprofile --from=... --to=... --changes=${CHANGES})`,
+      );
     const breakdown = churnBreakdown(m0, await scrape(metricsPort), "services");
     const ctlArrivals = await tracedArrivals(
       traceFile,
