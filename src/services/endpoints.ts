@@ -41,14 +41,17 @@ function topologyMode(ready: readonly Candidate[], where: ClientTopology): "node
   return undefined;
 }
 
-function namesOf(list: unknown): Set<string> {
+const NO_NAMES: ReadonlySet<string> = new Set();
+
+/** The hint names of a list (shared and empty when there is none: most endpoints carry no hints). */
+function namesOf(list: unknown): ReadonlySet<string> {
+  if (!Array.isArray(list) || list.length === 0) return NO_NAMES;
   const out = new Set<string>();
-  if (Array.isArray(list))
-    for (const h of list) {
-      const name = (h as { name?: unknown } | null)?.name;
-      if (typeof name === "string" && name !== "") out.add(name);
-    }
-  return out;
+  for (const h of list) {
+    const name = (h as { name?: unknown } | null)?.name;
+    if (typeof name === "string" && name !== "") out.add(name);
+  }
+  return out.size === 0 ? NO_NAMES : out;
 }
 
 /** Whether any endpoint of the slices carries a topology hint (so the choice may differ per node). */
@@ -81,6 +84,40 @@ interface UsableEndpoint {
  */
 const usable = new WeakMap<V1EndpointSlice, readonly UsableEndpoint[]>();
 
+/** An address text parsed, with its canonical form; null when it is no address or lies in a special range. */
+type ParsedAddress = { readonly ip: IpAddress; readonly text: string } | null;
+
+/**
+ * Address texts parsed across slice objects: an endpoint change replaces one address of a slice and keeps the
+ * others, which would otherwise be parsed (and range-checked) again with each new object. Two generations: a
+ * text used since the older one was started survives the next turn, so the cache holds the addresses in use
+ * and stays bounded.
+ */
+const ADDRESS_GENERATION = 16_384;
+let addressesNew = new Map<string, ParsedAddress>();
+let addressesOld = new Map<string, ParsedAddress>();
+
+function parsedAddress(text: string): ParsedAddress {
+  let p = addressesNew.get(text);
+  if (p !== undefined) return p;
+  p = addressesOld.get(text);
+  if (p === undefined) {
+    const ip = tryParseIp(text);
+    // The apiserver refuses these in a slice, but a slice's author is still not trusted: loopback (the node's
+    // own local-only services for node-originated traffic), link-local (cloud metadata), multicast, 0.0.0.0.
+    p =
+      ip && !specialRangeOverlapping({ family: ip.family, network: ip.value, prefix: familyBits(ip.family) })
+        ? { ip, text: formatIp(ip) }
+        : null;
+  }
+  if (addressesNew.size >= ADDRESS_GENERATION) {
+    addressesOld = addressesNew;
+    addressesNew = new Map();
+  }
+  addressesNew.set(text, p);
+  return p;
+}
+
 function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly UsableEndpoint[] {
   const known = usable.get(slice);
   if (known) return known;
@@ -88,12 +125,9 @@ function usableEndpoints(slice: V1EndpointSlice, family: Family): readonly Usabl
   for (const ep of slice.endpoints ?? []) {
     // kube-proxy uses the first address only; the API says they are fungible.
     const text = ep.addresses?.[0];
-    const ip = typeof text === "string" ? tryParseIp(text) : undefined;
-    if (!ip || ip.family !== family) continue;
-    // The apiserver refuses these in a slice, but a slice's author is still not trusted: loopback (the node's
-    // own local-only services for node-originated traffic), link-local (cloud metadata), multicast, 0.0.0.0.
-    if (specialRangeOverlapping({ family, network: ip.value, prefix: familyBits(family) })) continue;
-    out.push({ ep, ip, text: formatIp(ip) });
+    const p = typeof text === "string" ? parsedAddress(text) : null;
+    if (!p || p.ip.family !== family) continue;
+    out.push({ ep, ip: p.ip, text: p.text });
   }
   usable.set(slice, out);
   return out;
