@@ -12,6 +12,7 @@ import { ServiceReconciler } from "../../src/controller/service-reconciler.ts";
 import { serviceLoadBalancers } from "../../src/ovn/service-lb.ts";
 import { CLUSTER_IP_LB_GROUP, CLUSTER_LB_GROUP } from "../../src/ovn/topology.ts";
 import { type AnyRow, Cache } from "../../src/ovsdb/cache.ts";
+import { OvsdbClient } from "../../src/ovsdb/client.ts";
 import { encodeValue } from "../../src/ovsdb/datum.ts";
 import { parseSchema } from "../../src/ovsdb/schema.ts";
 import { Transaction } from "../../src/ovsdb/transaction.ts";
@@ -113,12 +114,18 @@ async function commit(txn: Transaction) {
   return { uuids: new Map(), results: [], alreadyApplied: false };
 }
 
-const nb = {
+const client = {
   cache,
   schema,
   transaction: () => new Transaction(schema, commit as never),
+  commit,
   insertUuidSupported: async () => true,
 };
+// The reconcilers get the client's view for the leader's term, as in the controller (controller.ts).
+const nb = OvsdbClient.prototype.fenced.call(
+  client as never,
+  new AbortController().signal,
+) as unknown as typeof client;
 const informer = <T>(get: (k: string) => T | undefined, list: () => T[]) => ({
   get,
   list,
@@ -157,15 +164,9 @@ const cpu = () => {
 };
 let t0 = cpu();
 let writes = 0;
-const counting = nb.transaction;
-nb.transaction = () => {
-  const txn = counting();
-  const c = txn.commit.bind(txn);
-  txn.commit = (...a: Parameters<typeof c>) => {
-    writes++;
-    return c(...a);
-  };
-  return txn;
+client.commit = (txn: Transaction) => {
+  writes++;
+  return commit(txn);
 };
 for (const key of services.keys()) await reconciler.reconcile(key);
 const idleUs = (cpu() - t0) / SERVICES;
