@@ -58,16 +58,33 @@ export function serviceKey(namespace: string, name: string): string {
   return `${namespace}/${name}`;
 }
 
+/**
+ * Canonical texts of addresses, by object: an endpoint's address object is shared by every slice object that
+ * holds it (services/endpoints.ts), so an endpoint change rebuilds a backend list from texts already made.
+ */
+const ipTexts = new WeakMap<IpAddress, string>();
+
+function ipText(ip: IpAddress): string {
+  let t = ipTexts.get(ip);
+  if (t === undefined) {
+    t = formatIp(ip);
+    ipTexts.set(ip, t);
+  }
+  return t;
+}
+
 /** `ip:port`, with IPv6 in brackets, as OVN writes VIPs and backends. */
 export function hostPort(ip: IpAddress, port: number): string {
-  return ip.family === 6 ? `[${formatIp(ip)}]:${port}` : `${formatIp(ip)}:${port}`;
+  return ip.family === 6 ? `[${ipText(ip)}]:${port}` : `${ipText(ip)}:${port}`;
 }
 
 function backends(eps: readonly Endpoint[], family: Family): string {
-  return eps
-    .filter((e) => e.ip.family === family)
-    .map((e) => hostPort(e.ip, e.port))
-    .join(",");
+  let out = "";
+  for (const e of eps) {
+    if (e.ip.family !== family) continue;
+    out = out === "" ? hostPort(e.ip, e.port) : `${out},${hostPort(e.ip, e.port)}`;
+  }
+  return out;
 }
 
 function hashName(kind: string, parts: readonly (string | number)[]): string {
@@ -98,6 +115,35 @@ export function variablesOf(vips: Readonly<Record<string, string>>): string[] {
 }
 
 const PROTOCOLS: readonly L4Protocol[] = ["tcp", "udp", "sctp"];
+
+/** What a row of a Service has whatever its endpoints: its name and external_ids, by row id. */
+interface RowParts {
+  readonly name: string;
+  readonly external_ids: Record<string, string>;
+}
+
+/**
+ * Per Service model (parsed once per Service object by the controller), its rows' names and external_ids: an
+ * endpoint change rebuilds only the vips.
+ */
+const rowParts = new WeakMap<ServiceModel, Map<string, RowParts>>();
+
+function partsOf(m: ServiceModel, id: string, name: () => string): RowParts {
+  let byId = rowParts.get(m);
+  if (!byId) {
+    byId = new Map();
+    rowParts.set(m, byId);
+  }
+  let p = byId.get(id);
+  if (!p) {
+    p = {
+      name: name(),
+      external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: serviceKey(m.namespace, m.name) }),
+    };
+    byId.set(id, p);
+  }
+  return p;
+}
 
 /**
  * The desired load balancers of a Service and the template variables of each chassis in `chassis` (the nodes,
@@ -189,17 +235,16 @@ export function serviceLoadBalancers(
       if (Object.keys(vips).length === 0) continue;
       // The cluster row keeps the id (and name) the single row of a Service had, so it is not rewritten.
       const id = audience === "cluster" ? `${svc}/${protocol}` : `${svc}/${protocol}/external`;
+      const parts = partsOf(
+        m,
+        id,
+        () => `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
+      );
       rows.push({
         table: "Load_Balancer",
         id,
         audience,
-        row: {
-          name: `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
-          protocol,
-          vips,
-          options: baseOptions,
-          external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
-        },
+        row: { name: parts.name, protocol, vips, options: baseOptions, external_ids: parts.external_ids },
       });
     }
     for (const audience of AUDIENCES)
@@ -209,16 +254,21 @@ export function serviceLoadBalancers(
         // The id keeps its first use (internalTrafficPolicy Local) so existing rows are not rewritten.
         const suffix = audience === "cluster" ? `local-v${family}` : `external-v${family}`;
         const id = `${svc}/${protocol}/${suffix}`;
+        const parts = partsOf(
+          m,
+          id,
+          () => `zovn-svc_${m.namespace}_${m.name}_${protocol}_${suffix.replace("-", "_")}`,
+        );
         rows.push({
           table: "Load_Balancer",
           id,
           audience,
           row: {
-            name: `zovn-svc_${m.namespace}_${m.name}_${protocol}_${suffix.replace("-", "_")}`,
+            name: parts.name,
             protocol,
             vips: tvips,
             options: { ...baseOptions, template: "true", "address-family": family === 4 ? "ipv4" : "ipv6" },
-            external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
+            external_ids: parts.external_ids,
           },
         });
       }
