@@ -7,6 +7,7 @@ import type { Informer } from "../k8s/informer.ts";
 import type { ReconcileResult } from "../k8s/workqueue.ts";
 import {
   changedColumns,
+  type DesiredRow,
   ensureIdIndex,
   findAllOwned,
   findOwned,
@@ -292,21 +293,23 @@ export class ServiceReconciler implements Reconciler {
       else txn.guardAbsent("Load_Balancer", [["external_ids", "includes", ownedGuard(d.id)]]);
     }
     const guards = txn.size - before;
+    const parent = group && { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" };
+    // Cluster IPs only: also in the group ZStack's switches refer to (External mode).
+    const alsoParents = ipGroup && [
+      { table: "Load_Balancer_Group", uuid: ipGroup._uuid, column: "load_balancer" },
+    ];
     plan(
       nb.cache as never,
       nb.schema,
       txn as never,
-      rows.map((d) => ({
-        ...d,
-        ...(uuids.has(d.id) ? { uuid: uuids.get(d.id) as string } : {}),
-        ...(group
-          ? { parent: { table: "Load_Balancer_Group", uuid: group._uuid, column: "load_balancer" } }
-          : {}),
-        // Cluster IPs only: also in the group ZStack's switches refer to (External mode).
-        ...(ipGroup && d.audience === "cluster"
-          ? { alsoParents: [{ table: "Load_Balancer_Group", uuid: ipGroup._uuid, column: "load_balancer" }] }
-          : {}),
-      })),
+      rows.map((d) => {
+        const out: { -readonly [K in keyof DesiredRow]: DesiredRow[K] } = { ...d };
+        const uuid = uuids.get(d.id);
+        if (uuid !== undefined) out.uuid = uuid;
+        if (parent) out.parent = parent;
+        if (alsoParents && d.audience === "cluster") out.alsoParents = alsoParents;
+        return out;
+      }),
       {
         tables: ["Load_Balancer"],
         groups: [key],

@@ -109,8 +109,13 @@ export function vipVariable(m: ServiceModel, ip: IpAddress): string {
 /** The template variable names a load balancer's vips refer to (`^name` tokens). */
 export function variablesOf(vips: Readonly<Record<string, string>>): string[] {
   const out = new Set<string>();
-  for (const [k, v] of Object.entries(vips))
+  for (const k in vips) {
+    if (!Object.hasOwn(vips, k)) continue;
+    const v = vips[k] as string;
+    // Most rows are plain: no template to look for (every reconcile reads each of its rows here).
+    if (!k.includes("^") && !v.includes("^")) continue;
     for (const m of `${k} ${v}`.matchAll(/\^([A-Za-z0-9_]+)/g)) out.add(m[1] as string);
+  }
   return [...out].filter((n) => n.startsWith(TEMPLATE_VAR_PREFIX));
 }
 
