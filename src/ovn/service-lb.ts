@@ -166,6 +166,131 @@ export function serviceLoadBalancers(
   chassis: readonly ClientTopology[],
   serviceCidrs?: readonly Cidr[],
 ): ServiceLoadBalancers {
+  if (!m.internalTrafficLocal && !hasTopologyHints(slices))
+    return plainLoadBalancers(m, slices, chassis, serviceCidrs);
+  return generalLoadBalancers(m, slices, chassis, serviceCidrs);
+}
+
+/** One VIP of a plain load balancer: its key in vips and the port and family its backends are chosen for. */
+interface PlainVip {
+  readonly key: string;
+  readonly port: ServicePortModel;
+  readonly family: Family;
+}
+
+/** Everything of a plain Service's rows but their backends, in the order generalLoadBalancers writes them. */
+interface PlainLayout {
+  readonly serviceCidrs: readonly Cidr[] | undefined;
+  readonly options: Record<string, string>;
+  readonly ports: readonly ServicePortModel[];
+  readonly rows: readonly {
+    readonly protocol: L4Protocol;
+    readonly audience: LbAudience;
+    readonly id: string;
+    readonly parts: RowParts;
+    readonly vips: readonly PlainVip[];
+  }[];
+}
+
+const plainLayouts = new WeakMap<ServiceModel, PlainLayout>();
+
+function plainLayout(m: ServiceModel, serviceCidrs: readonly Cidr[] | undefined): PlainLayout {
+  const known = plainLayouts.get(m);
+  if (known && known.serviceCidrs === serviceCidrs) return known;
+  const audienceOf = (ip: IpAddress): LbAudience =>
+    !serviceCidrs || serviceCidrs.some((c) => cidrContains(c, ip)) ? "cluster" : "external";
+  const external = [...m.externalIPs, ...m.loadBalancerIPs.filter((ip) => !sourceFiltered(m, ip.family))];
+  const svc = serviceKey(m.namespace, m.name);
+  const rows: PlainLayout["rows"][number][] = [];
+  for (const protocol of PROTOCOLS) {
+    const vipsOf: Record<LbAudience, PlainVip[]> = { cluster: [], external: [] };
+    for (const port of m.ports) {
+      if (port.protocol !== protocol) continue;
+      for (const vip of m.clusterIPs)
+        vipsOf[audienceOf(vip)].push({ key: hostPort(vip, port.port), port, family: vip.family });
+      for (const vip of external)
+        vipsOf.external.push({ key: hostPort(vip, port.port), port, family: vip.family });
+    }
+    for (const audience of AUDIENCES) {
+      if (vipsOf[audience].length === 0) continue;
+      const id = audience === "cluster" ? `${svc}/${protocol}` : `${svc}/${protocol}/external`;
+      const parts = partsOf(
+        m,
+        id,
+        () => `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
+      );
+      rows.push({ protocol, audience, id, parts, vips: vipsOf[audience] });
+    }
+  }
+  const options: Record<string, string> = { reject: "true", ct_flush: "true" };
+  if (m.affinityTimeoutSeconds !== undefined) options.affinity_timeout = String(m.affinityTimeoutSeconds);
+  const layout = { serviceCidrs, options, ports: m.ports, rows };
+  plainLayouts.set(m, layout);
+  return layout;
+}
+
+/**
+ * generalLoadBalancers' answer for a Service whose backends are the same on every chassis (no
+ * internalTrafficPolicy Local, no topology hints), from its layout kept per model: an endpoint change
+ * chooses each port's endpoints once and writes only the backend lists.
+ */
+function plainLoadBalancers(
+  m: ServiceModel,
+  slices: readonly V1EndpointSlice[],
+  chassis: readonly ClientTopology[],
+  serviceCidrs: readonly Cidr[] | undefined,
+): ServiceLoadBalancers {
+  const layout = plainLayout(m, serviceCidrs);
+  const variables = new Map<string, Record<string, string>>();
+  for (const c of chassis) variables.set(c.node, {});
+  const chosen = new Map<ServicePortModel, Endpoint[]>();
+  const lists = new Map<ServicePortModel, [string | undefined, string | undefined]>();
+  const backendsOf = (port: ServicePortModel, family: Family): string => {
+    let l = lists.get(port);
+    if (!l) {
+      l = [undefined, undefined];
+      lists.set(port, l);
+    }
+    const at = family === 4 ? 0 : 1;
+    let text = l[at];
+    if (text === undefined) {
+      let eps = chosen.get(port);
+      if (!eps) {
+        eps = selectEndpoints(slices, port);
+        chosen.set(port, eps);
+      }
+      text = backends(eps, family);
+      l[at] = text;
+    }
+    return text;
+  };
+  const rows: ServiceLbRow[] = [];
+  for (const r of layout.rows) {
+    const vips: Record<string, string> = {};
+    for (const v of r.vips) vips[v.key] = backendsOf(v.port, v.family);
+    rows.push({
+      table: "Load_Balancer",
+      id: r.id,
+      audience: r.audience,
+      row: {
+        name: r.parts.name,
+        protocol: r.protocol,
+        vips,
+        options: layout.options,
+        external_ids: r.parts.external_ids,
+      },
+    });
+  }
+  return { rows, variables };
+}
+
+/** The general path of serviceLoadBalancers (also what the plain path is tested against). */
+export function generalLoadBalancers(
+  m: ServiceModel,
+  slices: readonly V1EndpointSlice[],
+  chassis: readonly ClientTopology[],
+  serviceCidrs?: readonly Cidr[],
+): ServiceLoadBalancers {
   const rows: ServiceLbRow[] = [];
   // Without the service CIDRs (tests of the VIP layout) every cluster IP counts as one.
   const audienceOf = (ip: IpAddress): LbAudience =>
