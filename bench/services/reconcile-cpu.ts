@@ -3,9 +3,11 @@
 // commit that applies the transaction's update to the cache (as NB's update would, so the reconciler's own NB
 // listener runs too). What part B of make bench-services pays per change on the reconcile side, measured alone.
 //   node --import tsx bench/services/reconcile-cpu.ts [--services=2000] [--endpoints=10] [--changes=20000]
-//   (add --cpu-prof before --import for a profile; bench/services/profile-window.ts reads it)
+//   (run with the controller's flags, --max-semi-space-size=2, for its GC count; add --cpu-prof before --import
+//   for a profile, which bench/services/profile-window.ts reads)
 
 import { readFileSync } from "node:fs";
+import { PerformanceObserver } from "node:perf_hooks";
 import type { ControllerContext } from "../../src/controller/context.ts";
 import type { EndpointSliceObject, ServiceObject } from "../../src/controller/informers.ts";
 import { ServiceReconciler } from "../../src/controller/service-reconciler.ts";
@@ -162,6 +164,13 @@ const cpu = () => {
   const u = process.cpuUsage();
   return u.user + u.system;
 };
+/** Minor GCs (scavenges): with the controller's young generation (runtime-flags.ts), a measure of allocation. */
+let scavenges = 0;
+const gcs = new PerformanceObserver((list) => {
+  for (const e of list.getEntries())
+    if ((e as unknown as { detail?: { kind?: number } }).detail?.kind === 1) scavenges++;
+});
+gcs.observe({ entryTypes: ["gc"] });
 let t0 = cpu();
 let writes = 0;
 client.commit = (txn: Transaction) => {
@@ -172,6 +181,7 @@ for (const key of services.keys()) await reconciler.reconcile(key);
 const idleUs = (cpu() - t0) / SERVICES;
 const idleWrites = writes;
 t0 = cpu();
+const scavenges0 = scavenges;
 for (let i = 0; i < CHANGES; i++) {
   const svc = i % Math.min(SERVICES, 100);
   (addresses[svc] as string[])[Math.floor(i / 100) % ENDPOINTS] = churnIp(i % 65_536);
@@ -179,8 +189,12 @@ for (let i = 0; i < CHANGES; i++) {
   await reconciler.reconcile(`${NS}/${serviceName(svc)}`);
 }
 const churnUs = (cpu() - t0) / CHANGES;
+// The observer is told after the GC; let it catch up.
+await new Promise((r) => setTimeout(r, 100));
+gcs.disconnect();
 process.stdout.write(
   `CPU per reconcile of an unchanged Service: ${idleUs.toFixed(1)} µs, ${idleWrites} writes for ${SERVICES} Services\n` +
     `CPU per endpoint change (its reconcile, its update applied to the cache): ${churnUs.toFixed(1)} µs; ` +
-    `${writes - idleWrites} writes for ${CHANGES} changes, ${requeues} requeues by the NB listener\n`,
+    `${writes - idleWrites} writes for ${CHANGES} changes, ${requeues} requeues by the NB listener; ` +
+    `${(((scavenges - scavenges0) * 1000) / CHANGES).toFixed(1)} minor GCs per 1,000 changes\n`,
 );
