@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
+import { SERVICE_WORKERS_PER_WORKER } from "../src/controller/service-reconciler.ts";
 import { ApiClient } from "../src/k8s/api-client.ts";
 import { NODE_FLAGS } from "../src/runtime-flags.ts";
 import { tsNodeCommand } from "../src/sandbox/repo.ts";
@@ -59,8 +60,8 @@ const CONTROLLER_FLAGS: readonly string[] = flag("node-flags")?.split(" ").filte
 const PROFILE_DIR = join(tmpdir(), `zovn-bench-services-profile-${process.pid}`);
 const IN_FLIGHT = 20;
 const CHURN_IN_FLIGHT = 10;
-/** The controller's Service workers: its controller.workers default. */
-const SERVICE_WORKERS = 4;
+/** The controller's Service workers: its controller.workers default, times SERVICE_WORKERS_PER_WORKER. */
+const SERVICE_WORKERS = 4 * SERVICE_WORKERS_PER_WORKER;
 const RAW_BATCH = 100;
 const RSS_LIMIT_MIB = 300;
 const LOAD_AT_START = loadavg()[0] as number;
