@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { SUBNET_PATH, type Subnet } from "../src/api/subnet.ts";
+import { SERVICE_WORKERS_PER_WORKER } from "../src/controller/service-reconciler.ts";
 import { ApiClient } from "../src/k8s/api-client.ts";
 import { NODE_FLAGS } from "../src/runtime-flags.ts";
 import { tsNodeCommand } from "../src/sandbox/repo.ts";
@@ -59,8 +60,8 @@ const CONTROLLER_FLAGS: readonly string[] = flag("node-flags")?.split(" ").filte
 const PROFILE_DIR = join(tmpdir(), `zovn-bench-services-profile-${process.pid}`);
 const IN_FLIGHT = 20;
 const CHURN_IN_FLIGHT = 10;
-/** The controller's Service workers: its controller.workers default. */
-const SERVICE_WORKERS = 4;
+/** The controller's Service workers: its controller.workers default, times SERVICE_WORKERS_PER_WORKER. */
+const SERVICE_WORKERS = 4 * SERVICE_WORKERS_PER_WORKER;
 const RAW_BATCH = 100;
 const RSS_LIMIT_MIB = 300;
 const LOAD_AT_START = loadavg()[0] as number;
@@ -69,6 +70,23 @@ const repo = fileURLToPath(new URL("..", import.meta.url));
 const CRD = join(repo, "deploy/crds/subnet.network.zstack.io.yaml");
 const CONTROLLER = join(repo, "src/cli/zstack-ovnkube-controller.ts");
 const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/**
+ * CPU the process has used, ms: its main thread (the event loop every change waits on; /proc schedstat, ns) and
+ * all its threads (GC helpers included; /proc stat, clock ticks of 10 ms). Unlike a CPU profile's samples,
+ * which also count the time the thread was runnable but preempted by another process, this is time on a CPU.
+ */
+function cpuMs(pid: number): { main: number; waited: number; all: number } {
+  // schedstat: ns on a CPU, ns runnable but waiting for one, timeslices.
+  const sched = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ");
+  const main = Number(sched[0]) / 1e6;
+  const waited = Number(sched[1]) / 1e6;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  // utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
+  const all = (Number(fields[11]) + Number(fields[12])) * 10;
+  return { main, waited, all };
+}
 
 function vmHwmMiB(pid: number): number {
   const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
@@ -300,8 +318,19 @@ async function controllerRun(): Promise<ControllerResult> {
       return { samples, benchLag: loopDelay(lag) };
     };
     const m0 = await scrape(metricsPort);
+    const cpu0 = cpuMs(ctl.pid);
+    // The churn window on the monotonic clock V8's CPU profile uses (µs), for bench/services/profile-window.ts.
+    const w0 = process.hrtime.bigint() / 1000n;
     const { samples: ctlSamples, benchLag } = await churn(0);
+    if (PROFILE)
+      log(
+        `   churn window (monotonic µs): --from=${w0} --to=${process.hrtime.bigint() / 1000n} (node --import tsx bench/services/profile-window.ts ${PROFILE_DIR}/*.cpuprofile --from=... --to=... --changes=${CHANGES})`,
+      );
+    const cpu1 = cpuMs(ctl.pid);
     const breakdown = churnBreakdown(m0, await scrape(metricsPort), "services");
+    breakdown.push(
+      `B.   controller CPU during the churn: main thread ${f0(cpu1.main - cpu0.main)} ms = ${f2((cpu1.main - cpu0.main) / CHANGES)} ms per change; all threads ${f0(cpu1.all - cpu0.all)} ms = ${f2((cpu1.all - cpu0.all) / CHANGES)} ms per change; the main thread waited ${f0(cpu1.waited - cpu0.waited)} ms for a CPU`,
+    );
     const ctlArrivals = await tracedArrivals(
       traceFile,
       ctlSamples.map((x) => x.id),

@@ -228,7 +228,7 @@ export const CONTROLLER_SETTINGS: readonly Setting[] = [
     flag: "workers",
     kind: { type: "int", min: 1, max: 64 },
     default: 4,
-    doc: "Reconcile workers of the pods queue, and as many of the pod-annotations queue and of the Services queue.",
+    doc: "Reconcile workers of the pods queue, and as many of the pod-annotations queue; the Services queue has four times as many (a Service reconcile mostly waits for NB's answer).",
   },
   {
     key: "controller.metricsPort",

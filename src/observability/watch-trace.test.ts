@@ -46,6 +46,22 @@ describe("watch trace", () => {
     );
   });
 
+  it("writes waiting lines within a fraction of a second, without a close", async () => {
+    const path = join(dir, "c.jsonl");
+    const trace = WatchTrace.open(path, silentLogger);
+    trace.recorder("endpointslices")("MODIFIED", "ns/s-2", "43");
+    let lines: ReturnType<typeof parseWatchTrace> = [];
+    for (let i = 0; i < 3000 && lines.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+      lines = parseWatchTrace(readFileSync(path, "utf8"));
+    }
+    assert.deepEqual(
+      lines.map((l) => l.rv),
+      ["43"],
+    );
+    await trace.close();
+  });
+
   it("skips lines that are not trace lines, such as a torn last line", () => {
     const good = JSON.stringify({ resource: "pods", type: "ADDED", key: "a/b", rv: "1", t: 5 });
     const text = [

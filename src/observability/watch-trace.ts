@@ -25,8 +25,18 @@ export interface WatchTraceLine {
   t: number;
 }
 
+/**
+ * Lines wait this long, or until this many characters are waiting, and go to the file in one write: a write per
+ * event cost the traced controller about 0.15 ms of CPU per event (make bench-services part B), a tenth of what
+ * it spends on the event otherwise. `t` is taken at arrival either way.
+ */
+const FLUSH_MS = 50;
+const FLUSH_CHARS = 64 * 1024;
+
 export class WatchTrace {
   private failed = false;
+  private pending = "";
+  private timer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly out: WriteStream,
@@ -55,12 +65,25 @@ export class WatchTrace {
       const t = performance.timeOrigin + performance.now();
       if (this.failed) return;
       const line: WatchTraceLine = { resource, type, key, rv, t };
-      this.out.write(`${JSON.stringify(line)}\n`);
+      this.pending += `${JSON.stringify(line)}\n`;
+      if (this.pending.length >= FLUSH_CHARS) this.flush();
+      else if (!this.timer) {
+        this.timer = setTimeout(() => this.flush(), FLUSH_MS);
+        this.timer.unref();
+      }
     };
+  }
+
+  private flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending && !this.failed && !this.out.closed) this.out.write(this.pending);
+    this.pending = "";
   }
 
   /** Flushes what is buffered and closes the file. */
   close(): Promise<void> {
+    this.flush();
     return new Promise((resolve) => {
       if (this.out.closed || this.failed) resolve();
       else this.out.end(() => resolve());

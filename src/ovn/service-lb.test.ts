@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import fc from "fast-check";
 import { parseCidr } from "../ipam/cidr.ts";
 import { parseService, type ServiceModel } from "../services/service-model.ts";
 import {
   backendsVariable,
+  generalLoadBalancers,
   serviceLoadBalancers,
   topologyVariable,
   variablesOf,
@@ -311,6 +313,68 @@ describe("serviceLoadBalancers", () => {
         ["ns/web/tcp", "cluster", ["10.96.0.10:80"]],
         ["ns/web/tcp/external", "external", ["[fd00:96::a]:80"]],
       ],
+    );
+  });
+});
+
+describe("serviceLoadBalancers of a Service whose backends are the same on every chassis", () => {
+  it("writes what the general path writes, call after call with the same model", () => {
+    const ip4 = fc.constantFrom("10.96.0.10", "10.97.0.3", "192.168.200.60", "203.0.113.9");
+    const ip6 = fc.constantFrom("fd00:96::10", "fd00:97::3", "2001:db8::9");
+    const port = fc.record({
+      name: fc.constantFrom("http", "dns", ""),
+      protocol: fc.constantFrom("TCP", "UDP", "SCTP"),
+      port: fc.constantFrom(53, 80, 443),
+    });
+    const spec = fc.record({
+      clusterIPs: fc.oneof(
+        ip4.map((a) => [a]),
+        ip6.map((a) => [a]),
+        fc.tuple(ip4, ip6).map(([a, b]) => [a, b]),
+      ),
+      ports: fc.uniqueArray(port, { minLength: 1, maxLength: 3, selector: (p) => `${p.protocol}/${p.port}` }),
+      externalIPs: fc.uniqueArray(fc.oneof(ip4, ip6), { maxLength: 2 }),
+      sessionAffinity: fc.constantFrom("None", "ClientIP"),
+    });
+    const endpoint = fc.record({
+      ip: fc.constantFrom("10.244.0.5", "10.244.0.6", "10.244.1.7", "fd00:244::5", "fd00:244::6"),
+      node: fc.constantFrom("n1", "n2"),
+      ready: fc.boolean(),
+    });
+    const slices = fc.array(
+      fc.record({
+        family: fc.constantFrom("IPv4", "IPv6"),
+        eps: fc.array(endpoint, { maxLength: 4 }),
+        ports: fc.uniqueArray(port, { maxLength: 3, selector: (p) => `${p.protocol}/${p.name}` }),
+      }),
+      { maxLength: 3 },
+    );
+    const serviceCidrs = [parseCidr("10.96.0.0/16"), parseCidr("fd00:96::/64")];
+    const chassis = [{ node: "n1" }, { node: "n2" }];
+    fc.assert(
+      fc.property(
+        spec,
+        fc.array(slices, { minLength: 1, maxLength: 3 }),
+        fc.boolean(),
+        (sp, rounds, cidrs) => {
+          const m = model({ ...sp, clusterIP: sp.clusterIPs[0], ipFamilyPolicy: "PreferDualStack" });
+          for (const round of rounds) {
+            const s = round.map((r) =>
+              slice(
+                r.family,
+                r.eps.filter((e) => e.ip.includes(":") === (r.family === "IPv6")),
+                r.ports,
+              ),
+            );
+            const cidr = cidrs ? serviceCidrs : undefined;
+            assert.deepEqual(
+              serviceLoadBalancers(m, s, chassis, cidr),
+              generalLoadBalancers(m, s, chassis, cidr),
+            );
+          }
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });

@@ -58,16 +58,33 @@ export function serviceKey(namespace: string, name: string): string {
   return `${namespace}/${name}`;
 }
 
+/**
+ * Canonical texts of addresses, by object: an endpoint's address object is shared by every slice object that
+ * holds it (services/endpoints.ts), so an endpoint change rebuilds a backend list from texts already made.
+ */
+const ipTexts = new WeakMap<IpAddress, string>();
+
+function ipText(ip: IpAddress): string {
+  let t = ipTexts.get(ip);
+  if (t === undefined) {
+    t = formatIp(ip);
+    ipTexts.set(ip, t);
+  }
+  return t;
+}
+
 /** `ip:port`, with IPv6 in brackets, as OVN writes VIPs and backends. */
 export function hostPort(ip: IpAddress, port: number): string {
-  return ip.family === 6 ? `[${formatIp(ip)}]:${port}` : `${formatIp(ip)}:${port}`;
+  return ip.family === 6 ? `[${ipText(ip)}]:${port}` : `${ipText(ip)}:${port}`;
 }
 
 function backends(eps: readonly Endpoint[], family: Family): string {
-  return eps
-    .filter((e) => e.ip.family === family)
-    .map((e) => hostPort(e.ip, e.port))
-    .join(",");
+  let out = "";
+  for (const e of eps) {
+    if (e.ip.family !== family) continue;
+    out = out === "" ? hostPort(e.ip, e.port) : `${out},${hostPort(e.ip, e.port)}`;
+  }
+  return out;
 }
 
 function hashName(kind: string, parts: readonly (string | number)[]): string {
@@ -92,12 +109,46 @@ export function vipVariable(m: ServiceModel, ip: IpAddress): string {
 /** The template variable names a load balancer's vips refer to (`^name` tokens). */
 export function variablesOf(vips: Readonly<Record<string, string>>): string[] {
   const out = new Set<string>();
-  for (const [k, v] of Object.entries(vips))
+  for (const k in vips) {
+    if (!Object.hasOwn(vips, k)) continue;
+    const v = vips[k] as string;
+    // Most rows are plain: no template to look for (every reconcile reads each of its rows here).
+    if (!k.includes("^") && !v.includes("^")) continue;
     for (const m of `${k} ${v}`.matchAll(/\^([A-Za-z0-9_]+)/g)) out.add(m[1] as string);
+  }
   return [...out].filter((n) => n.startsWith(TEMPLATE_VAR_PREFIX));
 }
 
 const PROTOCOLS: readonly L4Protocol[] = ["tcp", "udp", "sctp"];
+
+/** What a row of a Service has whatever its endpoints: its name and external_ids, by row id. */
+interface RowParts {
+  readonly name: string;
+  readonly external_ids: Record<string, string>;
+}
+
+/**
+ * Per Service model (parsed once per Service object by the controller), its rows' names and external_ids: an
+ * endpoint change rebuilds only the vips.
+ */
+const rowParts = new WeakMap<ServiceModel, Map<string, RowParts>>();
+
+function partsOf(m: ServiceModel, id: string, name: () => string): RowParts {
+  let byId = rowParts.get(m);
+  if (!byId) {
+    byId = new Map();
+    rowParts.set(m, byId);
+  }
+  let p = byId.get(id);
+  if (!p) {
+    p = {
+      name: name(),
+      external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: serviceKey(m.namespace, m.name) }),
+    };
+    byId.set(id, p);
+  }
+  return p;
+}
 
 /**
  * The desired load balancers of a Service and the template variables of each chassis in `chassis` (the nodes,
@@ -110,6 +161,131 @@ const PROTOCOLS: readonly L4Protocol[] = ["tcp", "udp", "sctp"];
  * list: with options:reject a client gets a TCP reset or ICMP unreachable at once.
  */
 export function serviceLoadBalancers(
+  m: ServiceModel,
+  slices: readonly V1EndpointSlice[],
+  chassis: readonly ClientTopology[],
+  serviceCidrs?: readonly Cidr[],
+): ServiceLoadBalancers {
+  if (!m.internalTrafficLocal && !hasTopologyHints(slices))
+    return plainLoadBalancers(m, slices, chassis, serviceCidrs);
+  return generalLoadBalancers(m, slices, chassis, serviceCidrs);
+}
+
+/** One VIP of a plain load balancer: its key in vips and the port and family its backends are chosen for. */
+interface PlainVip {
+  readonly key: string;
+  readonly port: ServicePortModel;
+  readonly family: Family;
+}
+
+/** Everything of a plain Service's rows but their backends, in the order generalLoadBalancers writes them. */
+interface PlainLayout {
+  readonly serviceCidrs: readonly Cidr[] | undefined;
+  readonly options: Record<string, string>;
+  readonly ports: readonly ServicePortModel[];
+  readonly rows: readonly {
+    readonly protocol: L4Protocol;
+    readonly audience: LbAudience;
+    readonly id: string;
+    readonly parts: RowParts;
+    readonly vips: readonly PlainVip[];
+  }[];
+}
+
+const plainLayouts = new WeakMap<ServiceModel, PlainLayout>();
+
+function plainLayout(m: ServiceModel, serviceCidrs: readonly Cidr[] | undefined): PlainLayout {
+  const known = plainLayouts.get(m);
+  if (known && known.serviceCidrs === serviceCidrs) return known;
+  const audienceOf = (ip: IpAddress): LbAudience =>
+    !serviceCidrs || serviceCidrs.some((c) => cidrContains(c, ip)) ? "cluster" : "external";
+  const external = [...m.externalIPs, ...m.loadBalancerIPs.filter((ip) => !sourceFiltered(m, ip.family))];
+  const svc = serviceKey(m.namespace, m.name);
+  const rows: PlainLayout["rows"][number][] = [];
+  for (const protocol of PROTOCOLS) {
+    const vipsOf: Record<LbAudience, PlainVip[]> = { cluster: [], external: [] };
+    for (const port of m.ports) {
+      if (port.protocol !== protocol) continue;
+      for (const vip of m.clusterIPs)
+        vipsOf[audienceOf(vip)].push({ key: hostPort(vip, port.port), port, family: vip.family });
+      for (const vip of external)
+        vipsOf.external.push({ key: hostPort(vip, port.port), port, family: vip.family });
+    }
+    for (const audience of AUDIENCES) {
+      if (vipsOf[audience].length === 0) continue;
+      const id = audience === "cluster" ? `${svc}/${protocol}` : `${svc}/${protocol}/external`;
+      const parts = partsOf(
+        m,
+        id,
+        () => `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
+      );
+      rows.push({ protocol, audience, id, parts, vips: vipsOf[audience] });
+    }
+  }
+  const options: Record<string, string> = { reject: "true", ct_flush: "true" };
+  if (m.affinityTimeoutSeconds !== undefined) options.affinity_timeout = String(m.affinityTimeoutSeconds);
+  const layout = { serviceCidrs, options, ports: m.ports, rows };
+  plainLayouts.set(m, layout);
+  return layout;
+}
+
+/**
+ * generalLoadBalancers' answer for a Service whose backends are the same on every chassis (no
+ * internalTrafficPolicy Local, no topology hints), from its layout kept per model: an endpoint change
+ * chooses each port's endpoints once and writes only the backend lists.
+ */
+function plainLoadBalancers(
+  m: ServiceModel,
+  slices: readonly V1EndpointSlice[],
+  chassis: readonly ClientTopology[],
+  serviceCidrs: readonly Cidr[] | undefined,
+): ServiceLoadBalancers {
+  const layout = plainLayout(m, serviceCidrs);
+  const variables = new Map<string, Record<string, string>>();
+  for (const c of chassis) variables.set(c.node, {});
+  const chosen = new Map<ServicePortModel, Endpoint[]>();
+  const lists = new Map<ServicePortModel, [string | undefined, string | undefined]>();
+  const backendsOf = (port: ServicePortModel, family: Family): string => {
+    let l = lists.get(port);
+    if (!l) {
+      l = [undefined, undefined];
+      lists.set(port, l);
+    }
+    const at = family === 4 ? 0 : 1;
+    let text = l[at];
+    if (text === undefined) {
+      let eps = chosen.get(port);
+      if (!eps) {
+        eps = selectEndpoints(slices, port);
+        chosen.set(port, eps);
+      }
+      text = backends(eps, family);
+      l[at] = text;
+    }
+    return text;
+  };
+  const rows: ServiceLbRow[] = [];
+  for (const r of layout.rows) {
+    const vips: Record<string, string> = {};
+    for (const v of r.vips) vips[v.key] = backendsOf(v.port, v.family);
+    rows.push({
+      table: "Load_Balancer",
+      id: r.id,
+      audience: r.audience,
+      row: {
+        name: r.parts.name,
+        protocol: r.protocol,
+        vips,
+        options: layout.options,
+        external_ids: r.parts.external_ids,
+      },
+    });
+  }
+  return { rows, variables };
+}
+
+/** The general path of serviceLoadBalancers (also what the plain path is tested against). */
+export function generalLoadBalancers(
   m: ServiceModel,
   slices: readonly V1EndpointSlice[],
   chassis: readonly ClientTopology[],
@@ -189,17 +365,16 @@ export function serviceLoadBalancers(
       if (Object.keys(vips).length === 0) continue;
       // The cluster row keeps the id (and name) the single row of a Service had, so it is not rewritten.
       const id = audience === "cluster" ? `${svc}/${protocol}` : `${svc}/${protocol}/external`;
+      const parts = partsOf(
+        m,
+        id,
+        () => `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
+      );
       rows.push({
         table: "Load_Balancer",
         id,
         audience,
-        row: {
-          name: `zovn-svc_${m.namespace}_${m.name}_${protocol}${audience === "cluster" ? "" : "_external"}`,
-          protocol,
-          vips,
-          options: baseOptions,
-          external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
-        },
+        row: { name: parts.name, protocol, vips, options: baseOptions, external_ids: parts.external_ids },
       });
     }
     for (const audience of AUDIENCES)
@@ -209,16 +384,21 @@ export function serviceLoadBalancers(
         // The id keeps its first use (internalTrafficPolicy Local) so existing rows are not rewritten.
         const suffix = audience === "cluster" ? `local-v${family}` : `external-v${family}`;
         const id = `${svc}/${protocol}/${suffix}`;
+        const parts = partsOf(
+          m,
+          id,
+          () => `zovn-svc_${m.namespace}_${m.name}_${protocol}_${suffix.replace("-", "_")}`,
+        );
         rows.push({
           table: "Load_Balancer",
           id,
           audience,
           row: {
-            name: `zovn-svc_${m.namespace}_${m.name}_${protocol}_${suffix.replace("-", "_")}`,
+            name: parts.name,
             protocol,
             vips: tvips,
             options: { ...baseOptions, template: "true", "address-family": family === 4 ? "ipv4" : "ipv6" },
-            external_ids: ownedIds("service-lb", id, { [SERVICE_KEY]: svc }),
+            external_ids: parts.external_ids,
           },
         });
       }

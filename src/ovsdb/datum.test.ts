@@ -13,6 +13,7 @@ import {
   NamedUuid,
   type Value,
   validateAtom,
+  valuesEqual,
 } from "./datum.ts";
 import { ValueError } from "./errors.ts";
 import {
@@ -687,4 +688,50 @@ test("a string's length is counted in code points: a surrogate pair is one, a lo
   );
   assert.equal(encodeValue("a\u{1F600}\uD800", ct(3, 3)), "a\u{1F600}\uD800");
   assert.throws(() => encodeValue("\uDC00\uD800", ct(0, 1)), ValueError);
+});
+
+describe("valuesEqual", () => {
+  const reference = (a: Value, b: Value, ct: ColumnType) =>
+    JSON.stringify(canonicalValue(a, ct)) === JSON.stringify(canonicalValue(b, ct));
+  const atom: fc.Arbitrary<Atom> = fc.oneof(
+    fc.constantFrom<Atom>("a", "b", "", "1", "01", "__proto__"),
+    fc.constantFrom<Atom>(0, 1, 1.5, -2, true, false),
+    fc.constantFrom("x", "y").map((n) => new NamedUuid(n)),
+  );
+  const key = fc.constantFrom("a", "b", "1", "01", "1.0", "true", "__proto__");
+  const map = fc.array(fc.tuple(key, atom), { maxLength: 4 }).map((pairs) => {
+    const m: Record<string, Atom> = {};
+    for (const [k, v] of pairs)
+      Object.defineProperty(m, k, { value: v, enumerable: true, writable: true, configurable: true });
+    return m as Value;
+  });
+  const base = (type: AtomicType): BaseType => ({ type });
+  const types = fc.constantFrom<AtomicType>("string", "uuid", "integer", "real", "boolean");
+
+  test("agrees with comparing canonical forms, for every kind of column and value", () => {
+    fc.assert(
+      fc.property(types, types, map, map, (kt, vt, a, b) => {
+        const ct: ColumnType = { key: base(kt), value: base(vt), min: 0, max: Infinity, kind: "map" };
+        assert.equal(valuesEqual(a, b, ct), reference(a, b, ct));
+        assert.equal(valuesEqual(a, { ...(a as object) } as Value, ct), reference(a, a, ct));
+      }),
+      { numRuns: 2000 },
+    );
+    fc.assert(
+      fc.property(types, fc.array(atom, { maxLength: 4 }), fc.array(atom, { maxLength: 4 }), (kt, a, b) => {
+        const ct: ColumnType = { key: base(kt), min: 0, max: Infinity, kind: "set" };
+        assert.equal(valuesEqual(a, b, ct), reference(a, b, ct));
+        assert.equal(valuesEqual(a, [...a].reverse(), ct), reference(a, [...a].reverse(), ct));
+      }),
+      { numRuns: 2000 },
+    );
+    fc.assert(
+      fc.property(types, fc.option(atom), fc.option(atom), fc.boolean(), (kt, a, b, optional) => {
+        const kind = optional ? "optional" : "scalar";
+        const ct: ColumnType = { key: base(kt), min: optional ? 0 : 1, max: 1, kind };
+        assert.equal(valuesEqual(a, b, ct), reference(a, b, ct));
+      }),
+      { numRuns: 2000 },
+    );
+  });
 });

@@ -402,5 +402,46 @@ export function canonicalValue(v: Value, ct: ColumnType): unknown {
 
 export function valuesEqual(a: Value, b: Value, ct: ColumnType): boolean {
   if (a === b) return true;
+  const quick = quickEqual(a, b, ct);
+  if (quick !== undefined) return quick;
   return JSON.stringify(canonicalValue(a, ct)) === JSON.stringify(canonicalValue(b, ct));
+}
+
+/**
+ * valuesEqual's answer without building canonical forms, for the common values (strings, string-keyed maps of
+ * strings, sets of different sizes); undefined where only the canonical comparison can tell. A load balancer's
+ * vips map compared per reconcile and per update was serialized whole twice.
+ */
+function quickEqual(a: Value, b: Value, ct: ColumnType): boolean | undefined {
+  switch (ct.kind) {
+    case "scalar":
+    case "optional":
+      if (a === null || b === null) return ct.kind === "optional" ? false : undefined;
+      return typeof a === "string" && typeof b === "string" ? false : undefined;
+    case "set":
+      return (a as readonly Atom[]).length !== (b as readonly Atom[]).length ? false : undefined;
+    case "map": {
+      // Keys of another type sort as atoms, where two texts may tie ("1", "01"): the canonical order decides.
+      const kt = ct.key.type;
+      if (kt === "integer" || kt === "real" || kt === "boolean") return undefined;
+      const ma = a as MapValue;
+      const mb = b as MapValue;
+      let size = 0;
+      let unsure = false;
+      for (const k in ma) {
+        if (!Object.hasOwn(ma, k)) continue;
+        size++;
+        if (!Object.hasOwn(mb, k)) return false;
+        const x = ma[k];
+        const y = mb[k];
+        if (x === y) continue;
+        if (typeof x === "string" || typeof y === "string") return false;
+        unsure = true;
+      }
+      let sizeB = 0;
+      for (const k in mb) if (Object.hasOwn(mb, k)) sizeB++;
+      if (size !== sizeB) return false;
+      return unsure ? undefined : true;
+    }
+  }
 }

@@ -241,3 +241,26 @@ describe("selectEndpoints with topology hints (kube-proxy's choice for a client'
     assert.equal(hasTopologyHints([slice([{ ip: "10.244.1.2", node: "n1" }])]), false);
   });
 });
+
+describe("endpoint addresses parsed once across slice objects", () => {
+  it("gives every slice object the same choice as the first, across more addresses than one cache generation", () => {
+    const addr = (i: number) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+    const special = ["127.0.0.1", "169.254.169.254", "224.0.0.1", "0.0.0.0", "10.0.0.01", "fd00::1"];
+    const pick = (ips: string[]) =>
+      selectEndpoints([slice(ips.map((ip) => ({ ip })))], http).map((e) => formatIp(e.ip));
+    const first = pick(["10.0.0.1", ...special]);
+    assert.deepEqual(first, ["10.0.0.1"]);
+    // 40,000 other addresses turn the cache over more than twice; then the same texts, in new objects.
+    for (let i = 0; i < 40_000; i += 100)
+      assert.equal(pick(Array.from({ length: 100 }, (_, k) => addr(65_536 + i + k))).length, 100);
+    assert.deepEqual(pick(["10.0.0.1", ...special]), first);
+    assert.deepEqual(pick([...special, "10.0.0.1"]), first);
+    // A slice of the other family reads the same cached text as no endpoint of its own.
+    assert.deepEqual(
+      selectEndpoints([slice([{ ip: "10.0.0.1" }, { ip: "fd00::5" }], undefined, "IPv6")], http).map((e) =>
+        formatIp(e.ip),
+      ),
+      ["fd00::5"],
+    );
+  });
+});
