@@ -1,14 +1,16 @@
 // make bench-controller: zstack-ovnkube-controller annotating unscheduled pods, against a minimal patcher
 // doing the same PATCHes with no NB. Each run gets a fresh etcd + kube-apiserver (the sandbox's binaries and
 // flags, with raised in-flight limits) so neither inherits the other's objects; the controller run also gets
-// a fresh NB ovsdb-server. Both annotators are separate node processes started the way the sandbox starts the
-// controller (NODE_FLAGS, tsx), with the same number of workers.
+// a fresh NB ovsdb-server. Both annotators are separate node processes with the same flags (NODE_FLAGS) and
+// the same number of workers. By default each is first bundled as the product image's executable is (esbuild,
+// tools/build-sea.ts: minified CommonJS, no keepNames) and run as `node FLAGS bundle.cjs`; --tsx runs the
+// TypeScript sources through tsx instead, as the sandbox does.
 //   node --import tsx bench/controller.ts [--quick] [--pods=N,M] [--workers=W] [--in-flight=K] [--tunnel=T]
-//     [--profile=DIR] [--node-flags="--flag1 --flag2"] [--keep-output=DIR]
+//     [--bundle | --tsx] [--profile=DIR] [--node-flags="--flag1 --flag2"] [--keep-output=DIR]
 
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { copyFile, mkdir, readFile } from "node:fs/promises";
-import { loadavg } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -20,6 +22,7 @@ import { writeRecords } from "../test/rig/db-log.ts";
 import { type KubeApiserver, startKubeApiserver } from "../test/rig/kube-apiserver.ts";
 import { freePort, SCHEMAS, startOvsdbServer } from "../test/rig/ovsdb-server.ts";
 import { type Daemon, spawnDaemon } from "../test/rig/process.ts";
+import { bundleEntry } from "../tools/build-sea.ts";
 import {
   BENCH_NAMESPACE,
   type LoadResult,
@@ -45,6 +48,10 @@ const PROFILE_DIR = flag("profile");
 const ANNOTATOR_FLAGS = flag("node-flags")?.split(" ").filter(Boolean) ?? NODE_FLAGS;
 // --keep-output=DIR: each annotator's stdout and stderr (with --node-flags=--trace-gc, say) is copied there.
 const KEEP_DIR = flag("keep-output");
+// --tsx: run the annotators' TypeScript through tsx (transpiled at load, keepNames) instead of the bundles.
+if (argv.includes("--tsx") && argv.includes("--bundle"))
+  throw new Error("--tsx and --bundle exclude each other");
+const TSX = argv.includes("--tsx");
 const RSS_LIMIT_MIB = 250;
 const RSS_AT = 5000;
 
@@ -55,13 +62,31 @@ const PATCHER = join(repo, "bench/controller/patcher.ts");
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-/** A node process started like the sandbox starts the controller. */
+/** What each annotator runs: its TypeScript entry under tsx, or the bundle made of it for this run. */
+const scripts = { controller: CONTROLLER, patcher: PATCHER };
+
+/**
+ * Bundles both annotators once, with the product build's own esbuild options (bundleEntry: the options the
+ * image's executable is built with, minus the SEA blob and its code cache, which only speed up the start).
+ * The image bundles src/cli/zstack-ovn.ts, which imports the named program; bundling the controller's entry
+ * directly gives the same code without the other two programs. The directory goes when the bench exits.
+ */
+async function bundleAnnotators(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "zovn-bench-ctl-"));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  const started = Date.now();
+  scripts.controller = join(dir, "controller.cjs");
+  scripts.patcher = join(dir, "patcher.cjs");
+  await bundleEntry(CONTROLLER, scripts.controller, false);
+  await bundleEntry(PATCHER, scripts.patcher, false);
+  log(`bundled both annotators into ${dir} in ${Date.now() - started} ms`);
+}
+
+/** A node process with the annotators' flags, running a bundle or (with --tsx) TypeScript through tsx. */
 function nodeProcess(script: string, env: NodeJS.ProcessEnv, outputFile: string): Daemon {
-  const ts = tsNodeCommand([
-    ...ANNOTATOR_FLAGS,
-    ...(PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : []),
-  ]);
-  return spawnDaemon(ts.command, [...ts.args, script], {
+  const flags = [...ANNOTATOR_FLAGS, ...(PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
+  const cmd = TSX ? tsNodeCommand(flags) : { command: process.execPath, args: flags };
+  return spawnDaemon(cmd.command, [...cmd.args, script], {
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
     outputFile,
   });
@@ -191,7 +216,7 @@ async function baselineRun(pods: number): Promise<RunResult> {
   return withApiserver(async (kube, api) => {
     const out = join(kube.dir, "patcher.out");
     const patcher = nodeProcess(
-      PATCHER,
+      scripts.patcher,
       { BENCH_KUBECONFIG: kube.kubeconfigPath, BENCH_WORKERS: String(WORKERS) },
       out,
     );
@@ -226,7 +251,7 @@ async function controllerRun(pods: number): Promise<RunResult> {
     const out = join(kube.dir, "controller.out");
     const metricsPort = await freePort();
     const ctl = nodeProcess(
-      CONTROLLER,
+      scripts.controller,
       {
         ZSTACK_OVN_NBDB_ADDRESS: nb.unix,
         ZSTACK_KUBECONFIG: kube.kubeconfigPath,
@@ -318,7 +343,7 @@ function report(pods: number, base: RunResult, ctl: RunResult): string[] {
   const p99 = p(ctl, 0.99) / p(base, 0.99);
   const cpu = cpuMsPerPod(ctl) / cpuMsPerPod(base);
   const lines = [
-    `== ${pods} unscheduled pods, ${WORKERS} workers, ${IN_FLIGHT} creates in flight, tunnel ${TUNNEL} ==`,
+    `== ${pods} unscheduled pods, ${WORKERS} workers, ${IN_FLIGHT} creates in flight, tunnel ${TUNNEL}, ${TSX ? "tsx" : "bundled"} ==`,
     row("", "baseline", "controller", "ratio", "target"),
     row("pods annotated", String(base.annotated), String(ctl.annotated)),
     row("creates answered per second", f1(createRate(base)), f1(createRate(ctl))),
@@ -408,8 +433,10 @@ async function main(): Promise<void> {
   // exit() runs the rig's exit hook, which kills the daemons and removes their temp dirs.
   for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => process.exit(130));
   log(
-    `bench-controller: pods ${SIZES.join(", ")}; namespace ${BENCH_NAMESPACE}; node ${ANNOTATOR_FLAGS.join(" ")}`,
+    `bench-controller: pods ${SIZES.join(", ")}; namespace ${BENCH_NAMESPACE}; node ${ANNOTATOR_FLAGS.join(" ")}; ` +
+      `annotators ${TSX ? "through tsx" : "bundled as the product is"}`,
   );
+  if (!TSX) await bundleAnnotators();
   const out: string[] = [];
   for (const pods of SIZES) {
     log(`-- ${pods} pods: baseline run (patcher, no NB)`);
