@@ -62,4 +62,30 @@ describe("queue series", () => {
     c.child({ queue: "pods" }).inc();
     assert.match(await r.metrics(), /adds_total\{queue="pods"\} 4/);
   });
+
+  it("a child found before the registry is reset counts into the zeroed series afterwards", async () => {
+    const r = new Registry();
+    const c = new FastCounter("adds_total", "adds", ["queue"], [r]);
+    const g = new FastGauge("depth", "depth", ["queue"], [r]);
+    const h = new FastHistogram("latency_seconds", "latency", ["queue"], [0.1, 1], [r]);
+    const adds = c.child({ queue: "pods" });
+    const depth = g.child({ queue: "pods" });
+    const latency = h.child({ queue: "pods" });
+    adds.inc();
+    depth.set(5);
+    latency.observe(0.5);
+    r.resetMetrics();
+    const zeroed = await r.metrics();
+    assert.match(zeroed, /adds_total\{queue="pods"\} 0/);
+    assert.match(zeroed, /latency_seconds_count\{queue="pods"\} 0/);
+    adds.inc();
+    adds.inc();
+    depth.set(2);
+    latency.observe(0.05);
+    const text = await r.metrics();
+    assert.match(text, /adds_total\{queue="pods"\} 2/);
+    assert.match(text, /depth\{queue="pods"\} 2/);
+    assert.match(text, /latency_seconds_bucket\{le="0.1",queue="pods"\} 1/);
+    assert.match(text, /latency_seconds_count\{queue="pods"\} 1/);
+  });
 });

@@ -50,8 +50,12 @@ abstract class Series<S> {
     return entry.s;
   }
 
+  /**
+   * Zeroes every series in place: queues hold their series' objects (child()), so dropping them would leave
+   * those queues counting into series the registry no longer prints.
+   */
   reset(): void {
-    this.series.clear();
+    for (const entry of this.series.values()) Object.assign(entry.s as object, this.fresh());
   }
 }
 
