@@ -6,6 +6,19 @@ import { JsonStreamSplitter } from "./json-stream.ts";
 
 const jsonObject = fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 6 });
 
+/** Pushes `bytes` in chunks of the lengths in `cuts`, then the rest; returns every message split out. */
+function pushInCuts(s: JsonStreamSplitter, bytes: Buffer, cuts: readonly number[]): unknown[] {
+  const got: unknown[] = [];
+  let pos = 0;
+  for (const c of cuts) {
+    const end = Math.min(bytes.length, pos + c);
+    got.push(...s.push(bytes.subarray(pos, end)));
+    pos = end;
+  }
+  got.push(...s.push(bytes.subarray(pos)));
+  return got;
+}
+
 test("splits back-to-back JSON objects however the bytes are chunked", () => {
   fc.assert(
     fc.property(
@@ -14,14 +27,7 @@ test("splits back-to-back JSON objects however the bytes are chunked", () => {
       (msgs, cuts) => {
         const bytes = Buffer.from(msgs.map((m, i) => (i % 2 ? " \n" : "") + JSON.stringify(m)).join(""));
         const s = new JsonStreamSplitter();
-        const got: unknown[] = [];
-        let pos = 0;
-        for (const c of cuts) {
-          const end = Math.min(bytes.length, pos + c);
-          got.push(...s.push(bytes.subarray(pos, end)));
-          pos = end;
-        }
-        got.push(...s.push(bytes.subarray(pos)));
+        const got = pushInCuts(s, bytes, cuts);
         assert.deepEqual(got, JSON.parse(JSON.stringify(msgs)));
         assert.equal(s.pendingBytes, 0);
       },
@@ -74,14 +80,7 @@ test("strings full of quotes and backslashes split right however the bytes are c
       (msgs, cuts) => {
         const bytes = Buffer.from(msgs.map((m) => JSON.stringify(m)).join(""));
         const s = new JsonStreamSplitter();
-        const got: unknown[] = [];
-        let pos = 0;
-        for (const c of cuts) {
-          const end = Math.min(bytes.length, pos + c);
-          got.push(...s.push(bytes.subarray(pos, end)));
-          pos = end;
-        }
-        got.push(...s.push(bytes.subarray(pos)));
+        const got = pushInCuts(s, bytes, cuts);
         assert.deepEqual(got, JSON.parse(`[${msgs.map((m) => JSON.stringify(m)).join(",")}]`));
         assert.equal(s.pendingBytes, 0);
       },
