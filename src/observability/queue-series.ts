@@ -59,20 +59,12 @@ abstract class Series<S> {
   }
 }
 
-export class FastCounter extends Series<{ value: number }> {
-  readonly type = "counter";
+/** A series holding one number per label set: counters and gauges. */
+abstract class ValueSeries extends Series<{ value: number }> {
+  abstract readonly type: "counter" | "gauge";
 
   protected fresh(): { value: number } {
     return { value: 0 };
-  }
-
-  child(labels: Labels): { inc(): void } {
-    const s = this.seriesOf(labels);
-    return {
-      inc: () => {
-        s.value++;
-      },
-    };
   }
 
   get(): Exported {
@@ -86,12 +78,21 @@ export class FastCounter extends Series<{ value: number }> {
   }
 }
 
-export class FastGauge extends Series<{ value: number }> {
-  readonly type = "gauge";
+export class FastCounter extends ValueSeries {
+  readonly type = "counter";
 
-  protected fresh(): { value: number } {
-    return { value: 0 };
+  child(labels: Labels): { inc(): void } {
+    const s = this.seriesOf(labels);
+    return {
+      inc: () => {
+        s.value++;
+      },
+    };
   }
+}
+
+export class FastGauge extends ValueSeries {
+  readonly type = "gauge";
 
   child(labels: Labels): { set(v: number): void } {
     const s = this.seriesOf(labels);
@@ -99,16 +100,6 @@ export class FastGauge extends Series<{ value: number }> {
       set: (v: number) => {
         s.value = v;
       },
-    };
-  }
-
-  get(): Exported {
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values: [...this.series.values()].map(({ labels, s }) => ({ labels, value: s.value })),
     };
   }
 }
