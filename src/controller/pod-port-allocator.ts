@@ -38,11 +38,11 @@ import {
   POD_UID_KEY,
   SUBNET_KEY,
 } from "../ovn/ownership.ts";
-import { podNetworksAnnotation, podPortId, podPortRow } from "../ovn/pod-port.ts";
+import { podNetworksAnnotation, podPortId, podPortName, podPortRow } from "../ovn/pod-port.ts";
 import { EXTERNAL_PODS_ADDRESS_SET_V4, nodePodsAddressSet, subnetSwitchName } from "../ovn/topology.ts";
 import type { RowEvent } from "../ovsdb/cache.ts";
 import type { OvsdbClient } from "../ovsdb/client.ts";
-import { certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
+import { ConstraintViolationError, certainlyNotApplied, WaitFailedError } from "../ovsdb/errors.ts";
 import type { LogicalSwitchPort, NbTables } from "../ovsdb/models/nb.generated.ts";
 import { setHas } from "../ovsdb/set-index.ts";
 import { byUuid } from "../ovsdb/transaction.ts";
@@ -155,6 +155,13 @@ function ownerOf(ns: string, name: string): string {
 function podOwnerOf(p: LogicalSwitchPort): string | undefined {
   if (!isOurs(p) || !idOf(p)?.startsWith("pod/")) return undefined;
   return (p.external_ids[POD_KEY] as string | undefined) ?? p.name;
+}
+
+/** NB refused the transaction because a port of the same name exists: its unique index on the port's name. */
+function nameIndexRefused(e: ConstraintViolationError): boolean {
+  return e.failures.some(
+    (f) => f.details?.includes('"Logical_Switch_Port" table') && f.details.includes('index on column "name"'),
+  );
 }
 
 function macOf(p: LogicalSwitchPort): string | undefined {
@@ -785,8 +792,9 @@ export class PodPortAllocator {
       this.pendingPorts.set(subnetName, (this.pendingPorts.get(subnetName) ?? 0) + 1);
     }
     try {
-      // A retried insert whose first attempt landed unseen fails on this guard instead of adding a second row.
-      if (!existing) txn.guardAbsent("Logical_Switch_Port", [["external_ids", "includes", { [ID_KEY]: id }]]);
+      // A retried insert whose first attempt landed unseen adds no second row: NB's unique index on the port's
+      // name (`namespace_name`, one per pod: neither holds an underscore) refuses it, and the refusal is read
+      // as RETRY below. A wait on external_ids would do the same by scanning every port of NB, each time.
       // NB itself refuses a second port with a fresh address: the allocator's view can lag NB (a lost reply whose
       // insert lands after the retry read the cache, a new Raft leader still applying its predecessor's
       // commits), and a duplicate must not commit however wrong that view is.
@@ -880,6 +888,19 @@ export class PodPortAllocator {
         const ip = addressGuards.get(taken.index) as string;
         this.opts.log?.info({ pod: owner, ip }, ADDRESS_REFUSED);
         return new AddressTaken(ip);
+      }
+      // A port of this name is in NB: ours landed unseen (a lost reply, a zombie leader), or somebody else's.
+      if (!existing && e instanceof ConstraintViolationError && nameIndexRefused(e)) {
+        const name = podPortName(pod.namespace, pod.name);
+        const other = this.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === name);
+        if (other && podOwnerOf(other as unknown as LogicalSwitchPort) !== owner) {
+          return {
+            ok: false,
+            reason: "PortNameTaken",
+            message: `pod ${owner}: NB already has a logical switch port named ${name} that this controller does not own (${other._uuid}); delete or rename that port`,
+          };
+        }
+        return RETRY;
       }
       // A group this write meant to create came first from its reconciler: join it once the view shows it.
       if (e instanceof WaitFailedError && e.failures.some((f) => groupGuards.has(f.index))) return RETRY;

@@ -323,6 +323,64 @@ test("two writers racing to create one pod's port leave one row: the guarded ins
   for (const pn of pns) await assertAllocatorFollowsNb(pn, admin);
 });
 
+test("a port for the pod that landed unseen with another address: NB's name index refuses the second insert and the pod keeps the landed port", async (t) => {
+  const { admin, c, proxy } = await rig(t);
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+  // The controller's view lags: the port another writer (a zombie leader, a write whose reply was lost) inserts
+  // for pod ns/a is not in it, so the allocator picks another free address, which no guard refuses.
+  const release = proxy.holdFromServer();
+  const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
+  const row = podPortRow(
+    { namespace: "ns", name: "a", uid: "ua" },
+    {
+      subnet: "default",
+      logicalSwitch: subnetSwitchName("default"),
+      mac: "0a:58:0a:f4:00:32",
+      ipsWithPrefix: ["10.244.0.50/24"],
+      gateways: ["10.244.0.1"],
+    },
+    { table: "Logical_Switch", id: "subnet/default", column: "ports" },
+  ).row;
+  await admin.transact((txn) => {
+    const ref = txn.insert("Logical_Switch_Port", row as never);
+    txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [ref]]]);
+  });
+  const pending = pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
+  await delay(300);
+  release();
+  const r = await pending;
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.deepEqual(r.ips, ["10.244.0.50"], "the pod keeps the port that landed");
+  const ports = await nbPodPorts(admin);
+  assert.equal(ports.size, 1, "one row for the pod");
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
+test("a port of the pod's name that is not ours is refused with PortNameTaken naming it, and no address stays held", async (t) => {
+  const { admin, c } = await rig(t);
+  // Somebody else's port (ZStack's, an operator's) under the name the pod's port would take, on their own switch.
+  await admin.transact((txn) => {
+    const ref = txn.insert("Logical_Switch_Port", {
+      name: "ns_x",
+      addresses: ["0a:00:00:00:00:01 192.0.2.10"],
+    });
+    txn.insert("Logical_Switch", { name: "theirs", ports: [ref] });
+  });
+  await c.echo();
+  const pn = new PodPortAllocator(c);
+  pn.loadSubnet("default", DEFAULT());
+  const r = await pn.ensure({ namespace: "ns", name: "x", uid: "ux" }, "default");
+  assert.ok(!r.ok, JSON.stringify(r));
+  assert.equal(r.reason, "PortNameTaken");
+  assert.match(r.message, /logical switch port named ns_x that this controller does not own/);
+  await assertAllocatorFollowsNb(pn, admin);
+  // The other pods are not held up by it.
+  const y = await pn.ensure({ namespace: "ns", name: "y", uid: "uy" }, "default");
+  assert.ok(y.ok, JSON.stringify(y));
+  await assertAllocatorFollowsNb(pn, admin);
+});
+
 /** Every address that two pod ports held at once, as `nb`'s cache saw it after each update. */
 function watchSharedAddresses(nb: Nb): { seen: string[]; stop: () => void } {
   const seen: string[] = [];
