@@ -180,7 +180,7 @@ export interface Observation {
   readonly problems: SubnetProblem[];
 }
 
-/** The insert's guard found a port of this pod that the cache does not show yet. */
+/** NB refused the insert (its name index, or a guard): a port of this pod is there that the cache does not show yet. */
 const RETRY = Symbol("retry");
 /** NB refused the insert: another port holds the address, although the allocator had it free. */
 export const ADDRESS_REFUSED = "NB refused a fresh address: a port not in this controller's view holds it";
@@ -696,7 +696,7 @@ export class PodPortAllocator {
                 message: `pod ${owner}: NB refused address ${r.ip}: a port this controller does not see yet holds it`,
               };
         }
-        // A guard found a port that the cache does not show yet (this pod's, or the holder of the address):
+        // NB refused the insert for a port the cache does not show yet (this pod's, or the holder of the address):
         // wait until it does, so the next attempt reads it.
         await this.nb.echo(this.opts.readyWaitMs ?? NB_READY_WAIT_MS);
       }
@@ -897,7 +897,7 @@ export class PodPortAllocator {
           return {
             ok: false,
             reason: "PortNameTaken",
-            message: `pod ${owner}: NB already has a logical switch port named ${name} that this controller does not own (${other._uuid}); delete or rename that port`,
+            message: `pod ${owner}: NB already has a logical switch port named ${name} that this controller does not own (${other._uuid}); delete or rename that port, or give the pod another name`,
           };
         }
         return RETRY;

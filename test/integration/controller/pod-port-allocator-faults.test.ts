@@ -294,7 +294,7 @@ test("a requested MAC that the router port, a pod, a foreign port or a managemen
   await assertAllocatorFollowsNb(pn, admin);
 });
 
-test("two writers racing to create one pod's port leave one row: the guarded insert of the second resolves from NB", async (t) => {
+test("two writers racing to create one pod's port leave one row: NB refuses the second insert and it resolves from NB", async (t) => {
   const { admin, srv } = await rig(t);
   const clients = await Promise.all(
     [1, 2].map(async () => {
