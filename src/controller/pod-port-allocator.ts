@@ -157,13 +157,6 @@ function podOwnerOf(p: LogicalSwitchPort): string | undefined {
   return (p.external_ids[POD_KEY] as string | undefined) ?? p.name;
 }
 
-/** NB refused the transaction because a port of the same name exists: its unique index on the port's name. */
-function nameIndexRefused(e: ConstraintViolationError): boolean {
-  return e.failures.some(
-    (f) => f.details?.includes('"Logical_Switch_Port" table') && f.details.includes('index on column "name"'),
-  );
-}
-
 function macOf(p: LogicalSwitchPort): string | undefined {
   const first = p.addresses[0]?.trim().split(/\s+/)[0];
   if (!first || first === "router" || first === "unknown" || first === "dynamic") return undefined;
@@ -890,7 +883,11 @@ export class PodPortAllocator {
         return new AddressTaken(ip);
       }
       // A port of this name is in NB: ours landed unseen (a lost reply, a zombie leader), or somebody else's.
-      if (!existing && e instanceof ConstraintViolationError && nameIndexRefused(e)) {
+      if (
+        !existing &&
+        e instanceof ConstraintViolationError &&
+        e.violatesIndex("Logical_Switch_Port", "name")
+      ) {
         const name = podPortName(pod.namespace, pod.name);
         const other = this.nb.cache.table("Logical_Switch_Port").findOne((r) => r.name === name);
         if (other && podOwnerOf(other as unknown as LogicalSwitchPort) !== owner) {

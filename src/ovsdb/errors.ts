@@ -91,7 +91,18 @@ export class TransactionError extends OvsdbError {
   }
 }
 
-export class ConstraintViolationError extends TransactionError {}
+export class ConstraintViolationError extends TransactionError {
+  /**
+   * Whether the refusal was a unique index of `table` on `column` (a second row with the same value), as
+   * ovsdb-server words it: `... rows in "T" table to have identical values (...) for index on column "C" ...`.
+   */
+  violatesIndex(table: string, column: string): boolean {
+    return this.failures.some(
+      (f) =>
+        f.details?.includes(`rows in "${table}" table`) && f.details.includes(`index on column "${column}"`),
+    );
+  }
+}
 export class ReferentialIntegrityError extends TransactionError {}
 /** A `wait` operation timed out: the database did not hold the state the transaction was guarded on. */
 export class WaitFailedError extends TransactionError {}
