@@ -94,6 +94,27 @@ async function assertAllocatorFollowsNb(pn: PodPortAllocator, admin: Nb, subnet 
   assert.equal(new Set(all).size, all.length, `no address on two ports: ${all.join(", ")}`);
 }
 
+/** Writes a pod's port on subnet "default" into NB as another writer would (an earlier leader, a lost reply). */
+async function writePodPort(
+  admin: Nb,
+  pod: { namespace: string; name: string; uid: string },
+  ip: string,
+  mac: string,
+): Promise<void> {
+  const addressing = {
+    subnet: "default",
+    logicalSwitch: subnetSwitchName("default"),
+    mac,
+    ipsWithPrefix: [`${ip}/24`],
+    gateways: ["10.244.0.1"],
+  };
+  const txn = admin.transaction();
+  plan(admin.cache as never, admin.schema, txn as never, [
+    podPortRow(pod, addressing, { table: "Logical_Switch", id: "subnet/default", column: "ports" }),
+  ]);
+  await txn.commit();
+}
+
 const insertsPort = (ops: readonly Record<string, unknown>[]) =>
   ops.some((o) => o.op === "insert" && o.table === "Logical_Switch_Port");
 const deletesPort = (ops: readonly Record<string, unknown>[]) =>
@@ -175,22 +196,7 @@ test("pod ports deleted or added behind the controller's back, live or while it 
   proxy.refuse();
   proxy.cut();
   await deletePort("ns_b");
-  const zAddressing = {
-    subnet: "default",
-    logicalSwitch: subnetSwitchName("default"),
-    mac: "0a:58:0a:f4:00:32",
-    ipsWithPrefix: ["10.244.0.50/24"],
-    gateways: ["10.244.0.1"],
-  };
-  const txn = admin.transaction();
-  plan(admin.cache as never, admin.schema, txn as never, [
-    podPortRow({ namespace: "ns", name: "z", uid: "uz" }, zAddressing, {
-      table: "Logical_Switch",
-      id: "subnet/default",
-      column: "ports",
-    }),
-  ]);
-  await txn.commit();
+  await writePodPort(admin, { namespace: "ns", name: "z", uid: "uz" }, "10.244.0.50", "0a:58:0a:f4:00:32");
   const reconnected = once(c, "ready", { signal: AbortSignal.timeout(60_000) });
   proxy.accept();
   await reconnected;
@@ -330,22 +336,7 @@ test("a port for the pod that landed unseen with another address: NB's name inde
   // The controller's view lags: the port another writer (a zombie leader, a write whose reply was lost) inserts
   // for pod ns/a is not in it, so the allocator picks another free address, which no guard refuses.
   const release = proxy.holdFromServer();
-  const ls = admin.cache.table("Logical_Switch").findOne((r) => r.name === subnetSwitchName("default"));
-  const row = podPortRow(
-    { namespace: "ns", name: "a", uid: "ua" },
-    {
-      subnet: "default",
-      logicalSwitch: subnetSwitchName("default"),
-      mac: "0a:58:0a:f4:00:32",
-      ipsWithPrefix: ["10.244.0.50/24"],
-      gateways: ["10.244.0.1"],
-    },
-    { table: "Logical_Switch", id: "subnet/default", column: "ports" },
-  ).row;
-  await admin.transact((txn) => {
-    const ref = txn.insert("Logical_Switch_Port", row as never);
-    txn.mutate("Logical_Switch", [["_uuid", "==", ls?._uuid as string]], [["ports", "insert", [ref]]]);
-  });
+  await writePodPort(admin, { namespace: "ns", name: "a", uid: "ua" }, "10.244.0.50", "0a:58:0a:f4:00:32");
   const pending = pn.ensure({ namespace: "ns", name: "a", uid: "ua" }, "default");
   await delay(300);
   release();
